@@ -1,0 +1,5 @@
+"""``python -m agent`` runs the agent."""
+
+from agent.cli import main
+
+main()

@@ -1,0 +1,84 @@
+"""``farm-agent``: the only place that reads the environment (composition root)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from agent.app import create_app
+from agent.settings import AgentSettings
+
+__all__ = ["main"]
+
+
+def _settings(overrides: dict[str, object]) -> AgentSettings:
+    try:
+        return AgentSettings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as err:
+        lines = [
+            f"  {'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in err.errors()
+        ]
+        sys.exit("Invalid agent settings:\n" + "\n".join(lines))
+
+
+def _run(args: argparse.Namespace) -> None:
+    overrides: dict[str, object] = {}
+    if args.state_dir:
+        overrides["state_dir"] = args.state_dir
+    if args.port:
+        overrides["port"] = args.port
+    if args.host:
+        overrides["host"] = args.host
+    if args.sample_data:
+        overrides["sample_data"] = True
+    settings = _settings(overrides)
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    def announce(line: str) -> None:
+        print(line, flush=True)
+
+    app = create_app(settings, announce=announce)
+    shown_host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+
+    async def show_url(_: web.Application) -> None:
+        announce(f"Farm agent listening on http://{shown_host}:{settings.port}/")
+        announce(f"API docs: http://{shown_host}:{settings.port}/api/v1/docs")
+
+    app.on_startup.append(show_url)
+    web.run_app(
+        app,
+        host=settings.host,
+        port=settings.port,
+        print=None,
+        access_log=None,
+        shutdown_timeout=10,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``farm-agent`` console script."""
+    parser = argparse.ArgumentParser(prog="farm-agent", description="Vertical farm edge agent")
+    commands = parser.add_subparsers(dest="command")
+    run = commands.add_parser("run", help="run the agent (default)")
+    for target in (parser, run):
+        target.add_argument("--state-dir", help="directory for the database and keys")
+        target.add_argument("--host", help="listen address")
+        target.add_argument("--port", type=int, help="listen port")
+        target.add_argument(
+            "--sample-data",
+            action="store_true",
+            help="create a sample farm hierarchy on an empty database",
+        )
+    args = parser.parse_args(argv)
+    _run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,393 @@
+"""One supervised MQTT connection (aiomqtt 2.x) shared by every MQTT device.
+
+The client reconnects with jittered exponential back-off, restores its subscriptions after every
+connect (a broker that restarted without persistence forgot them), publishes its birth message,
+and hands incoming messages to one handler through a bounded queue: the network side never waits
+for the handler, and when the handler falls behind the oldest queued messages are dropped and
+counted. With a persistent session (clean_session false, fixed client id) the broker keeps QoS 1
+messages for the agent while it is away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import aiomqtt
+from paho.mqtt.reasoncodes import ReasonCode
+
+from agent.devices.codec import OutgoingMessage
+from agent.devices.errors import DeviceUnavailable
+from agent.devices.throttled_log import ThrottledLog
+
+__all__ = [
+    "PUBLISH_POLICY",
+    "Backoff",
+    "InboundMessage",
+    "MessageHandler",
+    "MqttClient",
+    "MqttSettings",
+    "MqttStats",
+    "outgoing",
+]
+
+log = logging.getLogger(__name__)
+
+MessageKind = Literal["command", "status", "state", "telemetry"]
+
+#: QoS and retain per kind of message the agent publishes.
+#: Commands are QoS 1 and never retained: a retained command would be replayed to the device on
+#: every reconnect (Tasmota docs warn against retained cmnd topics). Status (birth/will) is
+#: retained so late subscribers see it. Telemetry is QoS 0 like the firmwares publish it.
+PUBLISH_POLICY: dict[MessageKind, tuple[int, bool]] = {
+    "command": (1, False),
+    "status": (1, True),
+    "state": (1, False),
+    "telemetry": (0, False),
+}
+
+_SUBSCRIBE_CHUNK = 50
+
+
+def outgoing(kind: MessageKind, topic: str, payload: str) -> OutgoingMessage:
+    """Build a message with the QoS and retain flag of its kind."""
+    qos, retain = PUBLISH_POLICY[kind]
+    return OutgoingMessage(topic=topic, payload=payload, qos=qos, retain=retain)
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    """A message received from the broker."""
+
+    topic: str
+    payload: bytes
+    qos: int = 0
+    retain: bool = False
+
+
+MessageHandler = Callable[[InboundMessage], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class MqttSettings:
+    """Connection settings; ``will`` and ``birth`` announce this client's own availability."""
+
+    host: str = "127.0.0.1"
+    port: int = 1883
+    client_id: str = "farm-agent"
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    keepalive: int = 30
+    persistent_session: bool = True
+    subscribe_qos: int = 1
+    timeout: float = 10.0
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    queue_size: int = 10_000
+    handler_timeout: float = 10.0
+    will: OutgoingMessage | None = None
+    birth: OutgoingMessage | None = None
+
+
+@dataclass
+class MqttStats:
+    """Counters for /healthz and metrics."""
+
+    connects: int = 0
+    disconnects: int = 0
+    received: int = 0
+    dropped: int = 0
+    handled: int = 0
+    handler_errors: int = 0
+    handler_timeouts: int = 0
+    published: int = 0
+
+
+class Backoff:
+    """Exponential back-off with jitter: each delay is random in [cap/2, cap], cap doubling."""
+
+    def __init__(
+        self,
+        initial: float,
+        maximum: float,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._initial = initial
+        self._maximum = maximum
+        self._rand = rand
+        self._attempt = 0
+
+    def next_delay(self) -> float:
+        """The delay before the next attempt."""
+        cap = min(self._maximum, self._initial * 2.0 ** min(self._attempt, 30))
+        self._attempt += 1
+        # Jitter spreads the reconnects of many agents after a broker restart.
+        return cap / 2 + self._rand() * cap / 2
+
+    def reset(self) -> None:
+        """Start again from the initial delay (after a successful connection)."""
+        self._attempt = 0
+
+
+class MqttClient:
+    """A supervised MQTT client; use ``async with`` or ``start()``/``stop()``.
+
+    ``on_connect`` runs after every (re)connect, once subscriptions and birth are in place.
+    """
+
+    def __init__(
+        self,
+        settings: MqttSettings,
+        handler: MessageHandler,
+        *,
+        on_connect: Callable[[], Awaitable[None]] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.settings = settings
+        self._on_connect = on_connect
+        self.stats = MqttStats()
+        self._handler = handler
+        self._sleep = sleep
+        self._backoff = Backoff(settings.backoff_initial, settings.backoff_max, rand)
+        self._queue: asyncio.Queue[InboundMessage] = asyncio.Queue(maxsize=settings.queue_size)
+        self._filters: set[str] = set()
+        self._subscription_lock = asyncio.Lock()
+        self._client: aiomqtt.Client | None = None
+        self._connected = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._problems = ThrottledLog(log)
+
+    @property
+    def connected(self) -> bool:
+        """True while a broker connection is up."""
+        return self._connected.is_set()
+
+    async def __aenter__(self) -> MqttClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Start connecting (in the background) and dispatching."""
+        if self._tasks:
+            raise RuntimeError("MQTT client already started")
+        self._tasks = [
+            asyncio.create_task(self._dispatch(), name="mqtt-dispatch"),
+            asyncio.create_task(self._supervise(), name="mqtt-supervise"),
+        ]
+
+    async def stop(self) -> None:
+        """Say goodbye (the will is not sent on a clean disconnect), disconnect, stop tasks."""
+        if not self._tasks:
+            return
+        will = self.settings.will
+        if will is not None and self._client is not None:
+            with contextlib.suppress(DeviceUnavailable):
+                await self.publish(will, timeout=min(2.0, self.settings.timeout))
+        for task in reversed(self._tasks):
+            task.cancel()
+        for task in reversed(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def wait_connected(self, timeout: float) -> None:  # noqa: ASYNC109
+        """Wait until connected; raise DeviceUnavailable after ``timeout`` seconds."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._connected.wait()
+        except TimeoutError as err:
+            raise DeviceUnavailable(
+                f"MQTT broker {self.settings.host}:{self.settings.port} not reachable"
+            ) from err
+
+    async def subscribe(self, filters: Iterable[str]) -> None:
+        """Add topic filters; kept across reconnects. Subscribes now if connected."""
+        new = [topic for topic in filters if topic not in self._filters]
+        if not new:
+            return
+        self._filters.update(new)
+        async with self._subscription_lock:
+            client = self._client
+            if client is not None:
+                try:
+                    await self._subscribe(client, new)
+                except aiomqtt.MqttError as err:
+                    # The filters are remembered; the next connect subscribes them.
+                    log.warning("MQTT subscribe failed, will retry on reconnect: %s", err)
+
+    async def unsubscribe(self, filters: Iterable[str]) -> None:
+        """Remove topic filters."""
+        gone = [topic for topic in filters if topic in self._filters]
+        if not gone:
+            return
+        self._filters.difference_update(gone)
+        async with self._subscription_lock:
+            client = self._client
+            if client is not None:
+                try:
+                    await client.unsubscribe(gone, timeout=self.settings.timeout)
+                except aiomqtt.MqttError as err:
+                    log.warning("MQTT unsubscribe failed: %s", err)
+
+    async def publish(self, message: OutgoingMessage, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Publish; for QoS 1/2 wait for the broker's acknowledgement.
+
+        Raises DeviceUnavailable when not connected or the broker does not acknowledge in time.
+        """
+        client = self._client
+        if client is None:
+            raise DeviceUnavailable("MQTT broker not connected")
+        try:
+            await client.publish(
+                message.topic,
+                message.payload,
+                qos=message.qos,
+                retain=message.retain,
+                timeout=timeout if timeout is not None else self.settings.timeout,
+            )
+        except aiomqtt.MqttError as err:
+            raise DeviceUnavailable(f"MQTT publish to {message.topic} failed: {err}") from err
+        self.stats.published += 1
+
+    async def _supervise(self) -> None:
+        while True:
+            try:
+                await self._session()
+            except aiomqtt.MqttError as err:
+                log.warning(
+                    "MQTT connection to %s:%d lost or refused: %s",
+                    self.settings.host,
+                    self.settings.port,
+                    err,
+                )
+            except Exception:
+                log.exception("MQTT session failed unexpectedly")
+            delay = self._backoff.next_delay()
+            log.info("MQTT reconnecting in %.1f s", delay)
+            await self._sleep(delay)
+
+    async def _session(self) -> None:
+        settings = self.settings
+        will = settings.will
+        client = aiomqtt.Client(
+            settings.host,
+            settings.port,
+            identifier=settings.client_id,
+            username=settings.username,
+            password=settings.password,
+            clean_session=not settings.persistent_session,
+            keepalive=settings.keepalive,
+            timeout=settings.timeout,
+            will=(
+                aiomqtt.Will(will.topic, will.payload, will.qos, will.retain)
+                if will is not None
+                else None
+            ),
+            queue_type=self._forwarding_queue(),
+        )
+        async with asyncio.timeout(settings.timeout + 1):
+            await client.__aenter__()
+        try:
+            self.stats.connects += 1
+            self._backoff.reset()
+            async with self._subscription_lock:
+                await self._subscribe(client, sorted(self._filters))
+                self._client = client
+            self._connected.set()
+            log.info("MQTT connected to %s:%d", settings.host, settings.port)
+            if settings.birth is not None:
+                await client.publish(
+                    settings.birth.topic,
+                    settings.birth.payload,
+                    qos=settings.birth.qos,
+                    retain=settings.birth.retain,
+                )
+            if self._on_connect is not None:
+                await self._on_connect()
+            # Messages go to our queue as they arrive; this only waits for the disconnect.
+            async for _ in client.messages:
+                pass
+        finally:
+            self._client = None
+            self._connected.clear()
+            self.stats.disconnects += 1
+            # Cancellation here is shutdown: aiomqtt then disconnects cleanly (bounded by its
+            # own timeout); after a network error it returns at once.
+            with contextlib.suppress(aiomqtt.MqttError):
+                await client.__aexit__(None, None, None)
+
+    async def _subscribe(self, client: aiomqtt.Client, filters: list[str]) -> None:
+        qos = self.settings.subscribe_qos
+        for start in range(0, len(filters), _SUBSCRIBE_CHUNK):
+            chunk = filters[start : start + _SUBSCRIBE_CHUNK]
+            granted = await client.subscribe(
+                [(topic, qos) for topic in chunk], timeout=self.settings.timeout
+            )
+            for topic, code in zip(chunk, granted, strict=False):
+                refused = (
+                    code.is_failure
+                    if isinstance(code, ReasonCode)
+                    else isinstance(code, int) and code >= 0x80
+                )
+                if refused:
+                    log.error("MQTT broker refused subscription to %s", topic)
+
+    def _forwarding_queue(self) -> type[asyncio.Queue[aiomqtt.Message]]:
+        """A queue class for aiomqtt whose put_nowait hands messages straight to our queue.
+
+        aiomqtt puts each message into its queue from paho's receive callback, after paho has
+        acknowledged it. Messages still in aiomqtt's own queue when the connection drops would be
+        lost (acknowledged, never read), so nothing is left there.
+        """
+        enqueue = self._enqueue
+
+        class ForwardingQueue(asyncio.Queue[aiomqtt.Message]):
+            def put_nowait(self, item: aiomqtt.Message) -> None:
+                enqueue(item)
+
+        return ForwardingQueue
+
+    def _enqueue(self, message: aiomqtt.Message) -> None:
+        self.stats.received += 1
+        payload = message.payload
+        inbound = InboundMessage(
+            topic=message.topic.value,
+            payload=payload if isinstance(payload, bytes) else str(payload or "").encode(),
+            qos=message.qos,
+            retain=bool(message.retain),
+        )
+        if self._queue.full():
+            # Keep the newest data: drop the oldest queued message.
+            self._queue.get_nowait()
+            self.stats.dropped += 1
+            self._problems.warning(
+                "queue-full", "MQTT handler is behind; dropping oldest queued messages"
+            )
+        self._queue.put_nowait(inbound)
+
+    async def _dispatch(self) -> None:
+        while True:
+            message = await self._queue.get()
+            try:
+                async with asyncio.timeout(self.settings.handler_timeout):
+                    await self._handler(message)
+                self.stats.handled += 1
+            except TimeoutError:
+                self.stats.handler_timeouts += 1
+                self._problems.error(
+                    "handler-timeout", "MQTT handler timed out on %s", message.topic
+                )
+            except Exception:
+                self.stats.handler_errors += 1
+                self._problems.exception(
+                    "handler-error", "MQTT handler failed on %s", message.topic
+                )

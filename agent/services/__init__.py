@@ -1,0 +1,1 @@
+"""Use cases of the agent: authorization, validation across rows, and calls into stores."""

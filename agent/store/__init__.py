@@ -1,0 +1,1 @@
+"""The agent's SQLite store: connection, migrations, and one module per aggregate."""

@@ -1,0 +1,45 @@
+"""Who may see which farm: the one place the agent applies DESIGN.md section 4's visibility rule.
+
+A farm is visible to admins, to its creator (who holds read_write on it), and to users holding a
+permission on it. Every farm-scoped query in the store takes its filter from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.store.db import Database
+from protocol.identity import PermissionType, Principal
+
+__all__ = ["farm_grant", "visible_farm_filter"]
+
+
+def visible_farm_filter(principal: Principal, farm_id_column: str) -> tuple[str, list[Any]]:
+    """An SQL condition on ``farm_id_column`` that keeps only farms the caller may see."""
+    if principal.is_admin:
+        return "1 = 1", []
+    return (
+        f"{farm_id_column} IN (SELECT id FROM farms WHERE created_by = ?"
+        " UNION SELECT farm_id FROM permissions WHERE user_id = ?)",
+        [principal.user_id, principal.user_id],
+    )
+
+
+async def farm_grant(db: Database, principal: Principal, farm_id: str) -> PermissionType | None:
+    """The caller's grant on a farm, or ``None`` if it does not exist or is not visible."""
+    row = await db.fetch_one(
+        """
+        SELECT f.created_by AS creator, p.permission_type AS granted
+        FROM farms f
+        LEFT JOIN permissions p ON p.farm_id = f.id AND p.user_id = ?
+        WHERE f.id = ?
+        """,
+        (principal.user_id, farm_id),
+    )
+    if row is None:
+        return None
+    if principal.is_admin or row["creator"] == principal.user_id:
+        return PermissionType.READ_WRITE
+    if row["granted"] is None:
+        return None
+    return PermissionType(row["granted"])

@@ -1,0 +1,274 @@
+"""The device registry: rows of ``devices`` with address, observed status and actuator state."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+
+from agent.store.access import visible_farm_filter
+from agent.store.db import Database
+from protocol.identity import Principal
+from protocol.timefmt import now_iso, parse_iso
+
+__all__ = [
+    "MAX_OFFSET",
+    "AfterInsert",
+    "DeviceFilter",
+    "DeviceStore",
+    "DuplicateDevice",
+    "is_running",
+]
+
+_SHOWN = "CASE WHEN admin_status = 'active' THEN availability ELSE admin_status END"
+"""``status`` as every view shows it: the operator's override, else the observed availability."""
+
+_COLUMNS = (
+    "d.id, d.farm_id, d.name, d.kind, d.device_type, d.location, d.status, d.admin_status,"
+    " d.availability, d.profile, d.transport, d.topic_base,"
+    " d.topic_variables, d.serial_port, d.serial_settings, d.mac_address, d.firmware_version,"
+    " d.battery_level, d.calibration_data, d.last_reading, d.last_seen, d.state,"
+    " d.state_updated_at, d.max_speed, d.rated_power_w, d.runtime_s, d.running_since,"
+    " d.created_at, d.updated_at"
+)
+_INSERTABLE = frozenset(
+    {
+        "farm_id",
+        "name",
+        "kind",
+        "device_type",
+        "location",
+        "profile",
+        "transport",
+        "topic_base",
+        "topic_variables",
+        "serial_port",
+        "serial_settings",
+        "mac_address",
+        "firmware_version",
+        "battery_level",
+        "calibration_data",
+        "max_speed",
+        "rated_power_w",
+    }
+)
+# Columns of the partial unique indexes of migration 0003, as SQLite names them in its message.
+_UNIQUE_FIELDS = {
+    "devices.mac_address": "mac_address",
+    "devices.serial_port": "address.port",
+    "devices.profile, devices.topic_base": "address.topic_base",
+}
+
+
+MAX_OFFSET = 2**63 - 1
+"""SQLite's largest integer: a larger page offset (the API bounds it only below) skips all."""
+
+AfterInsert = Callable[[aiosqlite.Connection, str], Awaitable[None]]
+
+
+class DuplicateDevice(Exception):
+    """Another device already has this MAC address, serial port or topic binding."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class DeviceFilter:
+    """Optional conditions of a device list."""
+
+    farm_id: str | None = None
+    kind: str | None = None
+    device_type: str | None = None
+    status: str | None = None
+
+
+class DeviceStore:
+    """Reads and writes devices; lists go through the caller's visibility filter."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def list_visible(
+        self, principal: Principal, where: DeviceFilter, limit: int, offset: int
+    ) -> tuple[list[sqlite3.Row], int]:
+        """Visible devices matching ``where``, by farm and name, and the total before paging."""
+        visible, params = visible_farm_filter(principal, "d.farm_id")
+        conditions = [visible]
+        for column, value in (
+            ("d.farm_id", where.farm_id),
+            ("d.kind", where.kind),
+            ("d.device_type", where.device_type),
+            ("d.status", where.status),
+        ):
+            if value is not None:
+                conditions.append(f"{column} = ?")
+                params.append(value)
+        condition = " AND ".join(conditions)
+        total = await self._db.fetch_value(
+            f"SELECT count(*) FROM devices d WHERE {condition}", params
+        )
+        rows = await self._db.fetch_all(
+            f"SELECT {_COLUMNS} FROM devices d WHERE {condition}"
+            " ORDER BY d.farm_id, d.name, d.id LIMIT ? OFFSET ?",
+            [*params, limit, min(offset, MAX_OFFSET)],
+        )
+        return list(rows), int(total)
+
+    async def get(self, device_id: str) -> sqlite3.Row | None:
+        """One device by id (the caller authorizes on its farm)."""
+        return await self._db.fetch_one(
+            f"SELECT {_COLUMNS} FROM devices d WHERE d.id = ?", (device_id,)
+        )
+
+    async def of_farm(self, farm_id: str, kind: str, device_type: str | None) -> list[sqlite3.Row]:
+        """All devices of a kind on a farm (for farm-wide metrics)."""
+        sql = f"SELECT {_COLUMNS} FROM devices d WHERE d.farm_id = ? AND d.kind = ?"
+        params: list[Any] = [farm_id, kind]
+        if device_type is not None:
+            sql += " AND d.device_type = ?"
+            params.append(device_type)
+        return list(await self._db.fetch_all(sql + " ORDER BY d.name, d.id", params))
+
+    async def bindable(self) -> list[sqlite3.Row]:
+        """Devices with a profile that are not disabled: what the runtime binds."""
+        return list(
+            await self._db.fetch_all(
+                f"SELECT {_COLUMNS} FROM devices d"
+                " WHERE d.profile IS NOT NULL AND d.admin_status != 'disabled'"
+                " ORDER BY d.created_at, d.id"
+            )
+        )
+
+    async def create(self, fields: Mapping[str, Any], then: AfterInsert | None = None) -> str:
+        """Insert a device and return its id; DuplicateDevice on a taken unique field.
+
+        ``then`` runs in the same transaction with the new id (e.g. to store the calibration
+        given at registration). Raises ``sqlite3.IntegrityError`` if the farm no longer exists.
+        """
+        unknown = set(fields) - _INSERTABLE
+        if unknown:
+            raise ValueError(f"not device columns: {sorted(unknown)}")
+        device_id = str(uuid.uuid4())
+        now = now_iso()
+        columns = {"id": device_id, **fields, "created_at": now, "updated_at": now}
+        names = ", ".join(columns)
+        marks = ", ".join("?" for _ in columns)
+        try:
+            async with self._db.transaction() as conn:
+                await conn.execute(
+                    f"INSERT INTO devices ({names}) VALUES ({marks})", list(columns.values())
+                )
+                if then is not None:
+                    await then(conn, device_id)
+        except sqlite3.IntegrityError as err:
+            for columns_text, field in _UNIQUE_FIELDS.items():
+                if str(err) == f"UNIQUE constraint failed: {columns_text}":
+                    raise DuplicateDevice(field) from None
+            raise
+        return device_id
+
+    async def delete(self, device_id: str) -> bool:
+        """Delete a device (its calibrations cascade); False if it did not exist."""
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute("DELETE FROM devices WHERE id = ?", (device_id,))
+            return cursor.rowcount > 0
+
+    async def set_admin_status(self, device_id: str, admin_status: str) -> None:
+        """Record the operator's status override."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE devices SET admin_status = ?, updated_at = ? WHERE id = ?",
+                (admin_status, now_iso(), device_id),
+            )
+            await _show_status(conn, "id = ?", [device_id])
+
+    async def set_availability(self, device_id: str, online: bool, at: str) -> None:
+        """Record an observed online/offline change (and when the device was last heard)."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE devices SET availability = ?,"
+                " last_seen = CASE WHEN ? THEN max(coalesce(last_seen, ''), ?) ELSE last_seen END"
+                " WHERE id = ?",
+                ("online" if online else "offline", online, at, device_id),
+            )
+            await _show_status(conn, "id = ?", [device_id])
+
+    async def reset_availability(self) -> None:
+        """Mark every device offline until it reports (at start-up, before binding)."""
+        async with self._db.transaction() as conn:
+            await conn.execute("UPDATE devices SET availability = 'offline'")
+            await _show_status(conn, "1 = 1", [])
+
+    async def record_readings(self, latest: Mapping[str, str]) -> None:
+        """Stamp ``last_reading`` and ``last_seen`` of several devices in one transaction."""
+        async with self._db.transaction() as conn:
+            await conn.executemany(
+                "UPDATE devices SET last_reading = max(coalesce(last_reading, ''), ?1),"
+                " last_seen = max(coalesce(last_seen, ''), ?1) WHERE id = ?2",
+                [(at, device_id) for device_id, at in latest.items()],
+            )
+
+    async def record_info(
+        self, device_id: str, firmware_version: str | None, battery_level: int | None
+    ) -> None:
+        """Store what the device said about itself; None leaves a field unchanged."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE devices SET firmware_version = coalesce(?, firmware_version),"
+                " battery_level = coalesce(?, battery_level), updated_at = ? WHERE id = ?",
+                (firmware_version, battery_level, now_iso(), device_id),
+            )
+
+    async def record_state(
+        self, device_id: str, changes: Mapping[str, bool | int], at: str
+    ) -> dict[str, bool | int] | None:
+        """Merge reported actuator state and keep the running-time account; None if no device.
+
+        A device runs while its power is on (or, without a power field, while its level is
+        above 0); the time between a start and a stop report is added to ``runtime_s``.
+        """
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "SELECT state, runtime_s, running_since FROM devices WHERE id = ?", (device_id,)
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                return None
+            state: dict[str, bool | int] = {**json.loads(row["state"]), **changes}
+            runtime_s, since = float(row["runtime_s"]), row["running_since"]
+            running = is_running(state)
+            if running and since is None:
+                since = at
+            elif not running and since is not None:
+                runtime_s += max(0.0, (parse_iso(at) - parse_iso(since)).total_seconds())
+                since = None
+            await conn.execute(
+                "UPDATE devices SET state = ?, state_updated_at = ?, runtime_s = ?,"
+                " running_since = ? WHERE id = ?",
+                (json.dumps(state), at, runtime_s, since, device_id),
+            )
+        return state
+
+
+async def _show_status(conn: aiosqlite.Connection, condition: str, params: list[Any]) -> None:
+    """Bring ``status`` in line with admin_status and availability where it differs."""
+    await conn.execute(
+        f"UPDATE devices SET status = {_SHOWN} WHERE {condition} AND status != {_SHOWN}", params
+    )
+
+
+def is_running(state: Mapping[str, bool | int]) -> bool:
+    """Whether reported state means the actuator is running."""
+    if "power" in state:
+        return bool(state["power"])
+    for level in ("fan_speed", "brightness"):
+        if level in state:
+            return int(state[level]) > 0
+    return bool(state.get("valve", False))

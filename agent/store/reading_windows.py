@@ -1,0 +1,111 @@
+"""Aggregates of many series over a time window, and their latest readings (farm metrics)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent.store.access import visible_farm_filter
+from agent.store.db import Database
+from agent.store.readings import HOUR_MS, MINUTE_MS, floor_to
+from protocol.identity import Principal
+
+__all__ = ["ReadingWindows", "SeriesWindow"]
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesWindow:
+    """A series' aggregates over a window (None when it has no data there) and latest reading."""
+
+    device_id: str
+    metric: str
+    unit: str
+    min: float | None
+    max: float | None
+    sum: float | None
+    count: int
+    latest_ts: int | None
+    latest_value: float | None
+
+
+class ReadingWindows:
+    """Reads window aggregates across series, selected by farm visibility or by device."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def of_farms(
+        self, principal: Principal, farm_id: str | None, start: int, end: int
+    ) -> list[SeriesWindow]:
+        """Every series of the devices of one farm, or of every farm the caller may see."""
+        condition, params = visible_farm_filter(principal, "d.farm_id")
+        if farm_id is not None:
+            condition += " AND d.farm_id = ?"
+            params.append(farm_id)
+        return await self._windows(
+            f"s.device_id IN (SELECT d.id FROM devices d WHERE {condition})", params, start, end
+        )
+
+    async def of_devices(
+        self, device_ids: Sequence[str], start: int, end: int
+    ) -> list[SeriesWindow]:
+        """Every series of the given devices (the caller has authorized them)."""
+        if not device_ids:
+            return []
+        marks = ", ".join("?" * len(device_ids))
+        return await self._windows(f"s.device_id IN ({marks})", list(device_ids), start, end)
+
+    async def _windows(
+        self, condition: str, params: list[Any], start: int, end: int
+    ) -> list[SeriesWindow]:
+        # Whole hours come from the hourly rollup and the partial hours at either end from the
+        # minute rollup: exact to the minute, at a few rows per hour.
+        low = floor_to(start, MINUTE_MS)
+        first_hour = floor_to(low + HOUR_MS - 1, HOUR_MS)
+        last_hour = floor_to(end, HOUR_MS)
+        if first_hour >= last_hour:  # no whole hour inside: minutes only
+            first_hour = last_hour = end
+        rows = await self._db.fetch_all(
+            f"""
+            WITH chosen AS (
+                SELECT s.id, s.device_id, s.metric, s.unit FROM series s WHERE {condition}
+            ),
+            parts AS (
+                SELECT series_id, vmin, vmax, vsum, n FROM readings_1h
+                WHERE series_id IN (SELECT id FROM chosen) AND ts >= ? AND ts < ?
+                UNION ALL
+                SELECT series_id, vmin, vmax, vsum, n FROM readings_1m
+                WHERE series_id IN (SELECT id FROM chosen)
+                    AND ((ts >= ? AND ts < ?) OR (ts >= ? AND ts < ?))
+            )
+            SELECT c.device_id, c.metric, c.unit,
+                min(p.vmin), max(p.vmax), sum(p.vsum), coalesce(sum(p.n), 0),
+                (SELECT r.ts FROM readings r WHERE r.series_id = c.id
+                    ORDER BY r.ts DESC LIMIT 1),
+                (SELECT r.value FROM readings r WHERE r.series_id = c.id
+                    ORDER BY r.ts DESC LIMIT 1)
+            FROM chosen c LEFT JOIN parts p ON p.series_id = c.id
+            GROUP BY c.id
+            ORDER BY c.metric, c.device_id
+            """,
+            [*params, first_hour, last_hour, low, first_hour, last_hour, end],
+        )
+        return [SeriesWindow(*row) for row in rows]
+
+    async def latest_of_devices(self, device_ids: Sequence[str]) -> dict[str, int]:
+        """Timestamp of each device's newest stored raw reading (devices without any omitted)."""
+        if not device_ids:
+            return {}
+        marks = ", ".join("?" * len(device_ids))
+        rows = await self._db.fetch_all(
+            f"""
+            SELECT s.device_id, max(
+                (SELECT r.ts FROM readings r WHERE r.series_id = s.id
+                    ORDER BY r.ts DESC LIMIT 1))
+            FROM series s WHERE s.device_id IN ({marks})
+            GROUP BY s.device_id
+            """,
+            list(device_ids),
+        )
+        return {device: int(ts) for device, ts in rows if ts is not None}

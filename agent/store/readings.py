@@ -1,0 +1,343 @@
+"""Readings: series of (device, metric), raw values and their 1-minute and 1-hour rollups.
+
+Timestamps are integer unix milliseconds. Rollups are kept by a trigger in the same transaction
+as each raw insert (migration 0002), so the store only writes raw rows. Ranges are half-open,
+``start <= ts < end``; at a bucketed resolution every bucket overlapping the range is returned
+whole, stamped with its start.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import aiosqlite
+
+from agent.store.db import Database
+from protocol.timefmt import now_iso
+
+__all__ = [
+    "HOUR_MS",
+    "MINUTE_MS",
+    "NewReading",
+    "Point",
+    "ReadingStore",
+    "Resolution",
+    "SeriesInfo",
+    "WriteOutcome",
+    "floor_to",
+]
+
+MINUTE_MS = 60_000
+HOUR_MS = 3_600_000
+_TS_MAX = 2**63 - 1
+# Variables per statement stay far below SQLite's limit (32766 since 3.32, 999 before).
+_CHUNK = 400
+
+
+class Resolution(StrEnum):
+    """Where points come from: raw readings or a rollup table."""
+
+    RAW = "raw"
+    MINUTE = "1m"
+    HOUR = "1h"
+
+    @property
+    def table(self) -> str:
+        """The table holding this resolution."""
+        return _TABLES[self]
+
+    @property
+    def step_ms(self) -> int:
+        """Bucket width of a rollup (0 for raw)."""
+        return _STEPS[self]
+
+
+_TABLES = {
+    Resolution.RAW: "readings",
+    Resolution.MINUTE: "readings_1m",
+    Resolution.HOUR: "readings_1h",
+}
+_STEPS = {Resolution.RAW: 0, Resolution.MINUTE: MINUTE_MS, Resolution.HOUR: HOUR_MS}
+
+
+@dataclass(frozen=True, slots=True)
+class NewReading:
+    """A validated, calibrated reading ready to store."""
+
+    device_id: str
+    metric: str
+    unit: str
+    ts: int
+    value: float
+    raw: float | None = None
+    received_ts: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    """What a batch write did: the readings it inserted, and what it skipped."""
+
+    inserted: tuple[NewReading, ...]
+    duplicates: int
+    unknown_device: int
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One point of a series; a raw reading has min = max = mean and count 1."""
+
+    ts: int
+    mean: float
+    min: float
+    max: float
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesInfo:
+    """A (device, metric) series."""
+
+    id: int
+    device_id: str
+    metric: str
+    unit: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    id: int
+    unit: str
+
+
+def floor_to(ts: int, step: int) -> int:
+    """Start of the ``step``-wide bucket holding ``ts`` (buckets aligned to the unix epoch)."""
+    return ts - ts % step if step else ts
+
+
+def _placeholders(count: int) -> str:
+    return ", ".join("?" * count)
+
+
+def _batched(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
+
+
+class ReadingStore:
+    """Writes batches of readings and reads them back at any resolution."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._series: dict[tuple[str, str], _Cached] = {}
+
+    async def write(self, readings: Sequence[NewReading]) -> WriteOutcome:
+        """Store a batch in one transaction; duplicates of stored (series, ts) are skipped.
+
+        Readings of devices that no longer exist are dropped and counted, so a device deleted
+        while its readings were queued cannot fail the batch.
+        """
+        if not readings:
+            return WriteOutcome((), 0, 0)
+        wanted = {(r.device_id, r.metric): r.unit for r in readings}
+        created: dict[tuple[str, str], _Cached] = {}
+        async with self._db.transaction() as conn:
+            ids = await self._series_ids(conn, wanted, created)
+            unknown = duplicates = 0
+            keyed: dict[tuple[int, int], NewReading] = {}
+            for reading in readings:
+                series_id = ids.get((reading.device_id, reading.metric))
+                if series_id is None:
+                    unknown += 1
+                elif (series_id, reading.ts) in keyed:
+                    duplicates += 1
+                else:
+                    keyed[series_id, reading.ts] = reading
+            for key in await self._existing(conn, keyed):
+                del keyed[key]
+                duplicates += 1
+            await conn.executemany(
+                "INSERT OR IGNORE INTO readings (series_id, ts, value, raw, received_ts)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(sid, ts, r.value, r.raw, r.received_ts) for (sid, ts), r in keyed.items()],
+            )
+        # Only after COMMIT: ids created by a rolled-back transaction do not exist.
+        self._series.update(created)
+        return WriteOutcome(tuple(keyed.values()), duplicates, unknown)
+
+    async def _series_ids(
+        self,
+        conn: aiosqlite.Connection,
+        wanted: Mapping[tuple[str, str], str],
+        created: dict[tuple[str, str], _Cached],
+    ) -> dict[tuple[str, str], int]:
+        ids: dict[tuple[str, str], int] = {}
+        cached = {
+            key: entry
+            for key, entry in ((k, self._series.get(k)) for k in wanted)
+            if entry is not None and entry.unit == wanted[key]
+        }
+        # A cached id may belong to a series deleted with its device since; check in this
+        # transaction, so the check and the insert see the same database.
+        alive: set[int] = set()
+        for chunk in _batched({entry.id for entry in cached.values()}, _CHUNK):
+            rows = await conn.execute_fetchall(
+                f"SELECT id FROM series WHERE id IN ({_placeholders(len(chunk))})", chunk
+            )
+            alive.update(row[0] for row in rows)
+        for key, entry in cached.items():
+            if entry.id in alive:
+                ids[key] = entry.id
+            else:
+                self._series.pop(key, None)
+        for (device_id, metric), unit in wanted.items():
+            if (device_id, metric) in ids:
+                continue
+            rows = await conn.execute_fetchall(
+                """
+                INSERT INTO series (device_id, metric, unit, created_at)
+                SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM devices WHERE id = ?)
+                ON CONFLICT (device_id, metric) DO UPDATE SET unit = excluded.unit
+                RETURNING id
+                """,
+                (device_id, metric, unit, now_iso(), device_id),
+            )
+            row = next(iter(rows), None)
+            if row is not None:
+                ids[device_id, metric] = row[0]
+                created[device_id, metric] = _Cached(row[0], unit)
+        return ids
+
+    async def _existing(
+        self, conn: aiosqlite.Connection, keys: Iterable[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        found: list[tuple[int, int]] = []
+        for chunk in _batched(keys, _CHUNK):
+            values = ", ".join("(?, ?)" for _ in chunk)
+            # A join on VALUES probes the primary key per pair; `(a, b) IN (VALUES ...)` scans.
+            rows = await conn.execute_fetchall(
+                f"SELECT r.series_id, r.ts FROM (VALUES {values}) AS k"
+                " CROSS JOIN readings r ON r.series_id = k.column1 AND r.ts = k.column2",
+                [part for key in chunk for part in key],
+            )
+            found.extend((row[0], row[1]) for row in rows)
+        return found
+
+    async def find_series(self, device_id: str, metric: str) -> SeriesInfo | None:
+        """The series of a device's metric, if it has ever reported one."""
+        row = await self._db.fetch_one(
+            "SELECT id, device_id, metric, unit FROM series WHERE device_id = ? AND metric = ?",
+            (device_id, metric),
+        )
+        return None if row is None else SeriesInfo(*row)
+
+    async def series_of(self, device_id: str) -> list[SeriesInfo]:
+        """Every series a device has reported, by metric."""
+        rows = await self._db.fetch_all(
+            "SELECT id, device_id, metric, unit FROM series WHERE device_id = ? ORDER BY metric",
+            (device_id,),
+        )
+        return [SeriesInfo(*row) for row in rows]
+
+    async def device_farm(self, device_id: str) -> str | None:
+        """The farm a device belongs to, or None if there is no such device."""
+        value = await self._db.fetch_value("SELECT farm_id FROM devices WHERE id = ?", (device_id,))
+        return None if value is None else str(value)
+
+    async def oldest(self, series_id: int, resolution: Resolution) -> int | None:
+        """Timestamp of the oldest row kept at a resolution (None if it holds none)."""
+        value = await self._db.fetch_value(
+            f"SELECT min(ts) FROM {resolution.table} WHERE series_id = ?", (series_id,)
+        )
+        return None if value is None else int(value)
+
+    async def count_upto(
+        self, series_id: int, resolution: Resolution, start: int, end: int, limit: int
+    ) -> int:
+        """Rows in the range at a resolution, counting no further than ``limit``."""
+        value = await self._db.fetch_value(
+            f"SELECT count(*) FROM (SELECT 1 FROM {resolution.table}"
+            " WHERE series_id = ? AND ts >= ? AND ts < ? LIMIT ?)",
+            (series_id, floor_to(start, resolution.step_ms), end, limit),
+        )
+        return int(value)
+
+    async def points(
+        self, series_id: int, resolution: Resolution, start: int, end: int, bucket_ms: int = 0
+    ) -> list[Point]:
+        """Points of a series in a range, rebucketed to ``bucket_ms`` when it is given.
+
+        ``bucket_ms`` must be a multiple of the resolution's own step.
+        """
+        if bucket_ms and bucket_ms % max(resolution.step_ms, 1):
+            raise ValueError(f"bucket {bucket_ms} ms is not a multiple of {resolution}")
+        table = resolution.table
+        if resolution is Resolution.RAW and not bucket_ms:
+            rows = await self._db.fetch_all(
+                "SELECT ts, value FROM readings WHERE series_id = ? AND ts >= ? AND ts < ?"
+                " ORDER BY ts",
+                (series_id, start, end),
+            )
+            return [Point(ts, value, value, value, 1) for ts, value in rows]
+        if not bucket_ms:
+            low = floor_to(start, resolution.step_ms)
+            rows = await self._db.fetch_all(
+                f"SELECT ts, vmin, vmax, vsum, n FROM {table}"
+                " WHERE series_id = ? AND ts >= ? AND ts < ? ORDER BY ts",
+                (series_id, low, end),
+            )
+        else:
+            low, high = floor_to(start, bucket_ms), floor_to(end - 1, bucket_ms) + bucket_ms
+            columns = (
+                "min(value), max(value), sum(value), count(*)"
+                if resolution is Resolution.RAW
+                else "min(vmin), max(vmax), sum(vsum), sum(n)"
+            )
+            rows = await self._db.fetch_all(
+                f"SELECT ts - ts % ? AS bucket, {columns} FROM {table}"
+                " WHERE series_id = ? AND ts >= ? AND ts < ? GROUP BY bucket ORDER BY bucket",
+                (bucket_ms, series_id, low, high),
+            )
+        return [Point(ts, total / n, lo, hi, n) for ts, lo, hi, total, n in rows]
+
+    async def delete_chunk(
+        self,
+        resolution: Resolution,
+        before: int,
+        limit: int,
+        device_id: str | None = None,
+    ) -> int:
+        """Delete at most ``limit`` rows older than ``before`` in one short transaction.
+
+        Works series by series along the primary key, so each chunk is a few index range
+        deletes and writers wait for one chunk at most. Returns the number of rows deleted.
+        """
+        table = resolution.table
+        if device_id is None:
+            series_ids = await self._db.fetch_all("SELECT id FROM series ORDER BY id")
+        else:
+            series_ids = await self._db.fetch_all(
+                "SELECT id FROM series WHERE device_id = ?", (device_id,)
+            )
+        deleted = 0
+        async with self._db.transaction() as conn:
+            for (series_id,) in series_ids:
+                if deleted >= limit:
+                    break
+                # The row at offset `room` is the first one to keep: delete everything below it.
+                cursor = await conn.execute(
+                    f"""
+                    DELETE FROM {table} WHERE series_id = ?1 AND ts < coalesce(
+                        (SELECT ts FROM {table} WHERE series_id = ?1 AND ts < ?2
+                            ORDER BY ts LIMIT 1 OFFSET ?3),
+                        ?2)
+                    """,
+                    (series_id, min(before, _TS_MAX), limit - deleted),
+                )
+                deleted += max(cursor.rowcount, 0)
+                await cursor.close()
+        return deleted

@@ -1,0 +1,1 @@
+"""The agent's HTTP surface: thin handlers that call services."""

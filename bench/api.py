@@ -1,0 +1,155 @@
+"""API throughput: GET /api/v1/farms/ and POST /api/v1/shelves/ next to a bare aiohttp handler.
+
+Run: .venv/bin/python bench/api.py [--seconds 10] [--connections 50]
+Targets (issue 2): farm list >= 30 % of the bare handler's requests/s with p99 <= 25 ms at 50
+connections; agent resident memory after the run <= 80 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from support import free_port, request_json, rss_mb, start_agent, wait_http, wrk
+
+FARMS, ROWS, RACKS, SHELVES = 50, 2, 2, 3
+
+SHELF_SCRIPT = """
+local racks = {%s}
+local counter = 0
+local offset = 0
+function setup(thread)
+  thread:set("offset", offset)
+  offset = offset + 1
+end
+function init(args)
+  offset = tonumber(wrk.thread:get("offset")) or 0
+end
+function request()
+  counter = counter + 1
+  local rack = racks[(counter %% #racks) + 1]
+  local level = 10 + offset * 400 + math.floor(counter / #racks)
+  local body = string.format(
+    '{"rack_id":"%%s","name":"bench","level":%%d,"plant_capacity":24,"current_species":"lettuce"}',
+    rack, level)
+  return wrk.format("POST", "/api/v1/shelves/", {["Content-Type"]="application/json",
+    ["Authorization"]="Bearer %s"}, body)
+end
+"""
+
+
+def seed(base: str, token: str) -> list[str]:
+    """Create the farms with their hierarchy; return every rack id."""
+    auth = {"Authorization": f"Bearer {token}"}
+    racks = []
+    for f in range(FARMS):
+        farm = request_json(
+            f"{base}/api/v1/farms/", "POST", {"name": f"Farm {f:02d}", "location": "Bench"}, auth
+        )
+        for r in range(ROWS):
+            row = request_json(
+                f"{base}/api/v1/rows/",
+                "POST",
+                {"farm_id": farm["id"], "name": f"Row {r}", "position": r},
+                auth,
+            )
+            for k in range(RACKS):
+                rack = request_json(
+                    f"{base}/api/v1/racks/",
+                    "POST",
+                    {
+                        "row_id": row["id"],
+                        "name": f"Rack {k}",
+                        "position": k,
+                        "height_cm": 240,
+                        "width_cm": 120,
+                        "depth_cm": 60,
+                    },
+                    auth,
+                )
+                racks.append(rack["id"])
+                for s in range(SHELVES):
+                    request_json(
+                        f"{base}/api/v1/shelves/",
+                        "POST",
+                        {
+                            "rack_id": rack["id"],
+                            "name": f"Shelf {s}",
+                            "level": s,
+                            "plant_capacity": 24,
+                            "current_species": "lettuce",
+                        },
+                        auth,
+                    )
+    return racks
+
+
+def main() -> None:
+    """Measure and print the figures with their ratio to the baseline."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=50)
+    args = parser.parse_args()
+
+    port = free_port()
+    bare = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "bare_server.py"), str(port)]
+    )
+    agent = start_agent("bench-password-1")
+    try:
+        wait_http(f"http://127.0.0.1:{port}/")
+        login = request_json(
+            f"{agent.base_url}/api/v1/login",
+            "POST",
+            {"email": "bench@farm.local", "password": "bench-password-1"},
+        )
+        token = login["access_token"]
+        racks = seed(agent.base_url, token)
+        auth = {"Authorization": f"Bearer {token}"}
+
+        base = wrk(f"http://127.0.0.1:{port}/", connections=args.connections, seconds=args.seconds)
+        farms = wrk(
+            f"{agent.base_url}/api/v1/farms/",
+            connections=args.connections,
+            seconds=args.seconds,
+            headers=auth,
+        )
+        script = SHELF_SCRIPT % (",".join(f'"{r}"' for r in racks), token)
+        shelves = wrk(
+            f"{agent.base_url}/api/v1/shelves/",
+            connections=args.connections,
+            seconds=args.seconds,
+            script=script,
+        )
+        memory = rss_mb(agent.process.pid)
+    finally:
+        agent.stop()
+        bare.terminate()
+        bare.wait(timeout=10)
+
+    print(f"{'endpoint':32} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'ratio':>7}")
+    for name, result in (
+        ("bare aiohttp JSON handler", base),
+        ("GET /api/v1/farms/ (50 farms)", farms),
+        ("POST /api/v1/shelves/", shelves),
+    ):
+        ratio = result.requests_per_s / base.requests_per_s
+        print(
+            f"{name:32} {result.requests_per_s:9.0f} {result.p50_ms:8.2f} "
+            f"{result.p99_ms:8.2f} {result.non_2xx:8d} {ratio:7.1%}"
+        )
+    print(f"agent resident memory after the run: {memory:.1f} MB")
+    farm_ratio = farms.requests_per_s / base.requests_per_s
+    print(
+        f"targets: farm list >= 30% of bare ({'met' if farm_ratio >= 0.30 else 'MISSED'}), "
+        f"p99 <= 25 ms ({'met' if farms.p99_ms <= 25 else 'MISSED'}), "
+        f"memory <= 80 MB ({'met' if memory <= 80 else 'MISSED'})"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Query time for one sensor's full year of 1-minute data at automatic resolution.
+
+Run: .venv/bin/python bench/readings_query.py [--repeat 200] [--points 1000]
+Target (issue 3): the automatic-resolution query over the whole year answers in < 100 ms.
+Baseline, measured in the same run: a plain ``SELECT count(*)`` over that series' minute rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent.services.reading_query import ReadingQuery
+from agent.services.reading_retention import RetentionPolicy
+from agent.store.db import Database
+from agent.store.readings import ReadingStore
+from protocol.identity import Principal, Role
+
+MIN_MS, HOUR_MS, DAY_MS = 60_000, 3_600_000, 86_400_000
+YEAR_START = 1_704_067_200_000  # 2024-01-01T00:00:00Z
+YEAR_END = YEAR_START + 365 * DAY_MS
+NOW_TEXT = "2024-12-31T00:00:00.000Z"
+
+
+def fill(path: Path) -> tuple[str, str]:
+    """A user, farm, device and one series with a year of minute rollups; (user, device) ids."""
+    user, farm, device = (str(uuid.uuid4()) for _ in range(3))
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA synchronous=OFF")  # seeding only; the measured reads are unaffected
+    conn.execute("BEGIN")
+    conn.execute(
+        "INSERT INTO users (id, email, password_hash, role, created_at, updated_at)"
+        " VALUES (?, 'bench@farm.test', 'x', 'admin', ?, ?)",
+        (user, NOW_TEXT, NOW_TEXT),
+    )
+    conn.execute(
+        "INSERT INTO farms (id, name, status, created_by, created_at, updated_at)"
+        " VALUES (?, 'Bench', 'active', ?, ?, ?)",
+        (farm, user, NOW_TEXT, NOW_TEXT),
+    )
+    conn.execute(
+        "INSERT INTO devices (id, farm_id, name, kind, device_type, created_at, updated_at)"
+        " VALUES (?, ?, 'pH', 'sensor', 'ph_sensor', ?, ?)",
+        (device, farm, NOW_TEXT, NOW_TEXT),
+    )
+    series_id = conn.execute(
+        "INSERT INTO series (device_id, metric, unit, created_at) VALUES (?, 'ph', 'pH', ?)"
+        " RETURNING id",
+        (device, NOW_TEXT),
+    ).fetchone()[0]
+
+    def minutes() -> Any:
+        for i in range((YEAR_END - YEAR_START) // MIN_MS):
+            mean = 6.0 + 0.5 * math.sin(i / 720 * math.pi)  # a daily swing
+            yield (series_id, YEAR_START + i * MIN_MS, mean - 0.02, mean + 0.02, mean * 6, 6)
+
+    conn.executemany(
+        "INSERT INTO readings_1m (series_id, ts, vmin, vmax, vsum, n) VALUES (?, ?, ?, ?, ?, ?)",
+        minutes(),
+    )
+    conn.execute(
+        "INSERT INTO readings_1h (series_id, ts, vmin, vmax, vsum, n)"
+        " SELECT series_id, ts - ts % ?, min(vmin), max(vmax), sum(vsum), sum(n)"
+        " FROM readings_1m GROUP BY series_id, ts - ts % ?",
+        (HOUR_MS, HOUR_MS),
+    )
+    conn.execute("COMMIT")
+    conn.close()
+    return user, device
+
+
+async def timed(repeat: int, run: Callable[[], Awaitable[Any]]) -> list[float]:
+    """Milliseconds of ``repeat`` runs, after one warm-up run."""
+    await run()
+    samples = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        await run()
+        samples.append((time.perf_counter() - began) * 1000)
+    return samples
+
+
+def summary(samples: list[float]) -> str:
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+    return f"median {statistics.median(ordered):7.2f} ms   p99 {p99:7.2f} ms"
+
+
+async def main(repeat: int, points: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.db"
+        db = Database(path)
+        await db.open()  # creates the schema
+        await db.close()
+        began = time.perf_counter()
+        user, device = fill(path)
+        seconds = time.perf_counter() - began
+        print(f"filled 525,600 minute rows and 8,760 hourly rows in {seconds:.1f} s")
+        print(f"database size {path.stat().st_size / 2**20:.1f} MiB")
+
+        db = Database(path)
+        await db.open()
+        try:
+            store = ReadingStore(db)
+            query = ReadingQuery(
+                db, store, RetentionPolicy(), point_budget=points, now=lambda: YEAR_END
+            )
+            admin = Principal(user_id=user, email="bench@farm.test", role=Role.ADMIN)
+            series_id = (await store.find_series(device, "ph")).id  # type: ignore[union-attr]
+
+            async def whole_year() -> Any:
+                return await query.series(admin, device, "ph", YEAR_START, YEAR_END)
+
+            async def last_90_days() -> Any:
+                return await query.series(admin, device, "ph", YEAR_END - 90 * DAY_MS, YEAR_END)
+
+            async def baseline() -> Any:
+                return await db.fetch_value(
+                    "SELECT count(*) FROM readings_1m WHERE series_id = ?", (series_id,)
+                )
+
+            result = await whole_year()
+            print(
+                f"whole year: {len(result.points)} points at {result.resolution}"
+                f" buckets of {result.bucket_ms // HOUR_MS} h (budget {points})"
+            )
+            year = await timed(repeat, whole_year)
+            quarter = await timed(repeat, last_90_days)
+            base = await timed(repeat, baseline)
+            print(f"auto-resolution query, whole year   {summary(year)}   (target < 100 ms)")
+            print(f"auto-resolution query, last 90 days {summary(quarter)}")
+            print(f"baseline count(*) of minute rows    {summary(base)}")
+            ratio = statistics.median(year) / statistics.median(base)
+            print(f"ratio whole-year query / baseline (medians): {ratio:.3f}")
+        finally:
+            await db.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--points", type=int, default=1000)
+    args = parser.parse_args()
+    asyncio.run(main(args.repeat, args.points))

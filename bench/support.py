@@ -1,0 +1,147 @@
+"""Helpers shared by the benchmarks: free ports, subprocess servers, wrk runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_http(url: str, timeout_s: float = 30.0) -> None:
+    """Poll ``url`` until it answers 200."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"{url} did not come up within {timeout_s} s")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process in MiB (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def request_json(
+    url: str, method: str = "GET", body: Any = None, headers: dict[str, str] | None = None
+) -> Any:
+    """A blocking JSON request (seeding only; never on a measured path)."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        raw = resp.read()
+    return json.loads(raw) if raw else None
+
+
+@dataclass
+class AgentProcess:
+    """An agent started as a subprocess on a temporary state directory."""
+
+    process: subprocess.Popen[bytes]
+    base_url: str
+    state_dir: Path
+
+    def stop(self) -> None:
+        """Terminate the agent and remove its state."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def start_agent(admin_password: str, extra_env: dict[str, str] | None = None) -> AgentProcess:
+    """Start ``farm-agent run`` with rate limits lifted (they would throttle a load test)."""
+    port = free_port()
+    state = Path(tempfile.mkdtemp(prefix="bench-agent-"))
+    env = {
+        **os.environ,
+        "FARM_STATE_DIR": str(state),
+        "FARM_ADMIN_EMAIL": "bench@farm.local",
+        "FARM_ADMIN_PASSWORD": admin_password,
+        "FARM_RATE_LIMIT_PER_USER": "0",
+        "FARM_RATE_LIMIT_PER_PREMIUM_USER": "0",
+        "FARM_RATE_LIMIT_PER_ADDRESS": "0",
+        "FARM_LOG_LEVEL": "WARNING",
+        **(extra_env or {}),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/health")
+    return AgentProcess(process, base, state)
+
+
+@dataclass
+class WrkResult:
+    """What wrk measured."""
+
+    requests_per_s: float
+    p50_ms: float
+    p99_ms: float
+    non_2xx: int
+
+
+def _ms(text: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def wrk(
+    url: str,
+    *,
+    connections: int,
+    seconds: int,
+    script: str | None = None,
+    headers: dict[str, str] | None = None,
+    threads: int = 2,
+) -> WrkResult:
+    """Run wrk against ``url`` and parse requests/s and the latency percentiles."""
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed: run scripts/bootstrap or apt-get install wrk")
+    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    for name, value in (headers or {}).items():
+        cmd += ["-H", f"{name}: {value}"]
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
+        lua.write(script or "")
+    if script:
+        cmd += ["-s", lua.name]
+    out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True).stdout
+    os.unlink(lua.name)
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = _ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    non_2xx_match = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    return WrkResult(rps, p50, p99, int(non_2xx_match.group(1)) if non_2xx_match else 0)

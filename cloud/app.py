@@ -1,0 +1,144 @@
+"""The composition root of the cloud: builds every object and wires them into the web app."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+from aiohttp import web
+
+from cloud.services.devices import DeviceService
+from cloud.services.events import EventService
+from cloud.services.farms import FarmService
+from cloud.services.health import HealthService
+from cloud.services.identity import IdentityService, LoginPolicy
+from cloud.services.readings import ReadingService
+from cloud.settings import CloudSettings
+from cloud.signing import signing_key
+from cloud.store.db import Database
+from cloud.web import auth, devices, farms, system
+from cloud.web.keys import (
+    DATABASE,
+    DEVICES,
+    EVENTS,
+    FARMS,
+    HEALTH,
+    IDENTITY,
+    JWKS,
+    READINGS,
+    SETTINGS,
+)
+from protocol.http.credentials import bearer_token
+from protocol.http.docs import install_docs
+from protocol.http.endpoints import Api
+from protocol.http.middleware import auth_middleware, error_middleware, request_id_middleware
+from protocol.http.openapi import openapi_document
+from protocol.http.ratelimit import (
+    RateLimiter,
+    RateLimitPolicy,
+    add_rate_limit_headers,
+    rate_limit_middleware,
+)
+from protocol.identity import Principal
+from protocol.jwk import key_id, public_jwk
+from protocol.schemas.jwks import Jwk, JwkSet
+from protocol.tokens import TokenSigner, TokenVerifier
+from protocol.version import distribution_version
+
+__all__ = ["api_of_cloud", "create_app"]
+
+log = logging.getLogger(__name__)
+
+
+def api_of_cloud() -> Api:
+    """Every documented endpoint of the cloud."""
+    api = Api()
+    for module in (system, auth, farms, devices):
+        api.extend(module.api)
+    return api
+
+
+def create_app(
+    settings: CloudSettings, *, clock: Callable[[], float] = time.time
+) -> web.Application:
+    """Build the cloud application; resources open in ``cleanup_ctx`` order.
+
+    Start-up fails if a database role could escape row-level security (``UnsafeRoleError``).
+    """
+
+    async def authenticate(request: web.Request) -> Principal | None:
+        token = bearer_token(request.headers)
+        if token is None:
+            return None
+        return await request.app[IDENTITY].principal_from_token(token)
+
+    policy = RateLimitPolicy(
+        per_user=settings.rate_limit_per_user,
+        per_premium_user=settings.rate_limit_per_premium_user,
+        per_address=settings.rate_limit_per_address,
+    )
+    app = web.Application(
+        client_max_size=settings.max_body_bytes,
+        middlewares=[
+            request_id_middleware,
+            error_middleware,
+            auth_middleware(authenticate),
+            rate_limit_middleware(RateLimiter(clock), policy),
+        ],
+    )
+    app[SETTINGS] = settings
+    app.on_response_prepare.append(add_rate_limit_headers)
+
+    version = distribution_version()
+    api = api_of_cloud()
+    api.install(app)
+    install_docs(
+        app,
+        openapi_document(
+            api,
+            title="Vertical farm cloud API",
+            version=version,
+            description="Cloud service: the farms synced from agents, identity, integrations.",
+        ),
+    )
+
+    async def database(app: web.Application) -> AsyncIterator[None]:
+        db = await Database.connect(
+            settings.app_dsn.get_secret_value(),
+            settings.sync_dsn.get_secret_value(),
+            io_timeout=settings.db_io_timeout_s,
+            min_size=settings.db_pool_min,
+            max_size=settings.db_pool_max,
+        )
+        app[DATABASE] = db
+        yield
+        await db.close()
+
+    async def services(app: web.Application) -> AsyncIterator[None]:
+        db = app[DATABASE]
+        key = signing_key(settings)
+        kid = key_id(key.public_key())
+        signer = TokenSigner(settings.issuer, key, settings.access_token_ttl_s, key_id=kid)
+        verifier = TokenVerifier({signer.issuer: signer.public_key})
+        app[JWKS] = JwkSet(keys=[Jwk(**public_jwk(signer.public_key))])
+        app[IDENTITY] = IdentityService(
+            db,
+            signer,
+            verifier,
+            LoginPolicy(
+                refresh_ttl_s=settings.refresh_token_ttl_s,
+                failures_per_account=settings.login_failures_per_account,
+                lockout_s=settings.login_lockout_s,
+            ),
+        )
+        app[FARMS] = FarmService(db)
+        app[DEVICES] = DeviceService(db)
+        app[READINGS] = ReadingService(db)
+        app[EVENTS] = EventService(db)
+        app[HEALTH] = HealthService(db, version)
+        log.info("cloud ready: issuer %s, signing key %s", settings.issuer, kid)
+        yield
+
+    app.cleanup_ctx.extend([database, services])
+    return app

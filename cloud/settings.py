@@ -1,0 +1,52 @@
+"""Cloud settings, from the environment (``CLOUD_*``); only the CLI reads it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["CloudSettings"]
+
+
+class CloudSettings(BaseSettings):
+    """Everything the cloud service can be configured with; DSNs and keys are secrets."""
+
+    model_config = SettingsConfigDict(env_prefix="CLOUD_", extra="forbid")
+
+    owner_dsn: SecretStr = Field(description="Schema owner: runs the migrations, nothing else")
+    app_dsn: SecretStr = Field(description="farm_app: every request acting for a user (RLS)")
+    sync_dsn: SecretStr = Field(description="farm_sync: sync apply and pre-login lookups")
+    db_io_timeout_s: float = Field(10.0, gt=0, le=300)
+    db_pool_min: int = Field(1, ge=0, le=100)
+    db_pool_max: int = Field(10, ge=1, le=200)
+
+    host: str = Field("127.0.0.1", description="Listen address (a reverse proxy fronts it)")
+    port: int = Field(8000, ge=1, le=65535)
+    issuer: str = Field("farm-cloud", min_length=1, description="`iss` of the cloud's tokens")
+    signing_key: SecretStr | None = Field(
+        None, description="Ed25519 private key, PEM; takes precedence over signing_key_path"
+    )
+    signing_key_path: Path | None = Field(
+        None, description="PEM file of the Ed25519 private key; created (mode 0600) if missing"
+    )
+    access_token_ttl_s: int = Field(3600, ge=60, le=86_400)
+    refresh_token_ttl_s: int = Field(30 * 86_400, ge=3600)
+
+    rate_limit_per_user: int = Field(100, ge=0, description="Requests a minute; 0 disables")
+    rate_limit_per_premium_user: int = Field(1000, ge=0)
+    rate_limit_per_address: int = Field(100, ge=0, description="Anonymous requests an hour")
+    login_failures_per_account: int = Field(5, ge=1, description="Before a lockout")
+    login_lockout_s: int = Field(900, ge=1, description="How long a locked account waits")
+
+    max_body_bytes: int = Field(1024 * 1024, ge=1024)
+    log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+
+    @model_validator(mode="after")
+    def _has_key(self) -> CloudSettings:
+        if self.signing_key is None and self.signing_key_path is None:
+            raise ValueError("set CLOUD_SIGNING_KEY (PEM) or CLOUD_SIGNING_KEY_PATH")
+        if self.db_pool_min > self.db_pool_max:
+            raise ValueError("db_pool_min may not exceed db_pool_max")
+        return self

@@ -1,0 +1,1 @@
+"""PostgreSQL storage of the cloud service: migrations, pools, row-level security."""

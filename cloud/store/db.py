@@ -1,0 +1,180 @@
+"""The cloud's PostgreSQL access: one pool per database role, a transaction per unit of work.
+
+Two credentials, two pools (docs/cloud-rls.md):
+
+- `as_user(user_id)` runs on the farm_app role. The transaction first sets app.user_id, and
+  row-level security in PostgreSQL decides every row from there.
+- `as_system()` runs on the farm_sync role, for the few code paths that act for no user (sync
+  apply, login before the user is known, the identity delta). Keep its callers few and obvious.
+
+Both roles are checked at connect time: neither may be a superuser, bypass RLS, own a table or
+act as farm_authz, and the user role may not act as the system role.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TypeAlias
+from uuid import UUID
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+__all__ = ["Database", "UnsafeRoleError"]
+
+logger = logging.getLogger(__name__)
+
+# Roles created by migration 0001_roles.sql.
+SYSTEM_ROLE = "farm_sync"
+AUTHZ_ROLE = "farm_authz"
+
+# Strings: asyncpg's classes are generic only in its type stubs.
+Connection: TypeAlias = "PoolConnectionProxy[asyncpg.Record]"
+Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+
+
+class UnsafeRoleError(RuntimeError):
+    """A pool's database role could escape row-level security."""
+
+
+async def _init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    """Decode json and jsonb to Python values on every new connection."""
+    for type_name in ("json", "jsonb"):
+        await conn.set_type_codec(
+            type_name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+        )
+
+
+async def _check_role(pool: Pool, *, forbidden: tuple[str, ...], io_timeout: float) -> str:
+    """Refuse a role that is a superuser, has BYPASSRLS, owns tables, or can act as one of the
+    `forbidden` roles (being a member, it would inherit their policies or SET ROLE to them)."""
+    async with pool.acquire(timeout=io_timeout) as conn:
+        row = await conn.fetchrow(
+            """
+            SELECT r.rolname, r.rolsuper, r.rolbypassrls,
+                   (SELECT count(*) FROM pg_catalog.pg_class AS c
+                    WHERE c.relowner = r.oid AND c.relkind IN ('r', 'p')) AS owned_tables,
+                   ARRAY(SELECT f.rolname FROM pg_catalog.pg_roles AS f
+                         WHERE f.rolname = ANY($1::text[]) AND pg_has_role(r.oid, f.oid, 'MEMBER')
+                         ORDER BY f.rolname) AS acts_as
+            FROM pg_catalog.pg_roles AS r
+            WHERE r.rolname = current_user
+            """,
+            list(forbidden),
+            timeout=io_timeout,
+        )
+    assert row is not None  # current_user always has a pg_roles row
+    name: str = row["rolname"]
+    problems = []
+    if row["rolsuper"]:
+        problems.append("is a superuser")
+    if row["rolbypassrls"]:
+        problems.append("has BYPASSRLS")
+    if row["owned_tables"]:
+        problems.append(f"owns {row['owned_tables']} tables")
+    if row["acts_as"]:
+        problems.append(f"can act as {', '.join(row['acts_as'])}")
+    if problems:
+        raise UnsafeRoleError(
+            f"database role {name!r} {', '.join(problems)}; row-level security would not hold"
+        )
+    return name
+
+
+class Database:
+    """Pools for the user path and the system path; every call is bounded by `io_timeout`."""
+
+    def __init__(self, user_pool: Pool, system_pool: Pool, *, io_timeout: float) -> None:
+        self._user_pool = user_pool
+        self._system_pool = system_pool
+        self._timeout = io_timeout
+
+    @classmethod
+    async def connect(
+        cls,
+        user_dsn: str,
+        system_dsn: str,
+        *,
+        io_timeout: float = 10.0,
+        min_size: int = 1,
+        max_size: int = 10,
+    ) -> Database:
+        """Open both pools and check their roles; close them again if a check fails."""
+        pools: list[Pool] = []
+        try:
+            for dsn in (user_dsn, system_dsn):
+                pool = await asyncpg.create_pool(
+                    dsn,
+                    min_size=min_size,
+                    max_size=max_size,
+                    timeout=io_timeout,
+                    # The default timeout of every query, BEGIN and COMMIT on these connections.
+                    command_timeout=io_timeout,
+                    init=_init_connection,
+                )
+                pools.append(pool)
+            user_pool, system_pool = pools
+            user_role = await _check_role(
+                user_pool, forbidden=(SYSTEM_ROLE, AUTHZ_ROLE), io_timeout=io_timeout
+            )
+            system_role = await _check_role(
+                system_pool, forbidden=(AUTHZ_ROLE,), io_timeout=io_timeout
+            )
+        except BaseException:
+            for pool in pools:
+                await _close_pool(pool, io_timeout)
+            raise
+        logger.info("database connected: user role %s, system role %s", user_role, system_role)
+        return cls(user_pool, system_pool, io_timeout=io_timeout)
+
+    @asynccontextmanager
+    async def as_user(self, user_id: UUID) -> AsyncIterator[Connection]:
+        """A transaction acting for `user_id`: row-level security applies to everything in it."""
+        async with self._user_pool.acquire(timeout=self._timeout) as conn, conn.transaction():
+            # is_local=true: the setting ends with the transaction, so a pooled connection
+            # never carries one user's identity into the next use.
+            await conn.execute(
+                "SELECT set_config('app.user_id', $1, true)", str(user_id), timeout=self._timeout
+            )
+            yield conn
+
+    @asynccontextmanager
+    async def as_system(self) -> AsyncIterator[Connection]:
+        """A transaction on the system role, for sync apply and pre-authentication lookups."""
+        async with self._system_pool.acquire(timeout=self._timeout) as conn, conn.transaction():
+            yield conn
+
+    async def ping(self) -> dict[str, float | None]:
+        """Round trip of ``SELECT 1`` in ms on each pool (``user``, ``system``); ``None`` for a
+        pool that failed. Runs outside any transaction and acts for nobody."""
+        times: dict[str, float | None] = {}
+        for name, pool in (("user", self._user_pool), ("system", self._system_pool)):
+            started = time.perf_counter()
+            try:
+                async with pool.acquire(timeout=self._timeout) as conn:
+                    await conn.fetchval("SELECT 1", timeout=self._timeout)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+                logger.warning("database ping failed on the %s pool", name, exc_info=True)
+                times[name] = None
+            else:
+                times[name] = (time.perf_counter() - started) * 1000
+        return times
+
+    async def close(self) -> None:
+        """Close both pools, waiting at most `io_timeout` for connections in use."""
+        for pool in (self._user_pool, self._system_pool):
+            await _close_pool(pool, self._timeout)
+
+
+async def _close_pool(pool: Pool, io_timeout: float) -> None:
+    """Close a pool gracefully, or terminate its connections after `io_timeout`."""
+    try:
+        await asyncio.wait_for(pool.close(), io_timeout)
+    except TimeoutError:
+        logger.warning("database pool did not close in %.1f s; terminating it", io_timeout)
+        pool.terminate()

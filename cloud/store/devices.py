@@ -1,0 +1,53 @@
+"""Devices of the mirror, on a user-path connection: row-level security picks the farms."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from cloud.store.db import Connection
+from cloud.store.records import plain
+
+__all__ = ["list_devices", "sensor_farm"]
+
+_COLUMNS = """
+    id, farm_id, name, kind, device_type, location, status, admin_status,
+    firmware_profile AS profile, address, mac_address, firmware_version, battery_level,
+    calibration_data, state, max_speed, rated_power_w, last_reading, last_seen,
+    created_at, updated_at
+"""
+
+
+async def list_devices(
+    conn: Connection,
+    *,
+    farm_id: UUID | None,
+    kind: str | None,
+    device_type: str | None,
+    status: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """Visible devices matching every filter given, by farm and name, and the total."""
+    condition = """
+        ($1::uuid IS NULL OR farm_id = $1) AND ($2::text IS NULL OR kind = $2)
+        AND ($3::text IS NULL OR device_type = $3) AND ($4::text IS NULL OR status = $4)
+    """
+    filters = (farm_id, kind, device_type, status)
+    total: int = await conn.fetchval(f"SELECT count(*) FROM devices WHERE {condition}", *filters)
+    rows = await conn.fetch(
+        f"SELECT {_COLUMNS} FROM devices WHERE {condition}"
+        " ORDER BY farm_id, name, id LIMIT $5 OFFSET $6",
+        *filters,
+        limit,
+        offset,
+    )
+    return [plain(row) for row in rows], total
+
+
+async def sensor_farm(conn: Connection, sensor_id: UUID) -> UUID | None:
+    """The farm of a visible sensor (a device of kind sensor)."""
+    farm_id: UUID | None = await conn.fetchval(
+        "SELECT farm_id FROM devices WHERE id = $1 AND kind = 'sensor'", sensor_id
+    )
+    return farm_id

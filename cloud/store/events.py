@@ -1,0 +1,43 @@
+"""Device events and alerts of the mirror, on a user-path connection (RLS picks the farms)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from cloud.store.db import Connection
+from cloud.store.records import plain
+
+__all__ = ["list_events"]
+
+
+async def list_events(
+    conn: Connection,
+    *,
+    farm_id: UUID | None,
+    device_id: UUID | None,
+    severity: str | None,
+    kind: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """Visible events matching every filter given, newest first, and the total."""
+    condition = """
+        ($1::uuid IS NULL OR farm_id = $1) AND ($2::uuid IS NULL OR device_id = $2)
+        AND ($3::text IS NULL OR severity = $3) AND ($4::text IS NULL OR kind = $4)
+        AND ($5::timestamptz IS NULL OR ts >= $5) AND ($6::timestamptz IS NULL OR ts < $6)
+    """
+    filters = (farm_id, device_id, severity, kind, since, until)
+    total: int = await conn.fetchval(f"SELECT count(*) FROM events WHERE {condition}", *filters)
+    rows = await conn.fetch(
+        "SELECT id, farm_id, device_id, kind, severity, message, data, ts AS timestamp,"
+        f" acknowledged_at, acknowledged_by FROM events WHERE {condition}"
+        " ORDER BY ts DESC, id LIMIT $7 OFFSET $8",
+        *filters,
+        limit,
+        offset,
+    )
+    return [plain(row) for row in rows], total

@@ -1,0 +1,1 @@
+"""HTTP conventions shared by agent and cloud: endpoints, middlewares, rate limits, OpenAPI."""

@@ -1,0 +1,94 @@
+"""Middlewares every service installs: request ids, the error envelope, authentication."""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+from protocol.errors import (
+    ApiError,
+    BadRequest,
+    InternalError,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    envelope,
+)
+from protocol.http.keys import PRINCIPAL, REQUEST_ID
+from protocol.identity import Principal
+
+__all__ = ["auth_middleware", "error_middleware", "error_response", "request_id_middleware"]
+
+log = logging.getLogger(__name__)
+_CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+Authenticate = Callable[[web.Request], Awaitable[Principal | None]]
+
+
+def error_response(error: ApiError, request: web.Request) -> web.Response:
+    """Render ``error`` in the envelope."""
+    response = web.json_response(envelope(error, request.get(REQUEST_ID, "")), status=error.status)
+    if error.status == 405 and "allowed" in error.details:
+        response.headers["Allow"] = ",".join(error.details["allowed"])
+    return response
+
+
+@web.middleware
+async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Echo a sane client ``X-Request-ID`` or make one, on every response."""
+    supplied = request.headers.get("X-Request-ID", "")
+    request_id = supplied if _CLIENT_REQUEST_ID.match(supplied) else uuid.uuid4().hex
+    request[REQUEST_ID] = request_id
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        exc.headers["X-Request-ID"] = request_id
+        raise
+    response.headers["X-Request-ID"] = request_id
+    return response
+
+
+def _from_http_exception(exc: web.HTTPException) -> ApiError:
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        return MethodNotAllowed(details={"allowed": sorted(exc.allowed_methods)})
+    if isinstance(exc, web.HTTPNotFound):
+        return NotFound("No such endpoint")
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return PayloadTooLarge()
+    if exc.status == 400:
+        return BadRequest(exc.reason)
+    error = ApiError(exc.reason)
+    error.status = exc.status  # type: ignore[misc]
+    return error
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn every failure, from routing to handlers, into the error envelope."""
+    try:
+        return await handler(request)
+    except ApiError as err:
+        return error_response(err, request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return error_response(_from_http_exception(exc), request)
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return error_response(InternalError(), request)
+
+
+def auth_middleware(authenticate: Authenticate) -> Middleware:
+    """Resolve the caller (or ``None``) before the handler; invalid credentials are a 401."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        request[PRINCIPAL] = await authenticate(request)
+        return await handler(request)
+
+    return middleware

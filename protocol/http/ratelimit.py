@@ -1,0 +1,98 @@
+"""Fixed-window rate limits with the X-RateLimit-* headers (DESIGN.md section 3).
+
+Authenticated callers are counted per user (100 a minute, 1000 for premium); anonymous callers per
+address (100 an hour). Windows are fixed and aligned so ``X-RateLimit-Reset`` is a stable epoch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+from protocol.errors import RateLimited
+from protocol.http.keys import PRINCIPAL, RATE_LIMIT
+from protocol.http.ratelimit_verdict import Verdict
+from protocol.identity import Plan, Principal
+
+__all__ = [
+    "RateLimitPolicy",
+    "RateLimiter",
+    "Verdict",
+    "add_rate_limit_headers",
+    "rate_limit_middleware",
+]
+
+
+@dataclass(frozen=True)
+class RateLimitPolicy:
+    """Limits per window; a limit of 0 disables that class of limit."""
+
+    per_user: int = 100
+    per_premium_user: int = 1000
+    user_window_s: int = 60
+    per_address: int = 100
+    address_window_s: int = 3600
+
+
+class RateLimiter:
+    """Counts hits per key in fixed windows."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._windows: dict[str, tuple[int, int]] = {}
+
+    def hit(self, key: str, limit: int, window_s: int) -> Verdict:
+        """Count one request for ``key``."""
+        now = self._clock()
+        window_start = int(now // window_s) * window_s
+        reset_at = window_start + window_s
+        start, count = self._windows.get(key, (window_start, 0))
+        if start != window_start:
+            count = 0
+            if len(self._windows) > 50_000:
+                self._evict(window_start)
+        count += 1
+        self._windows[key] = (window_start, count)
+        retry_after = max(1, math.ceil(reset_at - now))
+        return Verdict(count <= limit, limit, max(0, limit - count), reset_at, retry_after)
+
+    def _evict(self, current_start: int) -> None:
+        self._windows = {k: v for k, v in self._windows.items() if v[0] >= current_start}
+
+
+def _verdict(limiter: RateLimiter, policy: RateLimitPolicy, request: web.Request) -> Verdict | None:
+    principal: Principal | None = request.get(PRINCIPAL)
+    if principal is not None:
+        limit = policy.per_premium_user if principal.plan is Plan.PREMIUM else policy.per_user
+        if limit <= 0:
+            return None
+        return limiter.hit(f"user:{principal.user_id}", limit, policy.user_window_s)
+    if policy.per_address <= 0:
+        return None
+    return limiter.hit(f"addr:{request.remote}", policy.per_address, policy.address_window_s)
+
+
+def rate_limit_middleware(limiter: RateLimiter, policy: RateLimitPolicy) -> Middleware:
+    """Count each request and refuse with 429 and Retry-After over the limit."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        verdict = _verdict(limiter, policy, request)
+        request[RATE_LIMIT] = verdict
+        if verdict is not None and not verdict.allowed:
+            raise RateLimited(verdict.retry_after)
+        return await handler(request)
+
+    return middleware
+
+
+async def add_rate_limit_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare`` hook: every response, errors included, carries the headers."""
+    verdict: Verdict | None = request.get(RATE_LIMIT)
+    if verdict is not None:
+        response.headers.update(verdict.headers())

@@ -1,0 +1,62 @@
+"""Building blocks shared by every API model."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+__all__ = [
+    "ApiModel",
+    "ErrorBody",
+    "ErrorEnvelope",
+    "Health",
+    "PageQuery",
+    "Timestamp",
+    "Uuid",
+]
+
+Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+"""A timestamp as stored and sent: ISO 8601 UTC with milliseconds and a trailing Z."""
+
+Uuid = Annotated[str, WithJsonSchema({"type": "string", "format": "uuid"})]
+
+
+class ApiModel(BaseModel):
+    """Base of all request models: unknown fields are rejected, strings are trimmed."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class PageQuery(ApiModel):
+    """``limit`` 1..500 (default 50) and ``offset`` >= 0."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0)
+
+
+class ErrorBody(BaseModel):
+    """The ``error`` object of the envelope."""
+
+    code: str
+    message: str
+    details: dict[str, Any]
+
+
+class ErrorEnvelope(BaseModel):
+    """Every error answer (DESIGN.md section 3)."""
+
+    success: bool = False
+    error: ErrorBody
+    timestamp: Timestamp
+    request_id: str
+
+
+class Health(BaseModel):
+    """GET /health."""
+
+    status: str
+    timestamp: Timestamp
+    version: str

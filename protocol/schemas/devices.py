@@ -1,0 +1,307 @@
+"""The device registry and its views (SPEC.md "Sensor device", "Fan", DESIGN.md section 5).
+
+``/sensor-devices/``, ``/fans/`` and ``/devices`` show one registry: a device has a kind, a
+firmware profile (firmware_profiles/<id>.toml) and an address on its transport.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import (
+    BaseModel,
+    Field,
+    Strict,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from protocol.schemas.common import ApiModel, PageQuery, Timestamp, Uuid
+
+__all__ = [
+    "AdminStatus",
+    "CalibrationData",
+    "Device",
+    "DeviceCreate",
+    "DeviceKind",
+    "DeviceList",
+    "DeviceListQuery",
+    "DeviceStatus",
+    "DeviceStatusUpdate",
+    "Fan",
+    "FanList",
+    "FanListQuery",
+    "FanStatus",
+    "MqttAddress",
+    "SensorDevice",
+    "SensorDeviceCreate",
+    "SensorDeviceList",
+    "SensorDeviceQuery",
+    "SerialAddress",
+]
+
+DeviceKind = Literal["sensor", "fan", "light", "pump", "valve"]
+AdminStatus = Literal["active", "maintenance", "disabled"]
+"""Set with PUT /devices/{id}/status; ``active`` shows the observed online/offline."""
+DeviceStatus = Literal["online", "offline", "maintenance", "disabled"]
+FanStatus = Literal["running", "stopped", "offline", "maintenance", "disabled"]
+
+Ident = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
+ProfileId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=64)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Location = Annotated[str, StringConstraints(max_length=200)]
+
+MacAddress = Annotated[
+    str,
+    StringConstraints(
+        to_upper=True,
+        pattern=r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$|^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){7}$",
+    ),
+]
+"""EUI-48 or EUI-64 as colon-separated hexadecimal pairs, stored upper-case."""
+
+FirmwareVersion = Annotated[
+    str,
+    StringConstraints(max_length=32, pattern=r"^\d+(\.\d+){1,3}([-+][0-9A-Za-z][0-9A-Za-z.-]*)?$"),
+]
+"""Dotted numbers (``2.16``, ``14.3.0``, ``2024.6.1``), optionally with a ``-beta``-style tag."""
+
+# Numbers in bodies are strict: JSON true, "50" or 50.5 is a wrong type (422), not a level.
+BatteryLevel = Annotated[int, Strict(), Field(ge=0, le=100)]
+SpeedCap = Annotated[int, Strict(), Field(ge=1, le=100)]
+Watts = Annotated[float, Strict(), Field(ge=0, le=100_000, allow_inf_nan=False)]
+
+_CALIBRATION_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_MAX_CALIBRATION_KEYS = 32
+
+CalibrationData = dict[str, bool | float | str]
+"""Calibration metadata: SPEC.md shows ``ph_offset`` (number), ``temperature_compensation``
+(boolean). A ``<metric>_offset`` for a metric of the device's profile becomes its first active
+agent-side calibration."""
+
+
+def check_calibration_data(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Validate calibration metadata: scalar values, sane keys, typed known keys."""
+    if data is None:
+        return None
+    if len(data) > _MAX_CALIBRATION_KEYS:
+        raise ValueError(f"at most {_MAX_CALIBRATION_KEYS} keys")
+    for key, value in data.items():
+        if not _CALIBRATION_KEY.match(key):
+            raise ValueError(f"{key!r}: keys are lower-case identifiers")
+        if isinstance(value, str) and len(value) > 200:
+            raise ValueError(f"{key}: at most 200 characters")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{key}: must be a finite number")
+        if key == "temperature_compensation" and not isinstance(value, bool):
+            raise ValueError("temperature_compensation must be a boolean")
+        if key.endswith("_offset") and (isinstance(value, bool) or not isinstance(value, float)):
+            raise ValueError(f"{key} must be a number")
+    return data
+
+
+# Addresses ------------------------------------------------------------------------------------
+
+
+class MqttAddress(ApiModel):
+    """Where an MQTT device publishes: its topic base (``{base}`` in the profile's topics)."""
+
+    transport: Literal["mqtt"]
+    topic_base: str = Field(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[^/+#\x00\s]([^+#\x00\s]*[^/+#\x00\s])?$",
+        description="Tasmota topic or ESPHome node prefix; no wildcards, no leading/trailing /",
+    )
+    variables: dict[Ident, Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Overrides of the profile's [variables] (e.g. an ESPHome sensor's name)",
+    )
+
+
+class SerialAddress(ApiModel):
+    """Where a serial device is attached, and line settings overriding its profile's."""
+
+    transport: Literal["serial"]
+    port: str = Field(
+        min_length=1,
+        max_length=255,
+        pattern=r"^[^\x00\s]+$",
+        description="Device path (prefer /dev/serial/by-id/...) or a pyserial URL",
+    )
+    baudrate: Literal[1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200] | None = None
+    bytesize: Literal[7, 8] | None = None
+    parity: Literal["N", "E", "O"] | None = None
+    stopbits: Literal[1, 2] | None = None
+
+
+Address = Annotated[MqttAddress | SerialAddress, Field(discriminator="transport")]
+
+
+# Requests -------------------------------------------------------------------------------------
+
+
+class _Registration(ApiModel):
+    """Fields every registration takes."""
+
+    name: Name
+    farm_id: UUID
+    location: Location = ""
+    profile: ProfileId | None = Field(
+        None, description="Firmware profile id; without one the device is listed but not bound"
+    )
+    address: Address | None = Field(None, description="Required with a profile")
+    mac_address: MacAddress | None = None
+    firmware_version: FirmwareVersion | None = None
+    battery_level: BatteryLevel | None = None
+    calibration_data: CalibrationData | None = None
+
+    _calibration = field_validator("calibration_data")(check_calibration_data)
+
+    @model_validator(mode="after")
+    def _profile_with_address(self) -> _Registration:
+        if (self.profile is None) != (self.address is None):
+            raise ValueError("profile and address go together")
+        return self
+
+
+class SensorDeviceCreate(_Registration):
+    """POST /sensor-devices/ (SPEC.md fields, plus profile and address to bind it)."""
+
+    device_type: Ident
+
+
+class DeviceCreate(_Registration):
+    """POST /devices: any kind of device."""
+
+    kind: DeviceKind
+    device_type: Ident | None = Field(
+        None, description="Defaults to the profile's device_type, else to the kind"
+    )
+    max_speed: SpeedCap | None = Field(None, description="Fans: speed cap in %")
+    rated_power_w: Watts | None = Field(None, description="Nameplate power in watts")
+
+
+class DeviceStatusUpdate(ApiModel):
+    """PUT /devices/{id}/status: take a device out of service or back.
+
+    ``maintenance`` keeps it bound and recording; ``disabled`` unbinds it; ``active`` shows its
+    observed online/offline status again.
+    """
+
+    status: AdminStatus
+
+
+class SensorDeviceQuery(PageQuery):
+    """Query of GET /sensor-devices/."""
+
+    farm_id: UUID | None = None
+    device_type: Ident | None = None
+    status: DeviceStatus | None = None
+
+
+class FanListQuery(PageQuery):
+    """Query of GET /fans/."""
+
+    farm_id: UUID | None = None
+    status: FanStatus | None = None
+
+
+class DeviceListQuery(PageQuery):
+    """Query of GET /devices."""
+
+    farm_id: UUID | None = None
+    kind: DeviceKind | None = None
+    device_type: Ident | None = None
+    status: DeviceStatus | None = None
+
+
+# Responses ------------------------------------------------------------------------------------
+
+
+class SensorDevice(BaseModel):
+    """A sensor device with SPEC.md's fields."""
+
+    id: Uuid
+    name: str
+    device_type: str
+    farm_id: Uuid
+    location: str
+    status: DeviceStatus
+    last_reading: Timestamp | None
+    battery_level: int | None
+    firmware_version: str | None
+    mac_address: str | None
+    calibration_data: dict[str, bool | float | str]
+
+
+class SensorDeviceList(BaseModel):
+    """GET /sensor-devices/."""
+
+    devices: list[SensorDevice]
+    total: int
+    limit: int
+    offset: int
+
+
+class Fan(BaseModel):
+    """A fan with SPEC.md's fields; speeds in percent, power in watts."""
+
+    id: Uuid
+    name: str
+    farm_id: Uuid
+    location: str
+    status: FanStatus
+    current_speed: int
+    max_speed: int
+    power_consumption: float
+    runtime_hours: int
+
+
+class FanList(BaseModel):
+    """GET /fans/."""
+
+    fans: list[Fan]
+    total: int
+    limit: int
+    offset: int
+
+
+class Device(BaseModel):
+    """A device in the registry, every field."""
+
+    id: Uuid
+    farm_id: Uuid
+    name: str
+    kind: DeviceKind
+    device_type: str
+    location: str
+    status: DeviceStatus
+    admin_status: AdminStatus
+    profile: str | None
+    address: Address | None
+    mac_address: str | None
+    firmware_version: str | None
+    battery_level: int | None
+    calibration_data: dict[str, bool | float | str]
+    state: dict[str, bool | int]
+    max_speed: int | None
+    rated_power_w: float | None
+    last_reading: Timestamp | None
+    last_seen: Timestamp | None
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class DeviceList(BaseModel):
+    """GET /devices."""
+
+    devices: list[Device]
+    total: int
+    limit: int
+    offset: int

@@ -1,0 +1,55 @@
+"""Device events and alerts as the read API lists them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import AwareDatetime, BaseModel, Field, model_validator
+
+from protocol.schemas.common import PageQuery, Timestamp, Uuid
+
+__all__ = ["Event", "EventList", "EventListQuery", "Severity"]
+
+Severity = Literal["debug", "info", "warning", "error", "critical"]
+
+
+class Event(BaseModel):
+    """One event; ``timestamp`` is when it happened on the farm."""
+
+    id: Uuid
+    farm_id: Uuid
+    device_id: Uuid | None
+    kind: str
+    severity: str
+    message: str
+    data: dict[str, Any]
+    timestamp: Timestamp
+    acknowledged_at: Timestamp | None
+    acknowledged_by: Uuid | None
+
+
+class EventList(BaseModel):
+    """GET /events, newest first."""
+
+    events: list[Event]
+    total: int
+    limit: int
+    offset: int
+
+
+class EventListQuery(PageQuery):
+    """Query of GET /events: optional filters; ``since`` inclusive, ``until`` exclusive."""
+
+    farm_id: UUID | None = None
+    device_id: UUID | None = None
+    severity: Severity | None = None
+    kind: str | None = Field(None, max_length=64)
+    since: AwareDatetime | None = None
+    until: AwareDatetime | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> EventListQuery:
+        if self.since and self.until and self.since >= self.until:
+            raise ValueError("since must be before until")
+        return self

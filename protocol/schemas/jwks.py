@@ -1,0 +1,26 @@
+"""The published token-verification keys: a JWK Set (RFC 7517 section 5) of Ed25519 keys."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+__all__ = ["Jwk", "JwkSet"]
+
+
+class Jwk(BaseModel):
+    """An Ed25519 public key for EdDSA signatures (RFC 8037 section 2)."""
+
+    kty: Literal["OKP"]
+    crv: Literal["Ed25519"]
+    x: str
+    kid: str
+    alg: Literal["EdDSA"]
+    use: Literal["sig"]
+
+
+class JwkSet(BaseModel):
+    """GET /.well-known/jwks.json."""
+
+    keys: list[Jwk]

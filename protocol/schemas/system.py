@@ -1,0 +1,31 @@
+"""System endpoints: detailed health and backend connectivity (SPEC.md "Other resources")."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from protocol.schemas.common import Timestamp
+
+__all__ = ["Connectivity", "DetailedHealth"]
+
+
+class DetailedHealth(BaseModel):
+    """GET /healthz."""
+
+    status: str
+    timestamp: Timestamp
+    version: str
+    checks: dict[str, str]
+    uptime: int
+    memory_usage: str
+    cpu_usage: str
+    memory_rss_bytes: int
+
+
+class Connectivity(BaseModel):
+    """GET /supabase-items: the backend link (the path carries the backend's name)."""
+
+    status: str
+    items_count: int
+    connection_time: int
+    last_sync: Timestamp | None

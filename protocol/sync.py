@@ -1,0 +1,178 @@
+"""The sync wire format between agent and cloud (DESIGN.md section 8).
+
+A batch is JSON, gzip-compressed, and signed with the agent's Ed25519 key over the compressed
+bytes, so the cloud verifies before it decompresses anything. Each record carries the agent's
+monotonic sequence number; the cloud applies a batch in one transaction, idempotent on
+(agent_id, seq), and answers the highest contiguous sequence it has committed.
+
+Readings travel as blocks, one per series, columnar and delta-encoded (timestamps as differences
+in milliseconds, values scaled to integers), which is what keeps a reading to a few bytes on the
+wire after gzip.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import uuid
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from itertools import pairwise
+from typing import Any, Literal
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "Ack",
+    "Batch",
+    "BatchRejected",
+    "Lane",
+    "ReadingBlock",
+    "Record",
+    "decode_batch",
+    "decode_readings",
+    "encode_batch",
+    "encode_readings",
+]
+
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+"""Decompressed size limit: a batch over it is refused (and guards against gzip bombs)."""
+
+SIGNATURE_HEADER = "X-Farm-Signature"
+AGENT_HEADER = "X-Farm-Agent"
+
+
+class Lane(IntEnum):
+    """Priority of a record: events, configuration and calibrations go before bulk readings."""
+
+    PRIORITY = 0
+    BULK = 1
+
+
+class BatchRejected(Exception):
+    """A batch failed verification or validation; the reason says which."""
+
+
+class Record(BaseModel):
+    """One change: an upsert or delete of an entity, or a block of readings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seq: int = Field(ge=1)
+    lane: Lane
+    kind: str = Field(min_length=1, max_length=64)
+    op: Literal["upsert", "delete"]
+    key: str = Field(min_length=1, max_length=200)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Batch(BaseModel):
+    """What the agent uploads."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent_id: str
+    batch_id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    sent_at: int = Field(description="Unix ms when signed; the cloud refuses stale batches")
+    records: tuple[Record, ...]
+
+
+class Ack(BaseModel):
+    """What the cloud answers: progress, and the identity the agent needs offline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    acked_seq: int = Field(ge=0)
+    identity: dict[str, Any] = Field(default_factory=dict)
+    cloud_public_key: str = ""
+
+
+def encode_batch(batch: Batch, key: Ed25519PrivateKey) -> tuple[bytes, str]:
+    """Compress and sign a batch; return the body and the base64 signature header value."""
+    raw = batch.model_dump_json().encode()
+    body = gzip.compress(raw, compresslevel=6, mtime=0)
+    return body, base64.b64encode(key.sign(body)).decode()
+
+
+def decode_batch(body: bytes, signature: str, key: Ed25519PublicKey) -> Batch:
+    """Verify, decompress (bounded) and validate a batch, or raise :class:`BatchRejected`."""
+    try:
+        key.verify(base64.b64decode(signature, validate=True), body)
+    except (InvalidSignature, ValueError) as err:
+        raise BatchRejected("bad signature") from err
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        raw = inflater.decompress(body, MAX_BATCH_BYTES + 1)
+    except zlib.error as err:
+        raise BatchRejected("not gzip") from err
+    if len(raw) > MAX_BATCH_BYTES or inflater.unconsumed_tail:
+        raise BatchRejected("batch too large")
+    try:
+        return Batch.model_validate_json(raw)
+    except ValidationError as err:
+        raise BatchRejected(f"invalid batch: {err.errors(include_url=False)[:3]}") from err
+
+
+@dataclass(frozen=True, slots=True)
+class ReadingBlock:
+    """Readings of one series (device and metric), ordered by time."""
+
+    device_id: str
+    metric: str
+    timestamps_ms: Sequence[int]
+    values: Sequence[float]
+
+
+def _scale_for(values: Iterable[float]) -> int:
+    """Decimal places needed (at most 4): sensors report a few, and fewer digits compress."""
+    for places in range(5):
+        factor = 10**places
+        if all(abs(v * factor - round(v * factor)) < 1e-6 for v in values):
+            return places
+    return 4
+
+
+def encode_readings(block: ReadingBlock) -> dict[str, Any]:
+    """A block as record data: first timestamp, time deltas and scaled integer values."""
+    stamps = list(block.timestamps_ms)
+    if not stamps or len(stamps) != len(block.values):
+        raise ValueError("a block needs matching, non-empty timestamps and values")
+    places = _scale_for(block.values)
+    factor = 10**places
+    return {
+        "device_id": block.device_id,
+        "metric": block.metric,
+        "t0": stamps[0],
+        "dt": [b - a for a, b in pairwise(stamps)],
+        "p": places,
+        "v": [round(v * factor) for v in block.values],
+    }
+
+
+def decode_readings(data: dict[str, Any]) -> ReadingBlock:
+    """The inverse of :func:`encode_readings`; raises :class:`BatchRejected` on bad shapes."""
+    try:
+        t0 = int(data["t0"])
+        deltas = [int(d) for d in data["dt"]]
+        factor = 10 ** int(data["p"])
+        values = [int(v) / factor for v in data["v"]]
+        device_id, metric = str(data["device_id"]), str(data["metric"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise BatchRejected("malformed reading block") from err
+    if len(values) != len(deltas) + 1 or not 0 <= int(data["p"]) <= 4:
+        raise BatchRejected("reading block lengths disagree")
+    stamps = [t0]
+    for delta in deltas:
+        stamps.append(stamps[-1] + delta)
+    return ReadingBlock(device_id, metric, stamps, values)
+
+
+def dumps(data: Any) -> str:
+    """Compact JSON, as records are stored in the outbox."""
+    return json.dumps(data, separators=(",", ":"))

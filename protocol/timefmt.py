@@ -1,0 +1,29 @@
+"""Timestamps as the API writes them: ISO 8601 UTC, millisecond precision, trailing Z."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def utcnow() -> datetime:
+    """Return the current time as an aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+def iso(moment: datetime) -> str:
+    """Format an aware datetime as ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def now_iso() -> str:
+    """Return the current time formatted for the API."""
+    return iso(utcnow())
+
+
+def parse_iso(text: str) -> datetime:
+    """Parse an ISO 8601 timestamp (``Z`` or offset) into an aware UTC datetime."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)

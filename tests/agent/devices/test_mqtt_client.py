@@ -1,0 +1,227 @@
+"""The supervised MQTT client against a real Mosquitto: reconnects, sessions, slow handlers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agent.devices.codec import OutgoingMessage
+from agent.devices.errors import DeviceUnavailable
+from agent.devices.mqtt import Backoff, InboundMessage, MqttClient, outgoing
+from tests.agent.devices.conftest import WAIT, eventually, settings_for
+from tests.support.mosquitto import Mosquitto
+
+
+class Inbox:
+    """A handler that records what it receives."""
+
+    def __init__(self) -> None:
+        self.messages: list[InboundMessage] = []
+
+    async def __call__(self, message: InboundMessage) -> None:
+        self.messages.append(message)
+
+    def payloads(self, topic: str) -> list[str]:
+        return [m.payload.decode() for m in self.messages if m.topic == topic]
+
+
+async def _publish_all(client: MqttClient, topic: str, payloads: list[str], qos: int = 1) -> None:
+    for payload in payloads:
+        await client.publish(OutgoingMessage(topic, payload, qos, False))
+
+
+async def test_subscriptions_added_and_removed_at_runtime(broker: Mosquitto) -> None:
+    inbox = Inbox()
+    async with (
+        MqttClient(settings_for(broker), inbox) as agent,
+        MqttClient(settings_for(broker), Inbox()) as device,
+    ):
+        await agent.wait_connected(WAIT)
+        await device.wait_connected(WAIT)
+        await agent.subscribe(["farm/a", "farm/b/#"])
+        await _publish_all(device, "farm/a", ["1"])
+        await _publish_all(device, "farm/b/x", ["2"])
+        await eventually(lambda: len(inbox.messages) == 2)
+        await agent.unsubscribe(["farm/a"])
+        await _publish_all(device, "farm/a", ["3"])
+        await _publish_all(device, "farm/b/y", ["4"])
+        await eventually(lambda: inbox.payloads("farm/b/y") == ["4"])
+        assert inbox.payloads("farm/a") == ["1"]
+
+
+async def test_publish_without_a_broker_raises_device_unavailable(broker: Mosquitto) -> None:
+    await broker.stop()
+    client = MqttClient(settings_for(broker), Inbox())
+    async with client:
+        with pytest.raises(DeviceUnavailable):
+            await client.wait_connected(0.2)
+        with pytest.raises(DeviceUnavailable):
+            await client.publish(outgoing("command", "cmnd/x/POWER", "ON"))
+
+
+async def test_client_connects_once_the_broker_comes_up(broker: Mosquitto) -> None:
+    await broker.stop()
+    inbox = Inbox()
+    async with MqttClient(settings_for(broker), inbox) as agent:
+        await agent.subscribe(["late/#"])
+        await broker.start()
+        await agent.wait_connected(WAIT)
+        async with MqttClient(settings_for(broker), Inbox()) as device:
+            await device.wait_connected(WAIT)
+            await _publish_all(device, "late/1", ["hello"])
+            await eventually(lambda: inbox.payloads("late/1") == ["hello"])
+
+
+async def test_resubscribes_and_keeps_receiving_after_broker_is_killed(broker: Mosquitto) -> None:
+    inbox = Inbox()
+    async with (
+        MqttClient(settings_for(broker), inbox) as agent,
+        MqttClient(settings_for(broker), Inbox()) as device,
+    ):
+        await agent.wait_connected(WAIT)
+        await agent.subscribe(["stream/#"])
+        await device.wait_connected(WAIT)
+        await _publish_all(device, "stream/t", ["before"])
+        await eventually(lambda: inbox.payloads("stream/t") == ["before"])
+        # SIGKILL: the broker loses every session and subscription (nothing was saved).
+        await broker.restart(kill=True)
+        await agent.wait_connected(WAIT)
+        await device.wait_connected(WAIT)
+        await eventually(lambda: agent.stats.connects == 2)
+        sent = [f"after-{i}" for i in range(20)]
+        await _publish_all(device, "stream/t", sent)
+        await eventually(lambda: inbox.payloads("stream/t") == ["before", *sent])
+
+
+async def test_qos1_messages_for_a_persistent_session_survive_a_broker_restart(
+    broker: Mosquitto,
+) -> None:
+    gate = asyncio.Event()
+    held = asyncio.Event()
+
+    async def gated_sleep(_: float) -> None:
+        # Holds the agent's reconnect until the test has published into its session.
+        held.set()
+        await gate.wait()
+
+    inbox = Inbox()
+    agent = MqttClient(
+        settings_for(broker, client_id="agent-persistent", persistent_session=True),
+        inbox,
+        sleep=gated_sleep,
+    )
+    async with agent:
+        await agent.wait_connected(WAIT)
+        await agent.subscribe(["sensors/#"])
+        async with MqttClient(settings_for(broker), Inbox()) as device:
+            await device.wait_connected(WAIT)
+            await _publish_all(device, "sensors/ph", ["live"])
+            await eventually(lambda: inbox.payloads("sensors/ph") == ["live"])
+        # A clean broker restart saves the agent's session and subscription to disk.
+        await broker.stop()
+        await held.wait()
+        await broker.start()
+        async with MqttClient(settings_for(broker), Inbox()) as device:
+            await device.wait_connected(WAIT)
+            queued = [f"queued-{i}" for i in range(50)]
+            await _publish_all(device, "sensors/ph", queued, qos=1)
+        assert not agent.connected
+        gate.set()
+        await agent.wait_connected(WAIT)
+        await eventually(lambda: inbox.payloads("sensors/ph") == ["live", *queued])
+
+
+async def test_qos1_messages_wait_for_an_agent_that_restarts(broker: Mosquitto) -> None:
+    settings = settings_for(broker, client_id="agent-restarting", persistent_session=True)
+    first = Inbox()
+    async with MqttClient(settings, first) as agent:
+        await agent.wait_connected(WAIT)
+        await agent.subscribe(["cmd-results/#"])
+    async with MqttClient(settings_for(broker), Inbox()) as device:
+        await device.wait_connected(WAIT)
+        await _publish_all(device, "cmd-results/fan", ["a", "b", "c"], qos=1)
+    second = Inbox()
+    async with MqttClient(settings, second) as agent:
+        await agent.wait_connected(WAIT)
+        await eventually(lambda: second.payloads("cmd-results/fan") == ["a", "b", "c"])
+
+
+async def test_slow_handler_never_blocks_the_network_and_drops_oldest(broker: Mosquitto) -> None:
+    release = asyncio.Event()
+    busy = asyncio.Event()
+    handled: list[str] = []
+
+    async def slow(message: InboundMessage) -> None:
+        busy.set()
+        await release.wait()
+        handled.append(message.payload.decode())
+
+    agent = MqttClient(settings_for(broker, queue_size=10), slow)
+    async with agent, MqttClient(settings_for(broker), Inbox()) as device:
+        await agent.wait_connected(WAIT)
+        await agent.subscribe(["burst"])
+        await device.wait_connected(WAIT)
+        await _publish_all(device, "burst", ["0"])
+        await busy.wait()
+        await _publish_all(device, "burst", [str(i) for i in range(1, 50)])
+        # All 50 arrive while the handler is stuck on the first one.
+        await eventually(lambda: agent.stats.received == 50)
+        assert agent.stats.dropped == 50 - 1 - 10
+        release.set()
+        await eventually(lambda: len(handled) == 11)
+        assert handled == ["0", *[str(i) for i in range(40, 50)]]
+
+
+async def test_failing_or_hanging_handler_does_not_stop_dispatch(broker: Mosquitto) -> None:
+    seen: list[str] = []
+
+    async def flaky(message: InboundMessage) -> None:
+        text = message.payload.decode()
+        if text == "boom":
+            raise RuntimeError("handler bug")
+        if text == "hang":
+            await asyncio.Event().wait()
+        seen.append(text)
+
+    agent = MqttClient(settings_for(broker, handler_timeout=0.2), flaky)
+    async with agent, MqttClient(settings_for(broker), Inbox()) as device:
+        await agent.wait_connected(WAIT)
+        await agent.subscribe(["x"])
+        await device.wait_connected(WAIT)
+        await _publish_all(device, "x", ["ok-1", "boom", "hang", "ok-2"])
+        await eventually(lambda: seen == ["ok-1", "ok-2"])
+        assert (agent.stats.handler_errors, agent.stats.handler_timeouts) == (1, 1)
+
+
+async def test_birth_on_connect_and_offline_on_clean_stop(broker: Mosquitto) -> None:
+    status = "farm/agent-1/status"
+    watcher = Inbox()
+    settings = settings_for(
+        broker,
+        birth=outgoing("status", status, "online"),
+        will=outgoing("status", status, "offline"),
+    )
+    async with MqttClient(settings_for(broker), watcher) as observer:
+        await observer.wait_connected(WAIT)
+        await observer.subscribe([status])
+        async with MqttClient(settings, Inbox()) as agent:
+            await agent.wait_connected(WAIT)
+            await eventually(lambda: watcher.payloads(status) == ["online"])
+        await eventually(lambda: watcher.payloads(status) == ["online", "offline"])
+
+
+def test_backoff_grows_with_jitter_and_resets() -> None:
+    backoff = Backoff(0.5, 8.0, rand=lambda: 1.0)
+    assert [backoff.next_delay() for _ in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+    backoff.reset()
+    low = Backoff(0.5, 8.0, rand=lambda: 0.0)
+    assert [low.next_delay() for _ in range(3)] == [0.25, 0.5, 1.0]
+    assert backoff.next_delay() == 0.5
+
+
+def test_commands_are_qos1_and_never_retained_status_is_retained() -> None:
+    command = outgoing("command", "cmnd/fan/FanSpeed", "2")
+    assert (command.qos, command.retain) == (1, False)
+    status = outgoing("status", "farm/agent/status", "online")
+    assert (status.qos, status.retain) == (1, True)

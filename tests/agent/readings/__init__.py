@@ -1,0 +1,1 @@
+"""Readings store, ingest writer, queries and retention."""

@@ -1,0 +1,152 @@
+"""Fixtures for the cloud tests: one private PostgreSQL cluster per session, a fresh database per
+test copied from a migrated template.
+
+- `postgres_cluster`: the running cluster (superuser DSN: `postgres_cluster.dsn()`).
+- `cloud_template`: name of the template database, owned and migrated by the non-superuser role
+  farm_owner; farm_app and farm_sync are given LOGIN and the test passwords below, as an
+  operator would (docs/cloud-rls.md).
+- `cloud_db`: a fresh migrated database for one test, with DSNs for the superuser, the owner, the
+  user path role and the system path role.
+- `empty_db`: a fresh database with no migrations, for the migration runner's tests.
+- `database`: a connected `cloud.store.db.Database` on `cloud_db`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import asyncpg
+import pytest
+
+from cloud.store.db import Database
+from cloud.store.migrations import migrate
+from tests.support.postgres import PostgresCluster, PostgresUnavailable
+
+OWNER_ROLE = "farm_owner"
+OWNER_PASSWORD = "test-owner-password"
+APP_ROLE = "farm_app"
+SYSTEM_ROLE = "farm_sync"
+APP_PASSWORD = "test-app-password"
+SYSTEM_PASSWORD = "test-sync-password"
+TEMPLATE = "farm_template"
+
+
+@dataclass(frozen=True)
+class CloudDatabase:
+    """One test's database and the DSNs of the three roles that use it."""
+
+    name: str
+    superuser_dsn: str
+    owner_dsn: str
+    app_dsn: str
+    system_dsn: str
+    cluster: PostgresCluster
+
+    def dsn_as(self, user: str, password: str) -> str:
+        """The DSN of this database for another login role."""
+        return self.cluster.dsn(self.name, user, password)
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """A private PostgreSQL cluster for the whole session."""
+    try:
+        cluster = PostgresCluster.start()
+    except PostgresUnavailable as err:
+        pytest.fail(str(err), pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+async def _build_template(cluster: PostgresCluster) -> None:
+    """Set the database up as docs/cloud-rls.md tells an operator to, then migrate it."""
+    conn = await asyncpg.connect(cluster.dsn(), timeout=30)
+    try:
+        # The schema owner is an ordinary role, as in production: not a superuser, so the
+        # tests see what FORCE ROW LEVEL SECURITY and the helpers' ownership really do.
+        await conn.execute(
+            f"CREATE ROLE {OWNER_ROLE} LOGIN CREATEROLE PASSWORD '{OWNER_PASSWORD}'", timeout=30
+        )
+        await conn.execute(f'CREATE DATABASE "{TEMPLATE}" OWNER {OWNER_ROLE}', timeout=60)
+    finally:
+        await conn.close(timeout=10)
+    await migrate(cluster.dsn(TEMPLATE, OWNER_ROLE, OWNER_PASSWORD))
+    conn = await asyncpg.connect(cluster.dsn(TEMPLATE), timeout=30)
+    try:
+        for role, password in ((APP_ROLE, APP_PASSWORD), (SYSTEM_ROLE, SYSTEM_PASSWORD)):
+            await conn.execute(f"ALTER ROLE {role} LOGIN PASSWORD '{password}'", timeout=30)
+    finally:
+        await conn.close(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def cloud_template(postgres_cluster: PostgresCluster) -> str:
+    """Migrate a template database once per session; return its name."""
+    # Session fixtures are synchronous here; asyncio.run in a worker thread keeps this loop
+    # apart from the ones pytest-asyncio gives each test.
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        executor.submit(asyncio.run, _build_template(postgres_cluster)).result(timeout=120)
+    return TEMPLATE
+
+
+async def _create_database(cluster: PostgresCluster, template: str) -> str:
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(cluster.dsn(), timeout=30)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"', timeout=60)
+    finally:
+        await conn.close(timeout=10)
+    return name
+
+
+async def _drop_database(cluster: PostgresCluster, name: str) -> None:
+    conn = await asyncpg.connect(cluster.dsn(), timeout=30)
+    try:
+        await conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)', timeout=60)
+    finally:
+        await conn.close(timeout=10)
+
+
+@pytest.fixture
+async def cloud_db(
+    postgres_cluster: PostgresCluster, cloud_template: str
+) -> AsyncIterator[CloudDatabase]:
+    """A fresh, migrated database for one test."""
+    name = await _create_database(postgres_cluster, cloud_template)
+    try:
+        yield CloudDatabase(
+            name=name,
+            superuser_dsn=postgres_cluster.dsn(name),
+            owner_dsn=postgres_cluster.dsn(name, OWNER_ROLE, OWNER_PASSWORD),
+            app_dsn=postgres_cluster.dsn(name, APP_ROLE, APP_PASSWORD),
+            system_dsn=postgres_cluster.dsn(name, SYSTEM_ROLE, SYSTEM_PASSWORD),
+            cluster=postgres_cluster,
+        )
+    finally:
+        await _drop_database(postgres_cluster, name)
+
+
+@pytest.fixture
+async def empty_db(postgres_cluster: PostgresCluster) -> AsyncIterator[str]:
+    """A fresh database with nothing migrated; yields its superuser DSN."""
+    name = await _create_database(postgres_cluster, "template1")
+    try:
+        yield postgres_cluster.dsn(name)
+    finally:
+        await _drop_database(postgres_cluster, name)
+
+
+@pytest.fixture
+async def database(cloud_db: CloudDatabase) -> AsyncIterator[Database]:
+    """The service's database object, connected to `cloud_db`."""
+    db = await Database.connect(cloud_db.app_dsn, cloud_db.system_dsn, io_timeout=10.0)
+    try:
+        yield db
+    finally:
+        await db.close()

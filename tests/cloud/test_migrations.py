@@ -1,0 +1,114 @@
+"""The migration runner: ordered, recorded, idempotent, safe when instances start together."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from cloud.store.migrations import MigrationError, load_migrations, migrate
+
+
+async def recorded_versions(dsn: str) -> list[int]:
+    conn = await asyncpg.connect(dsn, timeout=10)
+    try:
+        rows = await conn.fetch("SELECT version FROM schema_migrations ORDER BY version")
+        return [r["version"] for r in rows]
+    finally:
+        await conn.close(timeout=10)
+
+
+async def table_exists(dsn: str, name: str) -> bool:
+    conn = await asyncpg.connect(dsn, timeout=10)
+    try:
+        return bool(await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", f"public.{name}"))
+    finally:
+        await conn.close(timeout=10)
+
+
+def write(directory: Path, files: dict[str, str]) -> Path:
+    directory.mkdir(exist_ok=True)
+    for name, sql in files.items():
+        (directory / name).write_text(sql)
+    return directory
+
+
+async def test_bundled_migrations_apply_in_order_and_are_recorded(empty_db: str) -> None:
+    bundled = [m.version for m in load_migrations()]
+    assert bundled == list(range(1, len(bundled) + 1))
+    assert await migrate(empty_db) == bundled
+    assert await recorded_versions(empty_db) == bundled
+    assert await table_exists(empty_db, "readings")
+
+
+async def test_a_second_run_applies_nothing(empty_db: str) -> None:
+    await migrate(empty_db)
+    assert await migrate(empty_db) == []
+    assert await recorded_versions(empty_db) == [m.version for m in load_migrations()]
+
+
+async def test_instances_starting_together_apply_each_migration_once(empty_db: str) -> None:
+    bundled = [m.version for m in load_migrations()]
+    results = await asyncio.gather(migrate(empty_db), migrate(empty_db), migrate(empty_db))
+    assert sorted(results, key=len) == [[], [], bundled]
+    assert await recorded_versions(empty_db) == bundled
+
+
+async def test_a_failing_migration_leaves_no_trace_and_stops_the_run(
+    empty_db: str, tmp_path: Path
+) -> None:
+    directory = write(
+        tmp_path / "m",
+        {
+            "0001_first.sql": "CREATE TABLE first (id int);",
+            "0002_broken.sql": "CREATE TABLE second (id int); SELECT 1 / 0;",
+            "0003_third.sql": "CREATE TABLE third (id int);",
+        },
+    )
+    with pytest.raises(asyncpg.DivisionByZeroError):
+        await migrate(empty_db, directory=directory)
+    assert await recorded_versions(empty_db) == [1]
+    assert await table_exists(empty_db, "first")
+    assert not await table_exists(empty_db, "second")
+    assert not await table_exists(empty_db, "third")
+
+    write(directory, {"0002_broken.sql": "CREATE TABLE second (id int);"})
+    assert await migrate(empty_db, directory=directory) == [2, 3]
+
+
+async def test_a_migration_changed_after_it_was_applied_is_refused(
+    empty_db: str, tmp_path: Path
+) -> None:
+    directory = write(tmp_path / "m", {"0001_first.sql": "CREATE TABLE first (id int);"})
+    await migrate(empty_db, directory=directory)
+    write(directory, {"0001_first.sql": "CREATE TABLE first (id bigint);"})
+    with pytest.raises(MigrationError, match="changed after it was applied"):
+        await migrate(empty_db, directory=directory)
+
+
+async def test_a_database_from_a_newer_release_is_refused(empty_db: str, tmp_path: Path) -> None:
+    newer = write(
+        tmp_path / "newer",
+        {"0001_first.sql": "CREATE TABLE first (id int);", "0002_more.sql": "SELECT 1;"},
+    )
+    await migrate(empty_db, directory=newer)
+    older = write(tmp_path / "older", {"0001_first.sql": "CREATE TABLE first (id int);"})
+    with pytest.raises(MigrationError, match="newer release"):
+        await migrate(empty_db, directory=older)
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"0001_a.sql": "", "0003_c.sql": ""}, "expected migration 0002"),
+        ({"0001_a.sql": "", "2_b.sql": ""}, "NNNN_description.sql"),
+        ({}, "no migration files"),
+    ],
+)
+def test_migration_files_must_be_numbered_one_by_one(
+    tmp_path: Path, files: dict[str, str], message: str
+) -> None:
+    with pytest.raises(MigrationError, match=message):
+        load_migrations(write(tmp_path / "m", files))
