@@ -20,6 +20,7 @@ from agent.services.farms import FarmService
 from agent.services.health import HealthService
 from agent.services.hierarchy import HierarchyService
 from agent.services.identity import IdentityService
+from agent.services.sample_data import create_sample_farm
 from agent.services.sensors import SensorService
 from agent.settings import AgentSettings
 from agent.store.calibrations import CalibrationStore
@@ -56,7 +57,7 @@ from protocol.http.ratelimit import (
     add_rate_limit_headers,
     rate_limit_middleware,
 )
-from protocol.identity import Principal
+from protocol.identity import Principal, Role
 from protocol.tokens import TokenSigner, TokenVerifier
 
 __all__ = ["create_app", "version"]
@@ -75,6 +76,18 @@ def version() -> str:
         return metadata.version("vertical-farm")
     except metadata.PackageNotFoundError:
         return "0.0.0"
+
+
+async def _sample_farm(app: web.Application, settings: AgentSettings) -> None:
+    """The demo's farm, owned by the first admin, on a database without farms."""
+    admin = await UserStore(app[DATABASE]).by_email(settings.admin_email.strip().lower())
+    if admin is None:
+        log.warning("no user %s to own the sample farm; none created", settings.admin_email)
+        return
+    owner = Principal(user_id=admin["id"], email=admin["email"], role=Role(admin["role"]))
+    created = await create_sample_farm(app[FARMS], app[HIERARCHY], owner)
+    if created is not None:
+        log.info("sample farm %s ready", created.farm_id)
 
 
 def api_of_agent() -> Api:
@@ -157,6 +170,8 @@ def create_app(
         if first is not None:
             shown = first.generated_password or "(from FARM_ADMIN_PASSWORD)"
             announce(f"First admin: {first.email}  password: {shown}")
+        if settings.sample_data:
+            await _sample_farm(app, settings)
         yield
         await sessions.close()
 

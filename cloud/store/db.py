@@ -158,7 +158,8 @@ class Database:
             try:
                 async with pool.acquire(timeout=self._timeout) as conn:
                     await conn.fetchval("SELECT 1", timeout=self._timeout)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+            except Exception:  # a health probe reports any failure; asyncpg raises a broad
+                # set, including InternalClientError on a connection killed mid-operation.
                 logger.warning("database ping failed on the %s pool", name, exc_info=True)
                 times[name] = None
             else:
