@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agent.store.access import farm_grant
+from agent.store.cache import GenerationCache
 from agent.store.db import Database
 from agent.store.farms import FarmStore
 from protocol.access import Action, authorize, require_role
@@ -32,6 +33,10 @@ class FarmService:
     def __init__(self, db: Database, farms: FarmStore) -> None:
         self._db = db
         self._farms = farms
+        # The farm list is the dashboard's most frequent read; it changes only when data does.
+        self._lists: GenerationCache[tuple[str, str, str | None, int, int], FarmList] = (
+            GenerationCache(db)
+        )
 
     async def authorize(self, principal: Principal, farm_id: str, action: Action) -> None:
         """Raise 404 if the farm is not visible, 403 if the action is not allowed on it."""
@@ -39,13 +44,20 @@ class FarmService:
 
     async def list(self, principal: Principal, query: FarmListQuery) -> FarmList:
         """Visible farms with metrics."""
+        key = (principal.user_id, principal.role.value, query.search, query.limit, query.offset)
+        cached = self._lists.get(key)
+        if cached is not None:
+            return cached
+        generation = self._lists.generation()
         rows, total = await self._farms.list(principal, query.search, query.limit, query.offset)
         items = []
         for row in rows:
             data = dict(row)
             metrics = FarmMetrics(**{name: data.pop(name) for name in _METRICS})
             items.append(FarmListItem(**data, metrics=metrics))
-        return FarmList(farms=items, total=total, limit=query.limit, offset=query.offset)
+        result = FarmList(farms=items, total=total, limit=query.limit, offset=query.offset)
+        self._lists.put(key, generation, result)
+        return result
 
     async def detail(self, principal: Principal, farm_id: str) -> FarmDetail:
         """A farm with its rows and devices."""
