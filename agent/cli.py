@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 
 from agent.app import create_app
 from agent.settings import AgentSettings
+from agent.sync.pairing import PairingFailed, pair
 
 __all__ = ["main"]
 
@@ -36,6 +38,8 @@ def _run(args: argparse.Namespace) -> None:
         overrides["host"] = args.host
     if args.sample_data:
         overrides["sample_data"] = True
+    if args.simulate:
+        overrides["simulate_devices"] = True
     settings = _settings(overrides)
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -62,6 +66,16 @@ def _run(args: argparse.Namespace) -> None:
     )
 
 
+def _pair(args: argparse.Namespace) -> None:
+    overrides: dict[str, object] = {"state_dir": args.state_dir} if args.state_dir else {}
+    settings = _settings(overrides)
+    try:
+        link = asyncio.run(pair(args.cloud, args.code, settings.state_dir))
+    except PairingFailed as err:
+        sys.exit(f"Pairing failed: {err}")
+    print(f"Paired with {link.cloud_url} as agent {link.agent_id}; restart the agent to sync.")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``farm-agent`` console script."""
     parser = argparse.ArgumentParser(prog="farm-agent", description="Vertical farm edge agent")
@@ -76,7 +90,19 @@ def main(argv: Sequence[str] | None = None) -> None:
             action="store_true",
             help="create a sample farm hierarchy on an empty database",
         )
+        target.add_argument(
+            "--simulate",
+            action="store_true",
+            help="demo: simulated devices on the first farm (private Mosquitto if none answers)",
+        )
+    pair = commands.add_parser("pair", help="pair this agent with a cloud (DESIGN.md section 8)")
+    pair.add_argument("--cloud", required=True, help="the cloud's base URL")
+    pair.add_argument("--code", required=True, help="the one-time pairing code from an admin")
+    pair.add_argument("--state-dir", help="directory for the database and keys")
     args = parser.parse_args(argv)
+    if args.command == "pair":
+        _pair(args)
+        return
     _run(args)
 
 

@@ -15,6 +15,8 @@ from pydantic_settings import (
 __all__ = ["AgentSettings"]
 
 DEFAULT_CONFIG_FILE = Path("/etc/farm-agent/agent.toml")
+# The profiles shipped beside the packages (the repository or the installed data files).
+DEFAULT_PROFILES_DIR = Path(__file__).resolve().parents[1] / "firmware_profiles"
 
 
 class AgentSettings(BaseSettings):
@@ -42,10 +44,91 @@ class AgentSettings(BaseSettings):
     rate_limit_per_address: int = Field(100, ge=0, description="Anonymous requests an hour")
     login_failures_per_account: int = Field(5, ge=1, description="Before a 15 min lockout")
     login_failures_per_address: int = Field(20, ge=1)
+    login_failure_window_s: int = Field(
+        900, ge=1, description="Failures counted over this window; also the longest lockout"
+    )
+    verify_token_ttl_s: int = Field(48 * 3600, ge=60, description="Email verification token")
+    reset_token_ttl_s: int = Field(3600, ge=60, description="Password reset token")
+    mfa_challenge_ttl_s: int = Field(300, ge=30, description="Login MFA challenge")
 
     max_body_bytes: int = Field(1024 * 1024, ge=1024)
+
+    sync_enabled: bool = Field(True, description="Upload to the cloud once paired")
+    sync_batch_max_records: int = Field(20_000, ge=1, description="Outbox rows per batch")
+    sync_batch_max_bytes: int = Field(
+        2 * 1024 * 1024, ge=1024, description="Outbox payload bytes per batch (before gzip)"
+    )
+    sync_interval_s: float = Field(5.0, gt=0, description="Pause between uploads when caught up")
+    sync_heartbeat_s: float = Field(
+        60.0, gt=0, description="With nothing to send, fetch the identity delta this often"
+    )
+    sync_backoff_initial_s: float = Field(1.0, gt=0)
+    sync_backoff_max_s: float = Field(300.0, gt=0, description="Retry back-off cap (jittered)")
+    sync_request_timeout_s: float = Field(30.0, gt=0)
+    outbox_max_bytes: int = Field(
+        256 * 1024 * 1024, ge=1024, description="Beyond it, old raw readings become rollups"
+    )
+    outbox_min_free_disk_bytes: int = Field(
+        256 * 1024 * 1024, ge=0, description="Free-disk watermark that also triggers rollups"
+    )
+
+    profiles_dir: Path = Field(
+        DEFAULT_PROFILES_DIR, description="Firmware profiles (*.toml); the shipped set by default"
+    )
+    mqtt_enabled: bool = Field(True, description="Talk to MQTT devices through mqtt_host")
+    mqtt_host: str = Field("127.0.0.1", description="MQTT broker address")
+    mqtt_port: int = Field(1883, ge=1, le=65535)
+    mqtt_client_id: str = Field(
+        "farm-agent", min_length=1, max_length=64, description="Fixed: keeps a persistent session"
+    )
+    mqtt_username: str | None = Field(None, description="Broker user, when it requires one")
+    mqtt_password: SecretStr | None = Field(None, description="Broker password")
+    serial_enabled: bool = Field(True, description="Open and poll registered serial devices")
+    serial_poll_interval_s: float = Field(
+        10.0, gt=0, le=3600, description="Seconds between readings of a serial sensor"
+    )
+    simulate_devices: bool = Field(
+        False,
+        description="Demo: simulated devices on the first farm (private broker if none answers)",
+    )
+
+    reading_batch_interval_s: float = Field(
+        1.0, gt=0, le=60, description="Longest wait before queued readings are committed"
+    )
+    reading_max_batch: int = Field(2000, ge=1, description="Readings per commit at most")
+    reading_queue_size: int = Field(
+        20_000, ge=1, description="Readings waiting for a commit before new ones are dropped"
+    )
+    reading_clock_skew_s: float = Field(
+        2.0, ge=0, description="Device and receive times further apart are both kept"
+    )
+    reading_max_clock_ahead_s: float = Field(
+        86_400, gt=0, description="Device times further ahead are replaced by the receive time"
+    )
+    retention_raw_days: float | None = Field(30, gt=0, description="Raw readings; None: forever")
+    retention_minute_days: float | None = Field(365, gt=0, description="1-minute rollups")
+    retention_hour_days: float | None = Field(None, gt=0, description="Hourly rollups")
+    retention_chunk_rows: int = Field(5000, ge=1, description="Rows deleted per transaction")
+    retention_interval_s: float = Field(3600, gt=0, description="Seconds between pruning runs")
+    reading_point_budget: int = Field(1000, ge=10, description="Default points per series query")
+    reading_max_point_budget: int = Field(10_000, ge=10, description="Most points a query asks")
     sample_data: bool = Field(False, description="Create a sample farm hierarchy when empty")
     log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+
+    ws_max_connections_per_user: int = Field(
+        10, ge=1, description="Concurrent WebSocket connections of one user, all streams together"
+    )
+    ws_heartbeat_s: float = Field(20.0, gt=0, description="Idle seconds before a heartbeat")
+    ws_queue_size: int = Field(
+        1000, ge=1, description="Messages waiting for one slow client before some are dropped"
+    )
+    ws_auth_timeout_s: float = Field(5.0, gt=0, description="Wait for an auth message this long")
+    ws_recheck_s: float = Field(
+        5.0, gt=0, description="Seconds between re-checks of a stream's credentials and farms"
+    )
+    ws_send_timeout_s: float = Field(
+        60.0, gt=0, description="A client that takes no data for this long is disconnected"
+    )
 
     @classmethod
     def settings_customise_sources(

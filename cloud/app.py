@@ -13,11 +13,14 @@ from cloud.services.events import EventService
 from cloud.services.farms import FarmService
 from cloud.services.health import HealthService
 from cloud.services.identity import IdentityService, LoginPolicy
+from cloud.services.pairing import PairingService
 from cloud.services.readings import ReadingService
+from cloud.services.sync import SyncService
+from cloud.services.sync_delta import IdentityDeltaSource
 from cloud.settings import CloudSettings
 from cloud.signing import signing_key
 from cloud.store.db import Database
-from cloud.web import auth, devices, farms, system
+from cloud.web import agents, auth, devices, farms, sync, system
 from cloud.web.keys import (
     DATABASE,
     DEVICES,
@@ -26,8 +29,10 @@ from cloud.web.keys import (
     HEALTH,
     IDENTITY,
     JWKS,
+    PAIRING,
     READINGS,
     SETTINGS,
+    SYNC,
 )
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
@@ -54,7 +59,7 @@ log = logging.getLogger(__name__)
 def api_of_cloud() -> Api:
     """Every documented endpoint of the cloud."""
     api = Api()
-    for module in (system, auth, farms, devices):
+    for module in (system, auth, farms, devices, agents, sync):
         api.extend(module.api)
     return api
 
@@ -137,6 +142,13 @@ def create_app(
         app[READINGS] = ReadingService(db)
         app[EVENTS] = EventService(db)
         app[HEALTH] = HealthService(db, version)
+        app[PAIRING] = PairingService(
+            db, settings.issuer, signer.public_key, settings.pairing_code_ttl_s
+        )
+        delta = IdentityDeltaSource(
+            db, settings.issuer, signer.public_key, settings.sync_revoked_session_window_s
+        )
+        app[SYNC] = SyncService(db, delta, max_skew_s=settings.sync_max_skew_s, clock=clock)
         log.info("cloud ready: issuer %s, signing key %s", settings.issuer, kid)
         yield
 

@@ -41,6 +41,13 @@ class CloudSettings(BaseSettings):
     login_lockout_s: int = Field(900, ge=1, description="How long a locked account waits")
 
     max_body_bytes: int = Field(1024 * 1024, ge=1024)
+    pairing_code_ttl_s: int = Field(24 * 3600, ge=60, description="How long a pairing code lives")
+    sync_max_skew_s: float = Field(
+        300.0, gt=0, description="A batch signed longer ago than this is refused as a replay"
+    )
+    sync_revoked_session_window_s: int = Field(
+        30 * 86_400, ge=3600, description="How long revoked sessions are sent to agents"
+    )
     log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
 
     @model_validator(mode="after")

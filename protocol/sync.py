@@ -32,9 +32,13 @@ __all__ = [
     "Ack",
     "Batch",
     "BatchRejected",
+    "IdentityDelta",
     "Lane",
     "ReadingBlock",
     "Record",
+    "ReplicaPermission",
+    "ReplicaSession",
+    "ReplicaUser",
     "decode_batch",
     "decode_readings",
     "encode_batch",
@@ -81,6 +85,62 @@ class Batch(BaseModel):
     batch_id: str = Field(default_factory=lambda: str(uuid.uuid4()))
     sent_at: int = Field(description="Unix ms when signed; the cloud refuses stale batches")
     records: tuple[Record, ...]
+    ranges: tuple[tuple[int, int], ...] = Field(
+        default=(),
+        description=(
+            "Sequence ranges (lo, hi] this batch accounts for: its records, plus numbers the "
+            "agent no longer holds (rolled up or superseded). The cloud's contiguous ack grows "
+            "over these, so holes in the agent's sequence never stall it."
+        ),
+    )
+
+
+class ReplicaUser(BaseModel):
+    """A cloud user with access to one of the agent's farms (DESIGN.md section 8)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    email: str
+    role: str
+    plan: str
+    status: str
+    password_hash: str | None
+
+
+class ReplicaPermission(BaseModel):
+    """A per-farm permission of a replicated user on one of the agent's farms."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    user_id: str
+    farm_id: str
+    permission_type: str
+
+
+class ReplicaSession(BaseModel):
+    """A cloud session of a replicated user: the agent accepts its tokens until it is revoked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    user_id: str
+    created_at: str
+    expires_at: str
+    revoked_at: str | None
+
+
+class IdentityDelta(BaseModel):
+    """Who may use the agent's farms, as the cloud (the identity authority) sees it now."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    issuer: str
+    public_key: str = Field(description="The cloud's token key, JWK `x` (base64url raw Ed25519)")
+    users: tuple[ReplicaUser, ...] = ()
+    permissions: tuple[ReplicaPermission, ...] = ()
+    sessions: tuple[ReplicaSession, ...] = ()
 
 
 class Ack(BaseModel):
@@ -89,8 +149,8 @@ class Ack(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     acked_seq: int = Field(ge=0)
-    identity: dict[str, Any] = Field(default_factory=dict)
-    cloud_public_key: str = ""
+    rejected: int = Field(0, ge=0, description="Records of this batch the cloud refused")
+    identity: IdentityDelta | None = None
 
 
 def encode_batch(batch: Batch, key: Ed25519PrivateKey) -> tuple[bytes, str]:
@@ -176,3 +236,26 @@ def decode_readings(data: dict[str, Any]) -> ReadingBlock:
 def dumps(data: Any) -> str:
     """Compact JSON, as records are stored in the outbox."""
     return json.dumps(data, separators=(",", ":"))
+
+
+def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Half-open ranges ``(lo, hi]`` merged where they touch or overlap, in order."""
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def advance(acked: int, ranges: Iterable[tuple[int, int]]) -> tuple[int, list[tuple[int, int]]]:
+    """The highest contiguous sequence from ``acked`` over ``ranges``, and the ranges still
+    above it (not yet reachable)."""
+    rest = []
+    for lo, hi in merge_ranges(ranges):
+        if lo <= acked:
+            acked = max(acked, hi)
+        elif hi > acked:
+            rest.append((lo, hi))
+    return acked, rest

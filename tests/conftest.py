@@ -18,8 +18,11 @@ ADMIN_PASSWORD = "correct horse battery staple"
 
 
 def agent_settings(state_dir: Path, **overrides: Any) -> AgentSettings:
-    """Settings for a test agent: its own state directory, generous rate limits."""
+    """Settings for a test agent: its own state directory, generous rate limits, and no device
+    transports (tests of the live runtime turn MQTT and serial on with a private broker)."""
     values: dict[str, Any] = {
+        "mqtt_enabled": False,
+        "serial_enabled": False,
         "state_dir": state_dir,
         "admin_email": ADMIN_EMAIL,
         "admin_password": ADMIN_PASSWORD,

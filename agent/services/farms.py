@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from agent.services.event_hub import FarmStatusChange
 from agent.store.access import farm_grant
 from agent.store.cache import GenerationCache
 from agent.store.db import Database
@@ -30,9 +33,15 @@ _METRICS = ("total_rows", "total_racks", "total_shelves", "active_plants")
 class FarmService:
     """Farms as the caller may see and change them."""
 
-    def __init__(self, db: Database, farms: FarmStore) -> None:
+    def __init__(
+        self,
+        db: Database,
+        farms: FarmStore,
+        on_change: Callable[[FarmStatusChange], None] | None = None,
+    ) -> None:
         self._db = db
         self._farms = farms
+        self._on_change = on_change
         # The farm list is the dashboard's most frequent read; it changes only when data does.
         self._lists: GenerationCache[tuple[str, str, str | None, int, int], FarmList] = (
             GenerationCache(db)
@@ -75,17 +84,36 @@ class FarmService:
         row = await self._farms.create(body.model_dump(), principal.user_id)
         if row is None:
             raise NotFound("Farm not found")
+        self._publish(row["id"], row["status"], {"event": "created", "name": row["name"]})
         return Farm(**dict(row))
 
     async def update(self, principal: Principal, farm_id: str, body: FarmUpdate) -> Farm:
         """Change the given fields of a farm."""
         await self.authorize(principal, farm_id, Action.MANAGE)
-        row = await self._farms.update(farm_id, body.model_dump(exclude_unset=True))
+        before = await self._farms.get(farm_id)
+        changes = body.model_dump(exclude_unset=True)
+        row = await self._farms.update(farm_id, changes)
         if row is None:
             raise NotFound("Farm not found")
+        self._publish(
+            farm_id,
+            row["status"],
+            {
+                "event": "updated",
+                "name": row["name"],
+                "previous_status": None if before is None else before["status"],
+                "changed": sorted(changes),
+            },
+        )
         return Farm(**dict(row))
 
     async def delete(self, principal: Principal, farm_id: str) -> None:
         """Delete a farm and everything below it."""
         await self.authorize(principal, farm_id, Action.MANAGE)
         await self._farms.delete(farm_id)
+        self._publish(farm_id, "deleted", {"event": "deleted"})
+
+    def _publish(self, farm_id: str, status: str, data: dict[str, object]) -> None:
+        """Tell the live streams (/ws/farm-status) that a farm changed."""
+        if self._on_change is not None:
+            self._on_change(FarmStatusChange(farm_id=farm_id, status=status, data=data))

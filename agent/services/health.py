@@ -1,18 +1,20 @@
-"""Health checks with real figures: database round trip, process memory and CPU."""
+"""Health checks with real figures: database round trip, MQTT broker, process memory and CPU."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 
 import psutil
 
 from agent.store.db import Database
+from agent.sync.runtime import SyncReport
 from protocol.schemas.common import Health
 from protocol.schemas.system import Connectivity, DetailedHealth
-from protocol.timefmt import now_iso
+from protocol.timefmt import iso, now_iso
 
 __all__ = ["HealthService"]
 
@@ -30,6 +32,25 @@ class HealthService:
         self._started = clock()
         self._process = psutil.Process()
         self._process.cpu_percent(None)  # prime: the first reading is always 0.0
+        self._mqtt: Callable[[], str] | None = None
+        self._sync: Callable[[], Awaitable[SyncReport]] | None = None
+
+    def watch_sync(self, report: Callable[[], Awaitable[SyncReport]]) -> None:
+        """Report the cloud link and the outbox (DESIGN.md section 8) from ``report``."""
+        self._sync = report
+
+    async def _sync_report(self) -> SyncReport | None:
+        if self._sync is None:
+            return None
+        try:
+            return await asyncio.wait_for(self._sync(), _CHECK_TIMEOUT_S)
+        except Exception:  # a health probe reports any failure as a missing figure
+            log.warning("sync figures unavailable", exc_info=True)
+            return None
+
+    def watch_mqtt(self, state: Callable[[], str]) -> None:
+        """Report the MQTT broker link (connected, disconnected, disabled) from ``state``."""
+        self._mqtt = state
 
     def health(self) -> Health:
         """Cheap liveness."""
@@ -53,10 +74,14 @@ class HealthService:
             "backend": "connected" if database_ok else "disconnected",
             # The agent keeps no cache server; SPEC.md's check is reported honestly.
             "cache": "not_configured",
+            "mqtt": "not_configured" if self._mqtt is None else self._mqtt(),
         }
+        checks.update(_sync_checks(await self._sync_report()))
         memory = self._process.memory_info().rss
+        # Without the broker the agent still serves and keeps its schedules: degraded, not down.
+        status = "healthy" if checks["mqtt"] != "disconnected" else "degraded"
         return DetailedHealth(
-            status="healthy" if database_ok else "unhealthy",
+            status=status if database_ok else "unhealthy",
             timestamp=now_iso(),
             version=self._version,
             checks=checks,
@@ -67,7 +92,17 @@ class HealthService:
         )
 
     async def connectivity(self) -> Connectivity:
-        """The backend link: until pairing, the local database and what it holds."""
+        """The backend link: once paired, the cloud (records waiting, round trip, last sync);
+        until then the local database and what it holds."""
+        report = await self._sync_report()
+        if report is not None and report.paired:
+            last = report.outbox.last_success_ms
+            return Connectivity(
+                status="connected" if report.status.connected else "disconnected",
+                items_count=report.outbox.records,
+                connection_time=report.status.round_trip_ms,
+                last_sync=None if last is None else _iso_ms(last),
+            )
         elapsed = await self._database_round_trip_ms()
         if elapsed is None:
             return Connectivity(
@@ -81,3 +116,27 @@ class HealthService:
         return Connectivity(
             status="connected", items_count=int(items), connection_time=elapsed, last_sync=now_iso()
         )
+
+
+def _iso_ms(unix_ms: int) -> str:
+    return iso(datetime.fromtimestamp(unix_ms / 1000, UTC))
+
+
+def _sync_checks(report: SyncReport | None) -> dict[str, str]:
+    """The cloud link's figures as /healthz checks (DESIGN.md section 8)."""
+    if report is None or not report.paired:
+        return {"cloud": "not_paired"}
+    out = report.outbox
+    age = report.oldest_unsent_age_s
+    return {
+        "cloud": "connected" if report.status.connected else "disconnected",
+        "sync_lag_seq": str(out.lag),
+        "sync_records_queued": str(out.records),
+        "sync_bytes_queued": str(out.bytes),
+        "sync_oldest_unsent_age_s": "0" if age is None else f"{age:.0f}",
+        "sync_last_success": "never"
+        if out.last_success_ms is None
+        else _iso_ms(out.last_success_ms),
+        "sync_rolled_up": str(out.rolled_up),
+        "sync_rejected": str(out.rejected),
+    }

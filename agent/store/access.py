@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from agent.store.db import Database
-from protocol.identity import PermissionType, Principal
+from protocol.identity import PermissionType, Principal, Role
 
-__all__ = ["farm_grant", "visible_farm_filter"]
+__all__ = ["farm_grant", "visible_farm_filter", "visible_permission_filter"]
 
 
 def visible_farm_filter(principal: Principal, farm_id_column: str) -> tuple[str, list[Any]]:
@@ -22,6 +22,21 @@ def visible_farm_filter(principal: Principal, farm_id_column: str) -> tuple[str,
         f"{farm_id_column} IN (SELECT id FROM farms WHERE created_by = ?"
         " UNION SELECT farm_id FROM permissions WHERE user_id = ?)",
         [principal.user_id, principal.user_id],
+    )
+
+
+def visible_permission_filter(principal: Principal, alias: str) -> tuple[str, list[Any]]:
+    """An SQL condition on permissions ``alias`` keeping those the caller may see: admins all,
+    everyone their own, and farm managers those on farms they may write (they share them)."""
+    if principal.is_admin:
+        return "1 = 1", []
+    own = f"{alias}.user_id = ?"
+    if principal.role is not Role.FARM_MANAGER:
+        return own, [principal.user_id]
+    return (
+        f"({own} OR {alias}.farm_id IN (SELECT id FROM farms WHERE created_by = ?"
+        " UNION SELECT farm_id FROM permissions WHERE user_id = ? AND permission_type = ?))",
+        [principal.user_id, principal.user_id, principal.user_id, PermissionType.READ_WRITE.value],
     )
 
 

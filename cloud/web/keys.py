@@ -9,7 +9,9 @@ from cloud.services.events import EventService
 from cloud.services.farms import FarmService
 from cloud.services.health import HealthService
 from cloud.services.identity import IdentityService
+from cloud.services.pairing import PairingService
 from cloud.services.readings import ReadingService
+from cloud.services.sync import SyncService
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
 from protocol.schemas.jwks import JwkSet
@@ -23,3 +25,5 @@ DEVICES = web.AppKey("devices", DeviceService)
 READINGS = web.AppKey("readings", ReadingService)
 EVENTS = web.AppKey("events", EventService)
 HEALTH = web.AppKey("health", HealthService)
+PAIRING = web.AppKey("pairing", PairingService)
+SYNC = web.AppKey("sync", SyncService)

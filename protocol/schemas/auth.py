@@ -1,14 +1,48 @@
-"""Login, tokens and the caller's identity (SPEC.md "Login result")."""
+"""Login, tokens, MFA, API keys and authentication events (SPEC.md "Login result", DESIGN.md 4)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, Field, RootModel, StringConstraints, WithJsonSchema
 
-from protocol.schemas.common import ApiModel, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Timestamp, Uuid
 
-__all__ = ["Email", "LoginRequest", "LoginResult", "Password", "UserRef"]
+__all__ = [
+    "Accepted",
+    "ApiKey",
+    "ApiKeyCreate",
+    "ApiKeyCreated",
+    "ApiKeyList",
+    "ApiKeyListQuery",
+    "AuthEvent",
+    "AuthEventKind",
+    "AuthEventList",
+    "AuthEventQuery",
+    "Email",
+    "LoginAnswer",
+    "LoginRequest",
+    "LoginResult",
+    "MfaChallenge",
+    "MfaCode",
+    "MfaCodeRequest",
+    "MfaEnrolment",
+    "MfaStatus",
+    "MfaVerifyRequest",
+    "Page",
+    "Password",
+    "RefreshRequest",
+    "RegisterRequest",
+    "ResetPasswordConfirm",
+    "ResetPasswordRequest",
+    "TokenInfo",
+    "UserRef",
+    "UuidIn",
+    "VerifyEmailRequest",
+    "VerifyEmailResult",
+]
 
 Email = Annotated[
     str,
@@ -17,6 +51,16 @@ Email = Annotated[
     ),
 ]
 """An address with one @; deliverability is proven by /auth/verify, not by a regex."""
+
+
+def _canonical_uuid(text: str) -> str:
+    return str(uuid.UUID(text))
+
+
+UuidIn = Annotated[
+    str, AfterValidator(_canonical_uuid), WithJsonSchema({"type": "string", "format": "uuid"})
+]
+"""An id sent by a client: any UUID spelling is accepted and stored in canonical form."""
 
 Password = Annotated[str, StringConstraints(min_length=8, max_length=256)]
 """New passwords: at least 8 characters (NIST SP 800-63B 5.1.1.2)."""
@@ -45,3 +89,203 @@ class LoginResult(BaseModel):
     expires_in: int
     refresh_token: str
     user: UserRef
+
+
+class MfaChallenge(BaseModel):
+    """The login answer for an account with MFA: exchange ``challenge`` at /auth/mfa/verify."""
+
+    mfa_required: Literal[True] = True
+    challenge: str
+    expires_in: int
+
+
+class LoginAnswer(RootModel[LoginResult | MfaChallenge]):
+    """Tokens, or an MFA challenge when the account has MFA enabled."""
+
+
+class RefreshRequest(ApiModel):
+    """POST /auth/refresh: a refresh token is used once and replaced."""
+
+    refresh_token: str = Field(min_length=1, max_length=256)
+
+
+class RegisterRequest(ApiModel):
+    """POST /auth/register."""
+
+    email: Email
+    password: Password
+    full_name: str = Field("", max_length=200)
+
+
+class TokenInfo(BaseModel):
+    """GET /auth/verify: the bearer token is valid; who it belongs to."""
+
+    valid: Literal[True] = True
+    user: UserRef
+    session_id: Uuid | None
+    api_key_id: Uuid | None
+    session_expires_at: Timestamp | None = Field(
+        description="When the session ends unless refreshed; null for an API key"
+    )
+
+
+class VerifyEmailRequest(ApiModel):
+    """POST /auth/verify: the token from the verification mail."""
+
+    token: str = Field(min_length=1, max_length=256)
+
+
+class VerifyEmailResult(BaseModel):
+    """The address is verified."""
+
+    email: str
+    email_verified: Literal[True] = True
+
+
+class ResetPasswordRequest(ApiModel):
+    """POST /auth/reset-password: mail a reset token if the address has an account."""
+
+    email: Email
+
+
+class ResetPasswordConfirm(ApiModel):
+    """POST /auth/reset-password/confirm."""
+
+    token: str = Field(min_length=1, max_length=256)
+    new_password: Password
+
+
+class Accepted(BaseModel):
+    """A request taken in, with the same answer whatever the outcome (no account disclosure)."""
+
+    status: Literal["accepted"] = "accepted"
+    message: str
+
+
+class Page(PageQuery):
+    """``PageQuery`` with ``offset`` bounded to what SQLite's 64-bit integers hold."""
+
+    offset: int = Field(0, ge=0, le=2**62)
+
+
+MfaCode = Annotated[str, StringConstraints(pattern=r"^\d{6}$")]
+"""Six digits from the authenticator app (RFC 6238 defaults)."""
+
+
+class MfaEnrolment(BaseModel):
+    """POST /auth/mfa/enrol: add the secret to an app, then confirm with a code."""
+
+    secret: str
+    otpauth_uri: str
+
+
+class MfaCodeRequest(ApiModel):
+    """POST /auth/mfa/confirm and /auth/mfa/disable."""
+
+    code: MfaCode
+
+
+class MfaStatus(BaseModel):
+    """Whether MFA is on for the caller."""
+
+    mfa_enabled: bool
+
+
+class MfaVerifyRequest(ApiModel):
+    """POST /auth/mfa/verify: the login challenge and a current code."""
+
+    challenge: str = Field(min_length=1, max_length=256)
+    code: MfaCode
+
+
+class ApiKeyCreate(ApiModel):
+    """POST /api/v1/api-keys (admin): a key acting as ``user_id``."""
+
+    user_id: UuidIn
+    name: str = Field(min_length=1, max_length=100)
+
+
+class ApiKey(BaseModel):
+    """An API key as listed; the key itself is never shown again."""
+
+    id: Uuid
+    user_id: Uuid
+    name: str
+    prefix: str
+    created_by: Uuid | None
+    created_at: Timestamp
+    last_used_at: Timestamp | None
+    revoked_at: Timestamp | None
+
+
+class ApiKeyCreated(ApiKey):
+    """The new key: ``key`` is shown this once; send it as ``X-API-Key``."""
+
+    key: str
+
+
+class ApiKeyListQuery(Page):
+    """GET /api/v1/api-keys filters."""
+
+    user_id: UuidIn | None = None
+    include_revoked: bool = False
+
+
+class ApiKeyList(BaseModel):
+    """A page of API keys."""
+
+    api_keys: list[ApiKey]
+    total: int
+    limit: int
+    offset: int
+
+
+AuthEventKind = Literal[
+    "login_ok",
+    "login_failed",
+    "login_throttled",
+    "logout",
+    "refresh_reuse",
+    "registered",
+    "email_verified",
+    "password_reset_requested",
+    "password_reset",
+    "password_changed",
+    "mfa_challenge",
+    "mfa_failed",
+    "mfa_enrolled",
+    "mfa_enabled",
+    "mfa_disabled",
+    "api_key_created",
+    "api_key_revoked",
+    "sessions_revoked",
+]
+
+
+class AuthEvent(BaseModel):
+    """One recorded authentication event."""
+
+    id: Uuid
+    kind: str
+    user_id: Uuid | None
+    email: str | None
+    address: str | None
+    detail: dict[str, Any]
+    created_at: Timestamp
+
+
+class AuthEventQuery(Page):
+    """GET /api/v1/auth-events filters (newest first)."""
+
+    user_id: UuidIn | None = None
+    kind: AuthEventKind | None = None
+    since: datetime | None = None
+
+
+class AuthEventList(BaseModel):
+    """A page of authentication events."""
+
+    auth_events: list[AuthEvent]
+    total: int
+    limit: int
+    offset: int

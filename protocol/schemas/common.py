@@ -29,12 +29,15 @@ class ApiModel(BaseModel):
 
 
 class PageQuery(ApiModel):
-    """``limit`` 1..500 (default 50) and ``offset`` >= 0."""
+    """``limit`` 1..500 (default 50) and ``offset`` 0..2^62.
+
+    The offset's bound keeps it inside SQLite's integer range: too large is a 422, not a 500.
+    """
 
     model_config = ConfigDict(extra="ignore")
 
     limit: int = Field(50, ge=1, le=500)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=2**62)
 
 
 class ErrorBody(BaseModel):

@@ -12,6 +12,8 @@ CREATE TABLE users (
     email_verified INTEGER NOT NULL DEFAULT 0,
     mfa_secret     TEXT,
     mfa_enabled    INTEGER NOT NULL DEFAULT 0,
+    -- The last TOTP time step accepted, so a code cannot be replayed (RFC 6238 section 5.2).
+    mfa_last_step  INTEGER,
     origin         TEXT NOT NULL DEFAULT 'local',
     last_login     TEXT,
     created_at     TEXT NOT NULL,
@@ -71,6 +73,9 @@ CREATE TABLE auth_events (
 );
 CREATE INDEX auth_events_time ON auth_events(created_at);
 CREATE INDEX auth_events_user ON auth_events(user_id);
+-- Login throttling counts recent failures per account and per address from this table.
+CREATE INDEX auth_events_email ON auth_events(email, created_at);
+CREATE INDEX auth_events_address ON auth_events(address, created_at);
 
 CREATE TABLE farms (
     id          TEXT PRIMARY KEY,

@@ -1,0 +1,130 @@
+"""The wire format of the WebSocket streams (DESIGN.md section 7 settles what SPEC.md leaves open).
+
+Client messages: ``auth`` (``token`` or ``api_key``), ``subscribe`` (``farm_id``, ``device_ids``,
+``metrics``; each one replaces the previous filter) and ``ping``. Server messages are
+``{"type", "farm_id", "data", "timestamp", "seq"}`` with ``seq`` counting every message sent on
+the connection from 1. Besides the events of each stream the server sends ``ready`` (after
+authentication), ``subscribed`` (the filter in force), ``heartbeat`` (after ``heartbeat_s``
+without any message), ``missed`` (``data.count`` events dropped at this point because the client
+read too slowly), ``pong`` and ``rejected`` (a client message it could not use).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from protocol.schemas.common import ApiModel
+from protocol.timefmt import iso
+
+__all__ = [
+    "CLOSE_FORBIDDEN",
+    "CLOSE_GOING_AWAY",
+    "CLOSE_INTERNAL",
+    "CLOSE_NORMAL",
+    "CLOSE_POLICY",
+    "CLOSE_TOO_MANY",
+    "CLOSE_UNAUTHENTICATED",
+    "AuthMessage",
+    "ClientMessage",
+    "PingMessage",
+    "StreamClosed",
+    "SubscribeMessage",
+    "frame",
+    "frame_prefix",
+    "id_strings",
+    "parse_client_message",
+    "with_seq",
+]
+
+# RFC 6455 section 7.4.1 codes, and the 4000-4999 private range for DESIGN.md section 7's codes.
+CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001
+CLOSE_POLICY = 1008
+CLOSE_INTERNAL = 1011
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_TOO_MANY = 4429
+
+_MAX_FILTER_ITEMS = 1000
+
+
+class StreamClosed(Exception):
+    """End the connection with a close ``code`` and a short ``reason`` for the client."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(f"{code} {reason}")
+        self.code = code
+        self.reason = reason
+
+
+class AuthMessage(ApiModel):
+    """``{"type": "auth", "token": ...}`` or ``{"type": "auth", "api_key": ...}``."""
+
+    type: Literal["auth"]
+    token: str | None = Field(None, min_length=1, max_length=8192)
+    api_key: str | None = Field(None, min_length=1, max_length=512)
+
+
+class SubscribeMessage(ApiModel):
+    """Narrow the stream to one farm, some devices, some metrics; absent means all."""
+
+    type: Literal["subscribe"]
+    farm_id: UUID | None = None
+    device_ids: list[UUID] | None = Field(None, max_length=_MAX_FILTER_ITEMS)
+    metrics: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
+        None, max_length=_MAX_FILTER_ITEMS
+    )
+
+
+class PingMessage(ApiModel):
+    """``{"type": "ping"}``; answered by ``pong``."""
+
+    type: Literal["ping"]
+
+
+ClientMessage = Annotated[AuthMessage | SubscribeMessage | PingMessage, Field(discriminator="type")]
+_CLIENT_MESSAGE: TypeAdapter[AuthMessage | SubscribeMessage | PingMessage] = TypeAdapter(
+    ClientMessage
+)
+
+
+def parse_client_message(text: str) -> AuthMessage | SubscribeMessage | PingMessage:
+    """Parse one client message; raises ``ValueError`` with a readable reason."""
+    try:
+        return _CLIENT_MESSAGE.validate_json(text)
+    except ValidationError as err:
+        issues = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}"
+            for e in err.errors(include_url=False)
+        )
+        raise ValueError(issues) from None
+
+
+def frame_prefix(type_: str, farm_id: str | None, data: dict[str, Any], at: datetime) -> str:
+    """A server message as JSON text up to its ``seq`` value (shared by every connection)."""
+    body = json.dumps(
+        {"type": type_, "farm_id": farm_id, "data": data, "timestamp": iso(at), "seq": 0},
+        separators=(",", ":"),
+    )
+    return body[: -len("0}")]
+
+
+def frame(type_: str, farm_id: str | None, data: dict[str, Any], at: datetime, seq: int) -> str:
+    """One server message as JSON text."""
+    return with_seq(frame_prefix(type_, farm_id, data, at), seq)
+
+
+def with_seq(prefix: str, seq: int) -> str:
+    """Complete a :func:`frame_prefix` with a connection's sequence number."""
+    return f"{prefix}{seq}}}"
+
+
+def id_strings(ids: Sequence[UUID] | None) -> frozenset[str] | None:
+    """UUIDs as the store spells them, or None for "no filter"."""
+    return None if ids is None else frozenset(str(i) for i in ids)

@@ -1,0 +1,53 @@
+"""What a stream client may see, by the store's one visibility rule (agent/store/access.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.store.access import farm_grant, visible_farm_filter
+from agent.store.db import Database
+from agent.store.devices import DeviceStore
+from protocol.identity import PermissionType, Principal
+
+__all__ = ["NOTHING", "FarmVisibility", "StreamScope"]
+
+
+@dataclass(frozen=True, slots=True)
+class FarmVisibility:
+    """The farms a caller may see at one moment: every farm, or those in ``farm_ids``."""
+
+    everything: bool
+    farm_ids: frozenset[str] = frozenset()
+
+    def allows(self, farm_id: str) -> bool:
+        """Whether ``farm_id`` is visible."""
+        return self.everything or farm_id in self.farm_ids
+
+
+NOTHING = FarmVisibility(everything=False)
+
+
+class StreamScope:
+    """Farm visibility and device-to-farm lookups for the streams."""
+
+    def __init__(self, db: Database, devices: DeviceStore) -> None:
+        self._db = db
+        self._devices = devices
+
+    async def visibility(self, principal: Principal) -> FarmVisibility:
+        """The farms ``principal`` may see now."""
+        if principal.is_admin:
+            # Admins see every farm, including ones created after they connected.
+            return FarmVisibility(everything=True)
+        condition, params = visible_farm_filter(principal, "f.id")
+        rows = await self._db.fetch_all(f"SELECT f.id FROM farms f WHERE {condition}", params)
+        return FarmVisibility(everything=False, farm_ids=frozenset(row[0] for row in rows))
+
+    async def grant(self, principal: Principal, farm_id: str) -> PermissionType | None:
+        """The caller's grant on a farm, or None if it is not visible."""
+        return await farm_grant(self._db, principal, farm_id)
+
+    async def farm_of_device(self, device_id: str) -> str | None:
+        """The farm a device belongs to, or None for an unknown device."""
+        row = await self._devices.get(device_id)
+        return None if row is None else str(row["farm_id"])

@@ -1,0 +1,97 @@
+"""Authentication events: an append-only log, also the memory of login throttling."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from agent.store.db import Database
+from protocol.timefmt import now_iso
+
+__all__ = ["AuthEventStore"]
+
+
+class AuthEventStore:
+    """Reads and writes ``auth_events``."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def record(
+        self,
+        kind: str,
+        *,
+        user_id: str | None,
+        email: str | None,
+        address: str | None,
+        detail: Mapping[str, Any],
+    ) -> None:
+        """Append one event."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO auth_events (id, user_id, email, kind, address, detail, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (str(uuid.uuid4()), user_id, email, kind, address, json.dumps(detail), now_iso()),
+            )
+
+    async def list(
+        self,
+        user_id: str | None,
+        kind: str | None,
+        since: str | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[sqlite3.Row], int]:
+        """Events newest first, and the total before paging."""
+        where, params = ["1 = 1"], []
+        for clause, value in (
+            ("user_id = ?", user_id),
+            ("kind = ?", kind),
+            ("created_at >= ?", since),
+        ):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        condition = " AND ".join(where)
+        total = await self._db.fetch_value(
+            f"SELECT count(*) FROM auth_events WHERE {condition}", params
+        )
+        rows = await self._db.fetch_all(
+            f"SELECT * FROM auth_events WHERE {condition}"
+            " ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        return list(rows), int(total)
+
+    async def nth_recent_by_email(
+        self, email: str, kinds: Collection[str], since: str, n: int, reset_kind: str
+    ) -> str | None:
+        """Time of the ``n``-th most recent ``kinds`` event for ``email`` after ``since`` and after
+        its latest ``reset_kind`` event; ``None`` if there are fewer than ``n``."""
+        marks = ", ".join("?" for _ in kinds)
+        value = await self._db.fetch_value(
+            f"""
+            SELECT created_at FROM auth_events
+            WHERE email = ? AND kind IN ({marks}) AND created_at > ?
+              AND created_at > coalesce(
+                  (SELECT max(created_at) FROM auth_events WHERE email = ? AND kind = ?), '')
+            ORDER BY created_at DESC LIMIT 1 OFFSET ?
+            """,
+            [email, *kinds, since, email, reset_kind, n - 1],
+        )
+        return None if value is None else str(value)
+
+    async def nth_recent_by_address(
+        self, address: str, kinds: Collection[str], since: str, n: int
+    ) -> str | None:
+        """Time of the ``n``-th most recent ``kinds`` event from ``address`` after ``since``."""
+        marks = ", ".join("?" for _ in kinds)
+        value = await self._db.fetch_value(
+            f"SELECT created_at FROM auth_events WHERE address = ? AND kind IN ({marks})"
+            " AND created_at > ? ORDER BY created_at DESC LIMIT 1 OFFSET ?",
+            [address, *kinds, since, n - 1],
+        )
+        return None if value is None else str(value)

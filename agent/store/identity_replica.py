@@ -1,0 +1,98 @@
+"""The replica of the cloud's identity (DESIGN.md section 8): users with origin 'cloud', their
+permissions on this agent's farms, and their sessions, so they log in on the LAN offline and
+the cloud's tokens and revocations hold here too."""
+
+from __future__ import annotations
+
+import logging
+
+from agent.store.db import Database
+from protocol.sync import IdentityDelta
+from protocol.timefmt import now_iso
+
+__all__ = ["IdentityReplicaStore"]
+
+log = logging.getLogger(__name__)
+
+# A cloud user without a password (invited, not yet set) cannot log in here: no hash matches.
+_NO_PASSWORD = "!"
+
+
+class IdentityReplicaStore:
+    """Writes a delta into users, permissions and sessions in one transaction."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def apply(self, delta: IdentityDelta) -> None:
+        """Make the replica match ``delta``; cloud users missing from it become inactive."""
+        now = now_iso()
+        async with self._db.transaction() as conn:
+            kept: list[str] = []
+            for user in delta.users:
+                cursor = await conn.execute(
+                    "SELECT id, origin FROM users WHERE email = ? AND id != ?",
+                    (user.email, user.id),
+                )
+                clash = await cursor.fetchone()
+                await cursor.close()
+                if clash is not None:
+                    # A local account holds the e-mail: it stays the one that logs in here.
+                    log.warning(
+                        "cloud user %s not replicated: e-mail held by a local user", user.id
+                    )
+                    continue
+                kept.append(user.id)
+                await conn.execute(
+                    "INSERT INTO users (id, email, password_hash, role, status, plan, origin,"
+                    " email_verified, created_at, updated_at)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'cloud', 1, ?7, ?7)"
+                    " ON CONFLICT (id) DO UPDATE SET email = excluded.email,"
+                    " password_hash = excluded.password_hash, role = excluded.role,"
+                    " status = excluded.status, plan = excluded.plan, origin = 'cloud',"
+                    " updated_at = excluded.updated_at"
+                    " WHERE (email, password_hash, role, status, plan, origin)"
+                    " IS NOT (excluded.email, excluded.password_hash, excluded.role,"
+                    " excluded.status, excluded.plan, 'cloud')",
+                    (user.id, user.email, user.password_hash or _NO_PASSWORD, user.role,
+                     user.status, user.plan, now),
+                )  # fmt: skip
+            marks = ",".join("?" * len(kept))
+            await conn.execute(
+                f"UPDATE users SET status = 'inactive', updated_at = ? WHERE origin = 'cloud'"
+                f" AND status != 'inactive' AND id NOT IN ({marks})",
+                (now, *kept),
+            )
+            wanted = {(p.user_id, p.farm_id) for p in delta.permissions if p.user_id in kept}
+            for perm in delta.permissions:
+                if (perm.user_id, perm.farm_id) not in wanted:
+                    continue
+                # Only on farms this agent holds; the WHERE keeps an unchanged row untouched, so
+                # no outbox record echoes it back.
+                await conn.execute(
+                    "INSERT INTO permissions (id, user_id, farm_id, permission_type, granted_at)"
+                    " SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM farms WHERE id = ?3)"
+                    " ON CONFLICT (user_id, farm_id) DO UPDATE SET"
+                    " permission_type = excluded.permission_type"
+                    " WHERE permission_type != excluded.permission_type",
+                    (perm.id, perm.user_id, perm.farm_id, perm.permission_type, now),
+                )
+            cursor = await conn.execute(
+                "SELECT p.id, p.user_id, p.farm_id FROM permissions AS p"
+                " JOIN users AS u ON u.id = p.user_id WHERE u.origin = 'cloud'"
+            )
+            stale = [(r[0],) for r in await cursor.fetchall() if (r[1], r[2]) not in wanted]
+            await cursor.close()
+            await conn.executemany("DELETE FROM permissions WHERE id = ?", stale)
+            for session in delta.sessions:
+                if session.user_id not in kept:
+                    continue
+                await conn.execute(
+                    "INSERT INTO sessions (id, user_id, created_at, expires_at, revoked_at,"
+                    " revoke_reason) VALUES (?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (id) DO UPDATE SET"
+                    " revoked_at = coalesce(sessions.revoked_at, excluded.revoked_at),"
+                    " revoke_reason = coalesce(sessions.revoke_reason, excluded.revoke_reason)",
+                    (session.id, session.user_id, session.created_at, session.expires_at,
+                     session.revoked_at, "revoked in the cloud" if session.revoked_at else None),
+                )  # fmt: skip

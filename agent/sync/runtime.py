@@ -1,0 +1,94 @@
+"""The sync task's lifetime and the figures operators read (/healthz, /supabase-items)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from agent.settings import AgentSettings
+from agent.store.db import Database
+from agent.store.identity_replica import IdentityReplicaStore
+from agent.sync.link import CloudLink, sync_key_path
+from agent.sync.outbox import OutboxFigures, OutboxStore
+from agent.sync.replica import IdentityReplica
+from agent.sync.uploader import SyncPolicy, SyncStatus, Uploader
+from protocol.keyfile import load_or_create_private_key
+from protocol.tokens import TokenVerifier
+
+__all__ = ["SyncReport", "SyncRuntime", "policy_of"]
+
+log = logging.getLogger(__name__)
+
+
+def policy_of(settings: AgentSettings) -> SyncPolicy:
+    """The uploader's policy from the agent's settings."""
+    return SyncPolicy(
+        batch_max_records=settings.sync_batch_max_records,
+        batch_max_bytes=settings.sync_batch_max_bytes,
+        idle_interval_s=settings.sync_interval_s,
+        heartbeat_s=settings.sync_heartbeat_s,
+        backoff_initial_s=settings.sync_backoff_initial_s,
+        backoff_max_s=settings.sync_backoff_max_s,
+        request_timeout_s=settings.sync_request_timeout_s,
+        outbox_max_bytes=settings.outbox_max_bytes,
+        min_free_disk_bytes=settings.outbox_min_free_disk_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """The cloud link and the outbox, for health endpoints."""
+
+    paired: bool
+    status: SyncStatus
+    outbox: OutboxFigures
+
+    @property
+    def oldest_unsent_age_s(self) -> float | None:
+        """Age of the oldest record not yet sent."""
+        if self.outbox.oldest_unsent_ms is None:
+            return None
+        return max(0.0, time.time() - self.outbox.oldest_unsent_ms / 1000)
+
+
+class SyncRuntime:
+    """Starts the uploader when the agent is paired; stops it on shutdown."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        db: Database,
+        verifier: TokenVerifier,
+        link: CloudLink | None,
+    ) -> None:
+        self._outbox = OutboxStore(db)
+        self._uploader: Uploader | None = None
+        self._task: asyncio.Task[None] | None = None
+        if link is not None and settings.sync_enabled:
+            replica = IdentityReplica(IdentityReplicaStore(db), verifier, link, settings.state_dir)
+            key = load_or_create_private_key(sync_key_path(settings.state_dir))
+            self._uploader = Uploader(
+                link, key, self._outbox, replica, policy_of(settings), settings.state_dir
+            )
+
+    def start(self) -> None:
+        """Run the uploader in the background (no-op when not paired)."""
+        if self._uploader is not None:
+            self._task = asyncio.create_task(self._uploader.run(), name="sync-uploader")
+            log.info("sync uploader started")
+
+    async def stop(self) -> None:
+        """Cancel the uploader and wait for it."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def report(self) -> SyncReport:
+        """Figures of the link and the outbox."""
+        status = self._uploader.status if self._uploader else SyncStatus()
+        return SyncReport(self._uploader is not None, status, await self._outbox.figures())

@@ -1,0 +1,75 @@
+"""Pairing (DESIGN.md section 8): an admin creates an agent and gets a one-time code; the agent
+redeems the code with its Ed25519 public key."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import secrets
+from datetime import timedelta
+from uuid import UUID
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from cloud.store import sync_agents
+from cloud.store.db import Database
+from protocol.errors import Forbidden, NotFound, ValidationFailed
+from protocol.identity import Principal
+from protocol.jwk import public_jwk
+from protocol.schemas.agents import AgentCreate, AgentCreated, PairRequest, PairResult
+from protocol.timefmt import iso
+
+__all__ = ["PairingService", "code_hash"]
+
+log = logging.getLogger(__name__)
+
+
+def code_hash(code: str) -> bytes:
+    """The stored form of a pairing code (codes carry 160 bits, so a fast hash suffices)."""
+    return hashlib.sha256(code.strip().encode()).digest()
+
+
+class PairingService:
+    """Creates agents and pairs them."""
+
+    def __init__(
+        self, db: Database, issuer: str, cloud_key: Ed25519PublicKey, code_ttl_s: int
+    ) -> None:
+        self._db = db
+        self._issuer = issuer
+        self._cloud_key_x = public_jwk(cloud_key)["x"]
+        self._ttl = timedelta(seconds=code_ttl_s)
+
+    async def create(self, principal: Principal, body: AgentCreate) -> AgentCreated:
+        """A new agent and its pairing code, shown once (admins only)."""
+        if not principal.is_admin:
+            raise Forbidden("Only an administrator may create agents")
+        code = base64.b32encode(secrets.token_bytes(20)).decode().rstrip("=")
+        owner = UUID(body.owner_id) if body.owner_id else UUID(principal.user_id)
+        async with self._db.as_user(UUID(principal.user_id)) as conn:
+            row = await sync_agents.create_agent(conn, body.name, owner, code_hash(code), self._ttl)
+        log.info("agent %s created by %s", row["id"], principal.user_id)
+        return AgentCreated(
+            id=str(row["id"]),
+            name=row["name"],
+            owner_id=str(row["owner_id"]),
+            pairing_code=code,
+            pairing_expires_at=iso(row["pairing_expires_at"]),
+        )
+
+    async def pair(self, body: PairRequest) -> PairResult:
+        """Register the agent's key against a live code; 404 for an unknown or used code."""
+        try:
+            raw = base64.urlsafe_b64decode(body.public_key + "=" * (-len(body.public_key) % 4))
+            Ed25519PublicKey.from_public_bytes(raw)
+        except ValueError:
+            raise ValidationFailed.of([("public_key", "not a raw Ed25519 key")]) from None
+        async with self._db.as_system() as conn:
+            agent_id = await sync_agents.redeem_pairing(conn, code_hash(body.code), raw)
+        if agent_id is None:
+            raise NotFound("Unknown, used or expired pairing code")
+        log.info("agent %s paired", agent_id)
+        return PairResult(
+            agent_id=str(agent_id), cloud_issuer=self._issuer, cloud_public_key=self._cloud_key_x
+        )

@@ -1,0 +1,108 @@
+"""Agents as sync sees them: creation with a pairing code, redemption, keys and progress.
+
+Creation runs on the user path (an admin, under row-level security); everything the agent
+itself calls runs on the system path, since an agent is no user (docs/cloud-rls.md).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from uuid import UUID
+
+import asyncpg
+
+from cloud.store.db import Connection
+
+__all__ = [
+    "add_coverage",
+    "agent_for_sync",
+    "create_agent",
+    "prune_batches",
+    "redeem_pairing",
+    "remember_batch",
+    "set_progress",
+]
+
+
+async def create_agent(
+    conn: Connection, name: str, owner_id: UUID, code_hash: bytes, ttl: timedelta
+) -> asyncpg.Record:
+    """A new, unpaired agent with a pairing code that expires after ``ttl`` (user path)."""
+    row = await conn.fetchrow(
+        "INSERT INTO agents (name, owner_id, pairing_code_hash, pairing_expires_at)"
+        " VALUES ($1, $2, $3, now() + $4) RETURNING id, name, owner_id, pairing_expires_at",
+        name,
+        owner_id,
+        code_hash,
+        ttl,
+    )
+    assert row is not None  # INSERT ... RETURNING yields its row or raises
+    return row
+
+
+async def redeem_pairing(conn: Connection, code_hash: bytes, public_key: bytes) -> UUID | None:
+    """Register ``public_key`` for the agent whose live, unused code hashes to ``code_hash``;
+    the code is consumed. ``None`` when no such code exists (system path)."""
+    agent_id: UUID | None = await conn.fetchval(
+        "UPDATE agents SET public_key = $2, paired_at = now(),"
+        " pairing_code_hash = NULL, pairing_expires_at = NULL"
+        " WHERE pairing_code_hash = $1 AND pairing_expires_at > now() AND revoked_at IS NULL"
+        " RETURNING id",
+        code_hash,
+        public_key,
+    )
+    return agent_id
+
+
+async def agent_for_sync(conn: Connection, agent_id: UUID) -> asyncpg.Record | None:
+    """A paired, unrevoked agent's key, owner and progress, locked for this transaction so
+    two batches of one agent apply one after the other (system path)."""
+    return await conn.fetchrow(
+        "SELECT id, owner_id, public_key, acked_seq FROM agents"
+        " WHERE id = $1 AND paired_at IS NOT NULL AND revoked_at IS NULL FOR UPDATE",
+        agent_id,
+    )
+
+
+async def remember_batch(conn: Connection, agent_id: UUID, batch_id: UUID) -> bool:
+    """Record a batch id; ``False`` if it was applied before (a replay)."""
+    inserted = await conn.fetchval(
+        "INSERT INTO sync_batches (agent_id, batch_id) VALUES ($1, $2)"
+        " ON CONFLICT DO NOTHING RETURNING true",
+        agent_id,
+        batch_id,
+    )
+    return bool(inserted)
+
+
+async def prune_batches(conn: Connection, older_than: datetime) -> None:
+    """Forget batch ids whose batches are too old to be accepted anyway."""
+    await conn.execute("DELETE FROM sync_batches WHERE received_at < $1", older_than)
+
+
+async def add_coverage(
+    conn: Connection, agent_id: UUID, ranges: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """Store ranges above the ack and return every stored range of the agent."""
+    if ranges:
+        await conn.execute(
+            "INSERT INTO sync_coverage (agent_id, lo, hi)"
+            " SELECT $1, r.lo, r.hi FROM unnest($2::bigint[], $3::bigint[]) AS r (lo, hi)"
+            " ON CONFLICT DO NOTHING",
+            agent_id,
+            [lo for lo, _ in ranges],
+            [hi for _, hi in ranges],
+        )
+    rows = await conn.fetch("SELECT lo, hi FROM sync_coverage WHERE agent_id = $1", agent_id)
+    return [(int(r["lo"]), int(r["hi"])) for r in rows]
+
+
+async def set_progress(
+    conn: Connection, agent_id: UUID, acked_seq: int, pending: list[tuple[int, int]]
+) -> None:
+    """Advance the contiguous ack, keep only the ranges still above it, stamp last_seen_at."""
+    await conn.execute(
+        "UPDATE agents SET acked_seq = $2, last_seen_at = now() WHERE id = $1", agent_id, acked_seq
+    )
+    await conn.execute("DELETE FROM sync_coverage WHERE agent_id = $1", agent_id)
+    await add_coverage(conn, agent_id, pending)

@@ -1,0 +1,322 @@
+"""Writes of sync apply into the mirror (system path): upserts and deletes of the agent's
+entities, raw readings and 1-minute rollups.
+
+Every statement is confined to the farms of the applying agent: a farm is written only if it is
+new or already that agent's, a child only under one of that agent's farms. A write that the
+confinement refuses affects no row, and the caller counts the record as rejected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from cloud.store.db import Connection
+
+__all__ = [
+    "ReadingRows",
+    "RollupRow",
+    "claim_receipts",
+    "delete_entity",
+    "insert_readings",
+    "merge_rollups",
+    "upsert_entity",
+]
+
+_MINE = "(SELECT f.id FROM farms AS f WHERE f.agent_id = $1)"
+
+# Upserts by agent entity name; $1 is always the agent id. `RETURNING 1` tells whether the
+# confinement let the row through.
+_UPSERT: dict[str, str] = {
+    "farms": """
+        INSERT INTO farms AS t (id, agent_id, user_id, name, description, location, status,
+                               created_at, updated_at)
+        VALUES ($2, $1,
+                coalesce((SELECT u.id FROM users AS u WHERE u.id = $3::uuid), $4),
+                $5, $6, $7, $8, $9::timestamptz, $10::timestamptz)
+        ON CONFLICT (id) DO UPDATE SET name = excluded.name, description = excluded.description,
+            location = excluded.location, status = excluded.status,
+            updated_at = excluded.updated_at
+        WHERE t.agent_id = $1
+        RETURNING 1""",
+    "farm_rows": f"""
+        INSERT INTO rows AS t (id, farm_id, name, position, status, created_at, updated_at)
+        SELECT $2, $3, $4, $5, $6, $7::timestamptz, $8::timestamptz WHERE $3 IN {_MINE}
+        ON CONFLICT (id) DO UPDATE SET name = excluded.name, position = excluded.position,
+            status = excluded.status, updated_at = excluded.updated_at
+        WHERE t.farm_id IN {_MINE}
+        RETURNING 1""",
+    "racks": f"""
+        INSERT INTO racks AS t (id, farm_id, row_id, name, position, height_cm, width_cm,
+                               depth_cm, status, created_at, updated_at)
+        SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::timestamptz, $12::timestamptz
+        WHERE $3 IN {_MINE}
+        ON CONFLICT (id) DO UPDATE SET name = excluded.name, position = excluded.position,
+            height_cm = excluded.height_cm, width_cm = excluded.width_cm,
+            depth_cm = excluded.depth_cm, status = excluded.status,
+            updated_at = excluded.updated_at
+        WHERE t.farm_id IN {_MINE}
+        RETURNING 1""",
+    "shelves": f"""
+        INSERT INTO shelves AS t (id, farm_id, rack_id, name, level, plant_capacity,
+                                 current_species, current_plant_count, status, created_at,
+                                 updated_at)
+        SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::timestamptz, $12::timestamptz
+        WHERE $3 IN {_MINE}
+        ON CONFLICT (id) DO UPDATE SET name = excluded.name, level = excluded.level,
+            plant_capacity = excluded.plant_capacity, current_species = excluded.current_species,
+            current_plant_count = excluded.current_plant_count, status = excluded.status,
+            updated_at = excluded.updated_at
+        WHERE t.farm_id IN {_MINE}
+        RETURNING 1""",
+    "devices": f"""
+        INSERT INTO devices AS t (id, farm_id, name, kind, device_type, location, status,
+            firmware_profile, address, mac_address, firmware_version, battery_level,
+            calibration_data, last_reading, last_seen, admin_status, state, state_updated_at,
+            max_speed, rated_power_w, runtime_hours, created_at, updated_at)
+        SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::timestamptz,
+               $16::timestamptz, $17, $18, $19::timestamptz, $20, $21, $22, $23::timestamptz,
+               $24::timestamptz
+        WHERE $3 IN {_MINE}
+        ON CONFLICT (id) DO UPDATE SET name = excluded.name, kind = excluded.kind,
+            device_type = excluded.device_type, location = excluded.location,
+            status = excluded.status, firmware_profile = excluded.firmware_profile,
+            address = excluded.address, mac_address = excluded.mac_address,
+            firmware_version = excluded.firmware_version,
+            battery_level = excluded.battery_level, calibration_data = excluded.calibration_data,
+            last_reading = excluded.last_reading, last_seen = excluded.last_seen,
+            admin_status = excluded.admin_status, state = excluded.state,
+            state_updated_at = excluded.state_updated_at, max_speed = excluded.max_speed,
+            rated_power_w = excluded.rated_power_w, runtime_hours = excluded.runtime_hours,
+            updated_at = excluded.updated_at
+        WHERE t.farm_id IN {_MINE}
+        RETURNING 1""",
+    "calibrations": f"""
+        INSERT INTO calibrations AS t (id, farm_id, device_id, metric, method, points, slope,
+                                      intercept, active, performed_by, performed_at)
+        SELECT $2, d.farm_id, d.id, $4, $5, $6, $7, $8, $9, $10::uuid, $11::timestamptz
+        FROM devices AS d WHERE d.id = $3 AND d.farm_id IN {_MINE}
+        ON CONFLICT (id) DO UPDATE SET active = excluded.active, points = excluded.points,
+            slope = excluded.slope, intercept = excluded.intercept
+        WHERE t.farm_id IN {_MINE}
+        RETURNING 1""",
+    "permissions": f"""
+        INSERT INTO permissions AS t (id, user_id, farm_id, permission_type, granted_at,
+                                     granted_by)
+        SELECT $2, u.id, $4, $5, $6::timestamptz,
+               (SELECT g.id FROM users AS g WHERE g.id = $7::uuid)
+        FROM users AS u WHERE u.id = $3::uuid AND $4 IN {_MINE}
+        ON CONFLICT (user_id, farm_id) DO UPDATE SET permission_type = excluded.permission_type
+        WHERE t.farm_id IN {_MINE}
+        RETURNING 1""",
+}
+
+_DELETE: dict[str, str] = {
+    "farms": "DELETE FROM farms WHERE id = $2 AND agent_id = $1",
+    "farm_rows": f"DELETE FROM rows WHERE id = $2 AND farm_id IN {_MINE}",
+    "racks": f"DELETE FROM racks WHERE id = $2 AND farm_id IN {_MINE}",
+    "shelves": f"DELETE FROM shelves WHERE id = $2 AND farm_id IN {_MINE}",
+    "devices": f"DELETE FROM devices WHERE id = $2 AND farm_id IN {_MINE}",
+    "calibrations": f"DELETE FROM calibrations WHERE id = $2 AND farm_id IN {_MINE}",
+    "permissions": f"DELETE FROM permissions WHERE id = $2 AND farm_id IN {_MINE}",
+}
+
+ENTITIES = frozenset(_UPSERT)
+
+# The agent's calibration methods (agent migration 0003) as the mirror names them (cloud 0003).
+_METHOD = {"on_device": "device", "agent_linear": "agent", "agent_offset": "agent"}
+
+
+def _json(value: Any) -> Any:
+    """A JSON column the agent's trigger wrote as text, as a value."""
+    return json.loads(value) if isinstance(value, str) else (value or {})
+
+
+def _ts(value: Any) -> datetime | None:
+    """An agent timestamp (ISO 8601 with a trailing Z) as asyncpg takes it."""
+    if value is None or value == "":
+        return None
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def _uuid(value: Any) -> UUID | None:
+    return None if value is None else UUID(str(value))
+
+
+def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
+    """The upsert's parameters after the agent id, from the agent row ``d``."""
+    if entity == "farms":
+        return [
+            _uuid(d["id"]), d.get("created_by"), owner_id, d["name"], d.get("description", ""),
+            d.get("location", ""), d["status"], _ts(d["created_at"]), _ts(d["updated_at"]),
+        ]  # fmt: skip
+    if entity == "farm_rows":
+        return [
+            _uuid(d["id"]), _uuid(d["farm_id"]), d["name"], d["position"], d["status"],
+            _ts(d["created_at"]), _ts(d["updated_at"]),
+        ]  # fmt: skip
+    if entity == "racks":
+        return [
+            _uuid(d["id"]), _uuid(d["farm_id"]), _uuid(d["row_id"]), d["name"], d["position"],
+            d.get("height_cm"), d.get("width_cm"), d.get("depth_cm"), d["status"],
+            _ts(d["created_at"]), _ts(d["updated_at"]),
+        ]  # fmt: skip
+    if entity == "shelves":
+        return [
+            _uuid(d["id"]), _uuid(d["farm_id"]), _uuid(d["rack_id"]), d["name"], d["level"],
+            d.get("plant_capacity", 0), d.get("current_species"),
+            d.get("current_plant_count", 0), d["status"], _ts(d["created_at"]), _ts(d["updated_at"]),
+        ]  # fmt: skip
+    if entity == "devices":
+        address = {
+            key: d.get(key) for key in ("transport", "topic_base", "serial_port") if d.get(key)
+        }
+        for key in ("topic_variables", "serial_settings"):
+            if _json(d.get(key)):
+                address[key] = _json(d.get(key))
+        runtime = d.get("runtime_s")
+        return [
+            _uuid(d["id"]), _uuid(d["farm_id"]), d["name"], d["kind"], d["device_type"],
+            d.get("location", ""), d.get("status", "offline"), d.get("profile"), address,
+            d.get("mac_address"), d.get("firmware_version"), d.get("battery_level"),
+            _json(d.get("calibration_data")), _ts(d.get("last_reading")), _ts(d.get("last_seen")),
+            d.get("admin_status", "active"), _json(d.get("state")), _ts(d.get("state_updated_at")),
+            d.get("max_speed"), d.get("rated_power_w"),
+            None if runtime is None else float(runtime) / 3600, _ts(d["created_at"]), _ts(d["updated_at"]),
+        ]  # fmt: skip
+    if entity == "calibrations":
+        return [
+            _uuid(d["id"]), _uuid(d["device_id"]), d["metric"], _METHOD.get(d["method"], "agent"),
+            _json(d.get("points")) or [], d.get("slope"), d.get("offset"), bool(d.get("active")),
+            d.get("performed_by"), _ts(d["performed_at"]),
+        ]  # fmt: skip
+    if entity == "permissions":
+        return [
+            _uuid(d["id"]), d["user_id"], _uuid(d["farm_id"]), d["permission_type"],
+            _ts(d["granted_at"]), d.get("granted_by"),
+        ]  # fmt: skip
+    raise KeyError(entity)
+
+
+async def upsert_entity(
+    conn: Connection, agent_id: UUID, owner_id: UUID | None, entity: str, data: dict[str, Any]
+) -> bool:
+    """Insert or update one agent row in the mirror; ``False`` if confinement refused it."""
+    done = await conn.fetchval(_UPSERT[entity], agent_id, *_params(entity, data, owner_id))
+    return done is not None
+
+
+async def delete_entity(conn: Connection, agent_id: UUID, entity: str, entity_id: str) -> None:
+    """Delete one agent row from the mirror (deleting what is already gone is no error)."""
+    await conn.execute(_DELETE[entity], agent_id, UUID(entity_id))
+
+
+@dataclass
+class ReadingRows:
+    """Raw readings in columns, ready for one ``unnest`` insert."""
+
+    device_ids: list[UUID]
+    metrics: list[str]
+    stamps_ms: list[int]
+    values: list[float]
+    units: list[str]
+
+
+async def insert_readings(conn: Connection, agent_id: UUID, rows: ReadingRows) -> int:
+    """Insert readings (a re-sent reading changes nothing); return how many were refused
+    because their device is not one of the agent's."""
+    refused: int = await conn.fetchval(
+        f"""
+        WITH input AS (
+            SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::float8[], $6::text[])
+                AS r (device_id, metric, ts, value, unit)
+        ), ok AS (
+            SELECT i.*, d.farm_id FROM input AS i
+            JOIN devices AS d ON d.id = i.device_id AND d.farm_id IN {_MINE}
+        ), ins AS (
+            INSERT INTO readings (device_id, metric, ts, farm_id, agent_id, value, unit)
+            SELECT device_id, metric, to_timestamp(ts / 1000.0), farm_id, $1, value, unit FROM ok
+            ON CONFLICT DO NOTHING
+        )
+        SELECT (SELECT count(*) FROM input) - (SELECT count(*) FROM ok)
+        """,
+        agent_id,
+        rows.device_ids,
+        rows.metrics,
+        rows.stamps_ms,
+        rows.values,
+        rows.units,
+    )
+    return refused
+
+
+@dataclass(frozen=True)
+class RollupRow:
+    """A 1-minute rollup standing in for raw readings the agent could not keep."""
+
+    device_id: UUID
+    metric: str
+    unit: str
+    bucket_ms: int
+    vmin: float
+    vmax: float
+    vsum: float
+    count: int
+
+
+async def merge_rollups(conn: Connection, agent_id: UUID, rollups: Sequence[RollupRow]) -> int:
+    """Merge 1-minute rollups (a bucket may already hold some of the minute); return how many
+    were refused because their device is not one of the agent's."""
+    refused: int = await conn.fetchval(
+        f"""
+        WITH input AS (
+            SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::bigint[], $6::float8[],
+                                 $7::float8[], $8::float8[], $9::int[])
+                AS r (device_id, metric, unit, ts, vmin, vmax, vsum, n)
+        ), ok AS (
+            SELECT i.*, d.farm_id FROM input AS i
+            JOIN devices AS d ON d.id = i.device_id AND d.farm_id IN {_MINE}
+        ), ins AS (
+            INSERT INTO rollups AS t (device_id, metric, resolution, bucket, farm_id, agent_id,
+                                      min, max, mean, count, unit)
+            SELECT device_id, metric, '1m', to_timestamp(ts / 1000.0), farm_id, $1, vmin, vmax,
+                   vsum / n, n, unit
+            FROM ok
+            ON CONFLICT (device_id, metric, resolution, bucket) DO UPDATE SET
+                min = least(t.min, excluded.min), max = greatest(t.max, excluded.max),
+                mean = (t.mean * t.count + excluded.mean * excluded.count)
+                       / (t.count + excluded.count),
+                count = t.count + excluded.count
+        )
+        SELECT (SELECT count(*) FROM input) - (SELECT count(*) FROM ok)
+        """,
+        agent_id,
+        [r.device_id for r in rollups],
+        [r.metric for r in rollups],
+        [r.unit for r in rollups],
+        [r.bucket_ms for r in rollups],
+        [r.vmin for r in rollups],
+        [r.vmax for r in rollups],
+        [r.vsum for r in rollups],
+        [r.count for r in rollups],
+    )
+    return refused
+
+
+async def claim_receipts(
+    conn: Connection, agent_id: UUID, seqs: Sequence[int], kinds: Sequence[str]
+) -> set[int]:
+    """Record receipts for ``seqs``; return those not applied before (idempotence)."""
+    rows = await conn.fetch(
+        "INSERT INTO sync_receipts (agent_id, seq, kind)"
+        " SELECT $1, r.seq, r.kind FROM unnest($2::bigint[], $3::text[]) AS r (seq, kind)"
+        " ON CONFLICT DO NOTHING RETURNING seq",
+        agent_id,
+        list(seqs),
+        list(kinds),
+    )
+    return {int(r["seq"]) for r in rows}

@@ -1,0 +1,43 @@
+"""Agents and pairing (DESIGN.md section 8): what an admin and a pairing agent send and get."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from protocol.schemas.common import ApiModel, Timestamp, Uuid
+
+__all__ = ["AgentCreate", "AgentCreated", "PairRequest", "PairResult"]
+
+
+class AgentCreate(ApiModel):
+    """POST /api/v1/agents: a farm site to be paired."""
+
+    name: str = Field(min_length=1, max_length=200)
+    owner_id: Uuid | None = Field(None, description="The agent's owner; the caller by default")
+
+
+class AgentCreated(BaseModel):
+    """The new agent and its one-time pairing code, shown only here."""
+
+    id: Uuid
+    name: str
+    owner_id: Uuid
+    pairing_code: str
+    pairing_expires_at: Timestamp
+
+
+class PairRequest(ApiModel):
+    """POST /api/v1/agents/pair: redeem a code with the agent's public key."""
+
+    code: str = Field(min_length=8, max_length=100)
+    public_key: str = Field(
+        min_length=40, max_length=50, description="Raw Ed25519 public key, base64url (RFC 8037 x)"
+    )
+
+
+class PairResult(BaseModel):
+    """Who the agent now is, and the key that verifies the cloud's tokens."""
+
+    agent_id: Uuid
+    cloud_issuer: str
+    cloud_public_key: str = Field(description="JWK `x` of the cloud's token key")
