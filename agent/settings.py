@@ -28,7 +28,7 @@ class AgentSettings(BaseSettings):
 
     state_dir: Path = Field(Path("state"), description="Where the database and keys live")
     host: str = Field("0.0.0.0", description="Address the API listens on (the farm LAN)")
-    port: int = Field(8080, ge=1, le=65535)
+    port: int = Field(8080, ge=1, le=65535, description="Port the API listens on")
     farm_name: str = Field("Farm agent", description="Issuer name in tokens and docs title")
 
     admin_email: str = Field("admin@farm.local", description="First admin, on an empty database")
@@ -36,14 +36,18 @@ class AgentSettings(BaseSettings):
         None, description="First admin's password; generated and printed once when unset"
     )
     registration_enabled: bool = Field(True, description="Allow /auth/register")
-    access_token_ttl_s: int = Field(3600, ge=60, le=86_400)
-    refresh_token_ttl_s: int = Field(30 * 86_400, ge=3600)
+    access_token_ttl_s: int = Field(3600, ge=60, le=86_400, description="Access token lifetime")
+    refresh_token_ttl_s: int = Field(
+        30 * 86_400, ge=3600, description="Session lifetime, extended by each refresh"
+    )
 
     rate_limit_per_user: int = Field(100, ge=0, description="Requests a minute; 0 disables")
-    rate_limit_per_premium_user: int = Field(1000, ge=0)
+    rate_limit_per_premium_user: int = Field(
+        1000, ge=0, description="Requests a minute for premium users and their API keys"
+    )
     rate_limit_per_address: int = Field(100, ge=0, description="Anonymous requests an hour")
     login_failures_per_account: int = Field(5, ge=1, description="Before a 15 min lockout")
-    login_failures_per_address: int = Field(20, ge=1)
+    login_failures_per_address: int = Field(20, ge=1, description="The same per client address")
     login_failure_window_s: int = Field(
         900, ge=1, description="Failures counted over this window; also the longest lockout"
     )
@@ -51,7 +55,7 @@ class AgentSettings(BaseSettings):
     reset_token_ttl_s: int = Field(3600, ge=60, description="Password reset token")
     mfa_challenge_ttl_s: int = Field(300, ge=30, description="Login MFA challenge")
 
-    max_body_bytes: int = Field(1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Larger bodies get a 413")
 
     sync_enabled: bool = Field(True, description="Upload to the cloud once paired")
     sync_batch_max_records: int = Field(20_000, ge=1, description="Outbox rows per batch")
@@ -62,9 +66,9 @@ class AgentSettings(BaseSettings):
     sync_heartbeat_s: float = Field(
         60.0, gt=0, description="With nothing to send, fetch the identity delta this often"
     )
-    sync_backoff_initial_s: float = Field(1.0, gt=0)
+    sync_backoff_initial_s: float = Field(1.0, gt=0, description="First retry delay")
     sync_backoff_max_s: float = Field(300.0, gt=0, description="Retry back-off cap (jittered)")
-    sync_request_timeout_s: float = Field(30.0, gt=0)
+    sync_request_timeout_s: float = Field(30.0, gt=0, description="One upload's time limit")
     outbox_max_bytes: int = Field(
         256 * 1024 * 1024, ge=1024, description="Beyond it, old raw readings become rollups"
     )
@@ -77,7 +81,7 @@ class AgentSettings(BaseSettings):
     )
     mqtt_enabled: bool = Field(True, description="Talk to MQTT devices through mqtt_host")
     mqtt_host: str = Field("127.0.0.1", description="MQTT broker address")
-    mqtt_port: int = Field(1883, ge=1, le=65535)
+    mqtt_port: int = Field(1883, ge=1, le=65535, description="MQTT broker port")
     mqtt_client_id: str = Field(
         "farm-agent", min_length=1, max_length=64, description="Fixed: keeps a persistent session"
     )
@@ -113,7 +117,9 @@ class AgentSettings(BaseSettings):
     reading_point_budget: int = Field(1000, ge=10, description="Default points per series query")
     reading_max_point_budget: int = Field(10_000, ge=10, description="Most points a query asks")
     sample_data: bool = Field(False, description="Create a sample farm hierarchy when empty")
-    log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+    log_level: str = Field(
+        "INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="DEBUG, INFO, WARNING, ERROR"
+    )
 
     ws_max_connections_per_user: int = Field(
         10, ge=1, description="Concurrent WebSocket connections of one user, all streams together"

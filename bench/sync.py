@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import sqlite3
 import tempfile
 import time
@@ -58,7 +59,8 @@ def _seed_agent(path: Path, readings: int) -> list[str]:
     devices = [str(uuid.uuid4()) for _ in range(SERIES)]
     conn.execute("BEGIN")
     conn.execute(
-        "INSERT INTO farms (id, name, status, created_at, updated_at) VALUES (?, 'Bench', 'active', ?, ?)",
+        "INSERT INTO farms (id, name, status, created_at, updated_at)"
+        " VALUES (?, 'Bench', 'active', ?, ?)",
         (farm_id, now, now),
     )
     for i, device_id in enumerate(devices):
@@ -68,14 +70,16 @@ def _seed_agent(path: Path, readings: int) -> list[str]:
             (device_id, farm_id, f"Sensor {i}", now, now),
         )
         conn.execute(
-            "INSERT INTO series (id, device_id, metric, unit, created_at) VALUES (?, ?, 'temperature', 'C', ?)",
+            "INSERT INTO series (id, device_id, metric, unit, created_at)"
+            " VALUES (?, ?, 'temperature', 'C', ?)",
             (i + 1, device_id, now),
         )
     conn.execute("COMMIT")
     per_series = readings // SERIES
+    jitter, values = _noise()
     for start in range(0, per_series, 10_000):
         rows = [
-            (s + 1, START_MS + k * 1000, round(20 + ((k * 7 + s) % 100) / 10, 1))
+            (s + 1, START_MS + k * 1000 + jitter[k % 997], values[(k * SERIES + s) % len(values)])
             for k in range(start, min(per_series, start + 10_000))
             for s in range(SERIES)
         ]
@@ -86,7 +90,21 @@ def _seed_agent(path: Path, readings: int) -> list[str]:
     return devices
 
 
-async def _setup_cloud(cluster: PostgresCluster, key_dir: Path) -> tuple[web.AppRunner, str, CloudSettings]:
+def _noise() -> tuple[list[int], list[float]]:
+    """Timestamp jitter (ms) and sensor-like values (a slow walk plus noise, 2 decimals), so
+    compression meets realistic entropy rather than a repeating pattern."""
+    rng = random.Random(42)
+    jitter = [rng.randint(-40, 40) for _ in range(997)]
+    level, values = 21.0, []
+    for _ in range(100_003):
+        level += rng.gauss(0, 0.02)
+        values.append(round(level + rng.gauss(0, 0.05), 2))
+    return jitter, values
+
+
+async def _setup_cloud(
+    cluster: PostgresCluster, key_dir: Path
+) -> tuple[web.AppRunner, str, CloudSettings]:
     settings = CloudSettings(
         owner_dsn=cluster.dsn(TEMPLATE, OWNER_ROLE, OWNER_PASSWORD),
         app_dsn=cluster.dsn(TEMPLATE, "farm_app", APP_PASSWORD),
@@ -134,10 +152,11 @@ async def _copy_baseline(cluster: PostgresCluster, devices: list[str], readings:
         farm_id, agent_id = await conn.fetchrow("SELECT farm_id, agent_id FROM readings LIMIT 1")
         await conn.execute("TRUNCATE readings")
         per_series = readings // SERIES
+        jitter, values = _noise()
         rows = [
             (uuid.UUID(devices[s]), "temperature",
-             datetime.fromtimestamp((START_MS + k * 1000) / 1000, UTC), farm_id, agent_id,
-             round(20 + ((k * 7 + s) % 100) / 10, 1), "C")
+             datetime.fromtimestamp((START_MS + k * 1000 + jitter[k % 997]) / 1000, UTC),
+             farm_id, agent_id, values[(k * SERIES + s) % len(values)], "C")
             for k in range(per_series)
             for s in range(SERIES)
         ]  # fmt: skip
@@ -169,7 +188,8 @@ async def main(readings: int) -> None:
                 await db.close()
                 started = time.perf_counter()
                 devices = _seed_agent(state / "agent.db", readings)
-                print(f"seeded {readings} readings into the outbox in {time.perf_counter() - started:.1f} s")
+                seeded_s = time.perf_counter() - started
+                print(f"seeded {readings} readings into the outbox in {seeded_s:.1f} s")
                 db = Database(state / "agent.db")
                 await db.open()
                 link = CloudLink.load(state)
@@ -181,12 +201,18 @@ async def main(readings: int) -> None:
                     load_or_create_private_key(sync_key_path(state)),
                     outbox,
                     replica,
-                    SyncPolicy(idle_interval_s=0.01, outbox_max_bytes=1 << 40, min_free_disk_bytes=0),
+                    SyncPolicy(
+                        batch_max_records=50_000,
+                        batch_max_bytes=4_000_000,
+                        idle_interval_s=0.01,
+                        outbox_max_bytes=1 << 40,
+                        min_free_disk_bytes=0,
+                    ),
                     state,
                 )
                 started = time.perf_counter()
                 task = asyncio.create_task(uploader.run())
-                while (await outbox.figures()).records > 0:
+                while (await outbox.figures()).records > 0:  # noqa: ASYNC110 (polls a database)
                     await asyncio.sleep(0.05)
                 elapsed = time.perf_counter() - started
                 task.cancel()

@@ -117,15 +117,37 @@ class TokenSigner:
 class TokenVerifier:
     """Verifies access tokens from any of several trusted issuers (own key, cloud key)."""
 
-    def __init__(self, trusted: dict[str, Ed25519PublicKey] | None = None) -> None:
+    def __init__(
+        self, trusted: dict[str, Ed25519PublicKey] | None = None, cache_size: int = 1024
+    ) -> None:
         self._trusted: dict[str, Ed25519PublicKey] = dict(trusted or {})
+        # Tokens whose signature already checked out: a client sends the same token on every
+        # request for an hour, and the signature check is most of the cost of authenticating.
+        # Only expiry still depends on time, and it is checked on every hit.
+        self._verified: dict[str, AccessClaims] = {}
+        self._cache_size = cache_size
 
     def trust(self, issuer: str, key: Ed25519PublicKey) -> None:
         """Accept tokens of ``issuer`` signed with ``key`` (replacing a previous key)."""
         self._trusted[issuer] = key
+        self._verified.clear()  # a replaced key must not keep its tokens valid
 
     def verify(self, token: str, now: float | None = None) -> AccessClaims:
         """Check signature, issuer and expiry; return the claims."""
+        current = time.time() if now is None else now
+        known = self._verified.get(token)
+        if known is not None:
+            if known.expires_at <= current:
+                del self._verified[token]
+                raise TokenExpiredError("token expired")
+            return known
+        verified = self._verify_signed(token, current)
+        if len(self._verified) >= self._cache_size:
+            self._verified.clear()
+        self._verified[token] = verified
+        return verified
+
+    def _verify_signed(self, token: str, current: float) -> AccessClaims:
         try:
             unverified = jwt.decode(token, options={"verify_signature": False})
             issuer = unverified.get("iss")
@@ -144,7 +166,6 @@ class TokenVerifier:
             )
         except jwt.PyJWTError as err:
             raise InvalidToken(str(err)) from err
-        current = time.time() if now is None else now
         if int(claims["exp"]) <= current:
             raise TokenExpiredError("token expired")
         return AccessClaims(

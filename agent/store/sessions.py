@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
+from agent.store.cache import GenerationCache
 from agent.store.db import Database
 from protocol.timefmt import iso, now_iso, utcnow
 
@@ -32,6 +33,9 @@ class SessionStore:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        # Every authenticated request reads its session; a revocation is a commit, which ends
+        # every cached entry, so the cache can never accept a revoked session.
+        self._callers: GenerationCache[str, sqlite3.Row] = GenerationCache(db, 4096)
 
     async def open(self, user_id: str, refresh_hash: str, ttl_s: int) -> str:
         """Start a session with its first refresh token, stamp the login; return the session id."""
@@ -57,11 +61,18 @@ class SessionStore:
 
     async def caller(self, session_id: str) -> sqlite3.Row | None:
         """The session's user and its revocation state, in one read (the hot path of auth)."""
-        return await self._db.fetch_one(
+        generation = self._callers.generation()
+        cached = self._callers.get(session_id)
+        if cached is not None:
+            return cached
+        row = await self._db.fetch_one(
             "SELECT u.id, u.email, u.role, u.plan, u.status, s.revoked_at, s.expires_at"
             " FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?",
             (session_id,),
         )
+        if row is not None:
+            self._callers.put(session_id, generation, row)
+        return row
 
     async def rotate(self, old_hash: str, new_hash: str, ttl_s: int) -> Rotation:
         """Use a refresh token once: replace it, or revoke its session if it was used before.

@@ -114,6 +114,12 @@ class OutboxStore:
         """Trim up to the cloud's contiguous ack; mark sent rows above it; count and stamp."""
         above = [(seq,) for seq in sent if seq > acked_seq]
         async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE outbox_stats SET records = records - t.n, bytes = bytes - t.b"
+                " FROM (SELECT count(*) AS n, coalesce(sum(bytes), 0) AS b FROM outbox"
+                " WHERE seq <= ?) AS t WHERE id = 1",
+                (acked_seq,),
+            )
             await conn.execute("DELETE FROM outbox WHERE seq <= ?", (acked_seq,))
             if above:
                 await conn.executemany("UPDATE outbox SET sent = 1 WHERE seq = ?", above)
@@ -186,6 +192,10 @@ class OutboxStore:
                      len(payload), now_ms)
                 )  # fmt: skip
             await conn.executemany("DELETE FROM outbox WHERE seq = ?", [(seq,) for seq in chosen])
+            await conn.execute(
+                "UPDATE outbox_stats SET records = records - ?, bytes = bytes - ? WHERE id = 1",
+                (len(chosen), freed),
+            )
             await conn.executemany(
                 "INSERT INTO outbox (lane, kind, entity, entity_id, op, payload, bytes, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -151,26 +151,54 @@ def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
     """The upsert's parameters after the agent id, from the agent row ``d``."""
     if entity == "farms":
         return [
-            _uuid(d["id"]), d.get("created_by"), owner_id, d["name"], d.get("description", ""),
-            d.get("location", ""), d["status"], _ts(d["created_at"]), _ts(d["updated_at"]),
-        ]  # fmt: skip
+            _uuid(d["id"]),
+            d.get("created_by"),
+            owner_id,
+            d["name"],
+            d.get("description", ""),
+            d.get("location", ""),
+            d["status"],
+            _ts(d["created_at"]),
+            _ts(d["updated_at"]),
+        ]
     if entity == "farm_rows":
         return [
-            _uuid(d["id"]), _uuid(d["farm_id"]), d["name"], d["position"], d["status"],
-            _ts(d["created_at"]), _ts(d["updated_at"]),
-        ]  # fmt: skip
+            _uuid(d["id"]),
+            _uuid(d["farm_id"]),
+            d["name"],
+            d["position"],
+            d["status"],
+            _ts(d["created_at"]),
+            _ts(d["updated_at"]),
+        ]
     if entity == "racks":
         return [
-            _uuid(d["id"]), _uuid(d["farm_id"]), _uuid(d["row_id"]), d["name"], d["position"],
-            d.get("height_cm"), d.get("width_cm"), d.get("depth_cm"), d["status"],
-            _ts(d["created_at"]), _ts(d["updated_at"]),
-        ]  # fmt: skip
+            _uuid(d["id"]),
+            _uuid(d["farm_id"]),
+            _uuid(d["row_id"]),
+            d["name"],
+            d["position"],
+            d.get("height_cm"),
+            d.get("width_cm"),
+            d.get("depth_cm"),
+            d["status"],
+            _ts(d["created_at"]),
+            _ts(d["updated_at"]),
+        ]
     if entity == "shelves":
         return [
-            _uuid(d["id"]), _uuid(d["farm_id"]), _uuid(d["rack_id"]), d["name"], d["level"],
-            d.get("plant_capacity", 0), d.get("current_species"),
-            d.get("current_plant_count", 0), d["status"], _ts(d["created_at"]), _ts(d["updated_at"]),
-        ]  # fmt: skip
+            _uuid(d["id"]),
+            _uuid(d["farm_id"]),
+            _uuid(d["rack_id"]),
+            d["name"],
+            d["level"],
+            d.get("plant_capacity", 0),
+            d.get("current_species"),
+            d.get("current_plant_count", 0),
+            d["status"],
+            _ts(d["created_at"]),
+            _ts(d["updated_at"]),
+        ]
     if entity == "devices":
         address = {
             key: d.get(key) for key in ("transport", "topic_base", "serial_port") if d.get(key)
@@ -180,25 +208,52 @@ def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
                 address[key] = _json(d.get(key))
         runtime = d.get("runtime_s")
         return [
-            _uuid(d["id"]), _uuid(d["farm_id"]), d["name"], d["kind"], d["device_type"],
-            d.get("location", ""), d.get("status", "offline"), d.get("profile"), address,
-            d.get("mac_address"), d.get("firmware_version"), d.get("battery_level"),
-            _json(d.get("calibration_data")), _ts(d.get("last_reading")), _ts(d.get("last_seen")),
-            d.get("admin_status", "active"), _json(d.get("state")), _ts(d.get("state_updated_at")),
-            d.get("max_speed"), d.get("rated_power_w"),
-            None if runtime is None else float(runtime) / 3600, _ts(d["created_at"]), _ts(d["updated_at"]),
-        ]  # fmt: skip
+            _uuid(d["id"]),
+            _uuid(d["farm_id"]),
+            d["name"],
+            d["kind"],
+            d["device_type"],
+            d.get("location", ""),
+            d.get("status", "offline"),
+            d.get("profile"),
+            address,
+            d.get("mac_address"),
+            d.get("firmware_version"),
+            d.get("battery_level"),
+            _json(d.get("calibration_data")),
+            _ts(d.get("last_reading")),
+            _ts(d.get("last_seen")),
+            d.get("admin_status", "active"),
+            _json(d.get("state")),
+            _ts(d.get("state_updated_at")),
+            d.get("max_speed"),
+            d.get("rated_power_w"),
+            None if runtime is None else float(runtime) / 3600,
+            _ts(d["created_at"]),
+            _ts(d["updated_at"]),
+        ]
     if entity == "calibrations":
         return [
-            _uuid(d["id"]), _uuid(d["device_id"]), d["metric"], _METHOD.get(d["method"], "agent"),
-            _json(d.get("points")) or [], d.get("slope"), d.get("offset"), bool(d.get("active")),
-            d.get("performed_by"), _ts(d["performed_at"]),
-        ]  # fmt: skip
+            _uuid(d["id"]),
+            _uuid(d["device_id"]),
+            d["metric"],
+            _METHOD.get(d["method"], "agent"),
+            _json(d.get("points")) or [],
+            d.get("slope"),
+            d.get("offset"),
+            bool(d.get("active")),
+            d.get("performed_by"),
+            _ts(d["performed_at"]),
+        ]
     if entity == "permissions":
         return [
-            _uuid(d["id"]), d["user_id"], _uuid(d["farm_id"]), d["permission_type"],
-            _ts(d["granted_at"]), d.get("granted_by"),
-        ]  # fmt: skip
+            _uuid(d["id"]),
+            d["user_id"],
+            _uuid(d["farm_id"]),
+            d["permission_type"],
+            _ts(d["granted_at"]),
+            d.get("granted_by"),
+        ]
     raise KeyError(entity)
 
 

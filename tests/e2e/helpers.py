@@ -41,7 +41,9 @@ async def paired_state(cloud: LiveCloud, state_dir: Path) -> tuple[str, str]:
     return owner_id, owner_email
 
 
-def add_readings(db_path: Path, device_id: str, start_ms: int, count: int, step_ms: int = 1000) -> None:
+def add_readings(
+    db_path: Path, device_id: str, start_ms: int, count: int, step_ms: int = 1000
+) -> None:
     """Readings of one series written straight into the agent's SQLite (as the writer would)."""
     conn = sqlite3.connect(db_path, timeout=30, isolation_level=None)
     try:

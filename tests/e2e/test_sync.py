@@ -57,7 +57,8 @@ async def test_paired_agent_syncs_hierarchy_and_readings_visible_to_owner_only(
     owner_token = await cloud.login(owner_email)
     async with aiohttp.ClientSession() as session:
         async with session.get(
-            f"{cloud.url}/api/v1/farms/{farm_id}", headers={"Authorization": f"Bearer {owner_token}"}
+            f"{cloud.url}/api/v1/farms/{farm_id}",
+            headers={"Authorization": f"Bearer {owner_token}"},
         ) as resp:
             assert resp.status == 200, await resp.text()
             assert (await resp.json())["name"] == "North site"
@@ -136,7 +137,10 @@ async def test_tampered_replayed_and_unknown_batches_are_refused(
 
     async def post(data: bytes, sig: str, agent_id: str) -> tuple[int, Any]:
         headers = {AGENT_HEADER: agent_id, SIGNATURE_HEADER: sig}
-        async with aiohttp.ClientSession() as session, session.post(url, data=data, headers=headers) as resp:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, data=data, headers=headers) as resp,
+        ):
             return resp.status, await resp.json()
 
     status, ack = await post(body, signature, link.agent_id)
@@ -168,7 +172,10 @@ async def test_cloud_users_log_in_offline_and_are_locked_out_after_the_next_sync
     worker_id = await cloud.add_user("operator", "worker@cloud.test")
 
     async def farm_in_cloud() -> bool:
-        return await _cloud_count(cloud, "SELECT count(*) FROM farms WHERE id = $1", UUID(farm_id)) == 1
+        return (
+            await _cloud_count(cloud, "SELECT count(*) FROM farms WHERE id = $1", UUID(farm_id))
+            == 1
+        )
 
     await eventually(farm_in_cloud, "farm mirrored")
     await cloud.sql(
@@ -184,7 +191,9 @@ async def test_cloud_users_log_in_offline_and_are_locked_out_after_the_next_sync
         return resp.status == 200
 
     await eventually(worker_can_log_in, "cloud user replicated to the agent")
-    lan_token = (await (await agent.client.post("/api/v1/login", json=login)).json())["access_token"]
+    lan_token = (await (await agent.client.post("/api/v1/login", json=login)).json())[
+        "access_token"
+    ]
     for token in (lan_token, cloud_token):
         resp = await agent.client.get(f"/api/v1/farms/{farm_id}", headers=agent.auth(token))
         assert resp.status == 200, await resp.text()
