@@ -82,6 +82,7 @@ def create_app(
         per_user=settings.rate_limit_per_user,
         per_premium_user=settings.rate_limit_per_premium_user,
         per_address=settings.rate_limit_per_address,
+        unmetered_paths=frozenset({sync.BATCHES_PATH, sync.BATCHES_PATH + "/"}),
     )
     app = web.Application(
         client_max_size=settings.max_body_bytes,

@@ -10,11 +10,12 @@ from protocol.http.endpoints import Api
 from protocol.sync import AGENT_HEADER, SIGNATURE_HEADER, Ack
 
 api = Api()
+BATCHES_PATH = "/api/v1/sync/batches"
 
 
 @api.route(
     "POST",
-    "/api/v1/sync/batches",
+    BATCHES_PATH,
     summary="Apply an agent's signed batch",
     tag="Sync",
     response=Ack,

@@ -37,6 +37,9 @@ class RateLimitPolicy:
     user_window_s: int = 60
     per_address: int = 100
     address_window_s: int = 3600
+    # Paths whose requests authenticate by other means than a user (an agent's signed sync
+    # batches): the anonymous per-address limit would throttle a paired agent within minutes.
+    unmetered_paths: frozenset[str] = frozenset()
 
 
 class RateLimiter:
@@ -67,6 +70,8 @@ class RateLimiter:
 
 def _verdict(limiter: RateLimiter, policy: RateLimitPolicy, request: web.Request) -> Verdict | None:
     principal: Principal | None = request.get(PRINCIPAL)
+    if request.path in policy.unmetered_paths:
+        return None
     if principal is not None:
         limit = policy.per_premium_user if principal.plan is Plan.PREMIUM else policy.per_user
         if limit <= 0:

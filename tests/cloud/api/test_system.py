@@ -192,6 +192,20 @@ async def test_users_are_rate_limited_per_minute(
     assert int(resp.headers["Retry-After"]) >= 1
 
 
+async def test_agents_sync_batches_are_not_held_to_the_anonymous_limit(
+    make_cloud: Callable[..., Awaitable[Cloud]],
+) -> None:
+    # An agent uploads every few seconds; its batches authenticate by signature, not by user.
+    cloud = await make_cloud(rate_limit_per_address=2)
+    for _ in range(4):
+        resp = await cloud.client.post("/api/v1/sync/batches", data=b"not a batch")
+        assert resp.status != 429
+    for _ in range(2):
+        assert (await cloud.client.get("/healthz")).status == 200
+    resp = await cloud.client.get("/healthz")
+    assert resp.status == 429
+
+
 @pytest.fixture
 async def bypass_role(cloud_db: CloudDatabase) -> Any:
     """A login role with BYPASSRLS (roles are cluster-wide: unique name, dropped after)."""
