@@ -95,6 +95,7 @@ from agent.web.keys import (
     SYNC,
     USERS,
 )
+from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
 from protocol.http.middleware import (
     auth_middleware,
@@ -248,7 +249,6 @@ def create_app(
 
     api = api_of_agent()
     api.install(app)
-    system.install_docs(app)
     streams.install(app)
     app[OPENAPI] = openapi_document(
         api,
@@ -256,6 +256,7 @@ def create_app(
         version=version(),
         description="Vertical farm edge agent: farm hierarchy, devices, control and identity.",
     )
+    install_docs(app, app[OPENAPI])
 
     async def store(app: web.Application) -> AsyncIterator[None]:
         db = Database(settings.database_path)

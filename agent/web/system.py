@@ -1,12 +1,10 @@
-"""/health, /healthz, /supabase-items, and the API's own documentation."""
+"""/health, /healthz and /supabase-items (the docs are served by protocol.http.docs)."""
 
 from __future__ import annotations
 
-from importlib import resources
-
 from aiohttp import web
 
-from agent.web.keys import HEALTH, OPENAPI
+from agent.web.keys import HEALTH
 from protocol.http.endpoints import Api
 from protocol.schemas.common import Health
 from protocol.schemas.system import Connectivity, DetailedHealth
@@ -45,20 +43,3 @@ async def healthz(request: web.Request) -> DetailedHealth:
 async def backend_items(request: web.Request) -> Connectivity:
     """The backend link's status, items, round-trip time and last sync."""
     return await request.app[HEALTH].connectivity()
-
-
-async def openapi_json(request: web.Request) -> web.Response:
-    """The OpenAPI 3.1 document."""
-    return web.json_response(request.app[OPENAPI])
-
-
-async def docs_page(request: web.Request) -> web.Response:
-    """A self-contained docs page (the farm LAN may have no internet for a CDN)."""
-    page = resources.files("agent.web").joinpath("docs.html").read_text(encoding="utf-8")
-    return web.Response(text=page, content_type="text/html")
-
-
-def install_docs(app: web.Application) -> None:
-    """Serve /api/v1/openapi.json and /api/v1/docs."""
-    app.router.add_get("/api/v1/openapi.json", openapi_json)
-    app.router.add_get("/api/v1/docs", docs_page)
