@@ -54,19 +54,17 @@ class FarmService:
     async def list(self, principal: Principal, query: FarmListQuery) -> FarmList:
         """Visible farms with metrics."""
         key = (principal.user_id, principal.role.value, query.search, query.limit, query.offset)
-        cached = self._lists.get(key)
-        if cached is not None:
-            return cached
-        generation = self._lists.generation()
-        rows, total = await self._farms.list(principal, query.search, query.limit, query.offset)
-        items = []
-        for row in rows:
-            data = dict(row)
-            metrics = FarmMetrics(**{name: data.pop(name) for name in _METRICS})
-            items.append(FarmListItem(**data, metrics=metrics))
-        result = FarmList(farms=items, total=total, limit=query.limit, offset=query.offset)
-        self._lists.put(key, generation, result)
-        return result
+
+        async def load() -> FarmList:
+            rows, total = await self._farms.list(principal, query.search, query.limit, query.offset)
+            items = []
+            for row in rows:
+                data = dict(row)
+                metrics = FarmMetrics(**{name: data.pop(name) for name in _METRICS})
+                items.append(FarmListItem(**data, metrics=metrics))
+            return FarmList(farms=items, total=total, limit=query.limit, offset=query.offset)
+
+        return await self._lists.get_or_load(key, load)
 
     async def detail(self, principal: Principal, farm_id: str) -> FarmDetail:
         """A farm with its rows and devices."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
 from agent.store.db import Database
@@ -24,6 +25,7 @@ class GenerationCache(Generic[K, V]):
         self._db = db
         self._max = max_entries
         self._entries: dict[K, tuple[int, V]] = {}
+        self._loading: dict[tuple[K, int], asyncio.Future[V]] = {}
 
     def generation(self) -> int:
         """Take this before running the query whose result will be stored."""
@@ -41,3 +43,38 @@ class GenerationCache(Generic[K, V]):
         if len(self._entries) >= self._max:
             self._entries.clear()
         self._entries[key] = (generation, value)
+
+    async def get_or_load(self, key: K, load: Callable[[], Awaitable[V]]) -> V:
+        """The cached value, or ``load()``'s result, run once however many callers miss at once.
+
+        After a commit every in-flight request misses together; without this, fifty concurrent
+        requests would each run the same query one after another on the reader connection.
+        """
+        cached = self.get(key)
+        if cached is not None:
+            return cached
+        generation = self.generation()
+        pending = self._loading.get((key, generation))
+        if pending is not None:
+            try:
+                return await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this caller was cancelled, not the load
+                return await load()  # the loading request went away: load for ourselves
+        future: asyncio.Future[V] = asyncio.get_running_loop().create_future()
+        self._loading[(key, generation)] = future
+        try:
+            value = await load()
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as err:
+            future.set_exception(err)
+            future.exception()  # mark it retrieved: the waiters re-raise it
+            raise
+        finally:
+            del self._loading[(key, generation)]
+        future.set_result(value)
+        self.put(key, generation, value)
+        return value
