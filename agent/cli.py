@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
+import ctypes.util
 import logging
 import sys
 from collections.abc import Sequence
@@ -28,6 +30,25 @@ def _settings(overrides: dict[str, object]) -> AgentSettings:
         sys.exit("Invalid agent settings:\n" + "\n".join(lines))
 
 
+_M_ARENA_MAX = -8  # glibc malloc.h
+
+
+def _limit_malloc_arenas(arenas: int = 2) -> None:
+    """Cap glibc's malloc arenas before any thread starts.
+
+    Each SQLite worker thread would otherwise get its own 64 MiB arena, and their partly used
+    pages cost the agent over 20 MB of resident memory under load on a Raspberry Pi with 1 GB.
+    Equivalent to MALLOC_ARENA_MAX; a no-op where the C library is not glibc.
+    """
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    libc = ctypes.CDLL(name)
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is not None:
+        mallopt(_M_ARENA_MAX, arenas)
+
+
 def _run(args: argparse.Namespace) -> None:
     overrides: dict[str, object] = {}
     if args.state_dir:
@@ -41,6 +62,7 @@ def _run(args: argparse.Namespace) -> None:
     if args.simulate:
         overrides["simulate_devices"] = True
     settings = _settings(overrides)
+    _limit_malloc_arenas()
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
