@@ -87,6 +87,7 @@ class DeviceSimulation:
 
     async def start_serial(self) -> None:
         """Plug the simulated EZO circuits in (before the runtime opens their ports)."""
+        self._workdir.mkdir(parents=True, exist_ok=True)  # no private broker may have made it
         for device in self._devices:
             if device.ezo is not None and device.ezo not in self._ezo:
                 link = self._workdir / f"ttyEZO-{device.ezo}"
