@@ -3,16 +3,11 @@ reset; and /api/v1/auth-events. Thin handlers over the identity services."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import TypeVar
-
 from aiohttp import web
 from pydantic import BaseModel
 
 from agent.web.keys import AUTH_EVENTS, AUTH_FLOWS, IDENTITY
-from protocol.errors import RateLimited
 from protocol.http.endpoints import Api, principal_of
-from protocol.http.middleware import error_response
 from protocol.schemas.auth import (
     Accepted,
     AuthEventList,
@@ -32,21 +27,10 @@ from protocol.schemas.users import User
 
 api = Api()
 _TAG = "Authentication"
-M = TypeVar("M", bound=BaseModel)
 
 
-async def throttled(request: web.Request, answer: Awaitable[M]) -> M | web.Response:
-    """The answer, or a 429 with ``Retry-After`` when login attempts are throttled."""
-    try:
-        return await answer
-    except RateLimited as err:
-        response = error_response(err, request)
-        response.headers["Retry-After"] = str(err.retry_after)
-        return response
-
-
-async def _login(request: web.Request, body: LoginRequest) -> BaseModel | web.Response:
-    return await throttled(request, request.app[IDENTITY].login(body, request.remote))
+async def _login(request: web.Request, body: LoginRequest) -> BaseModel:
+    return await request.app[IDENTITY].login(body, request.remote)
 
 
 @api.route(
@@ -59,7 +43,7 @@ async def _login(request: web.Request, body: LoginRequest) -> BaseModel | web.Re
     auth=False,
     errors=(400, 401),
 )
-async def login(request: web.Request, body: LoginRequest) -> BaseModel | web.Response:
+async def login(request: web.Request, body: LoginRequest) -> BaseModel:
     """Tokens, or ``{"mfa_required": true, "challenge": ...}`` for an account with MFA."""
     return await _login(request, body)
 
@@ -74,7 +58,7 @@ async def login(request: web.Request, body: LoginRequest) -> BaseModel | web.Res
     auth=False,
     errors=(400, 401),
 )
-async def auth_login(request: web.Request, body: LoginRequest) -> BaseModel | web.Response:
+async def auth_login(request: web.Request, body: LoginRequest) -> BaseModel:
     """Tokens, or ``{"mfa_required": true, "challenge": ...}`` for an account with MFA."""
     return await _login(request, body)
 

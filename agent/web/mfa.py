@@ -5,7 +5,6 @@ from __future__ import annotations
 from aiohttp import web
 from pydantic import BaseModel
 
-from agent.web.auth import throttled
 from agent.web.keys import MFA
 from protocol.http.endpoints import Api, principal_of
 from protocol.schemas.auth import (
@@ -42,10 +41,10 @@ async def enrol_mfa(request: web.Request) -> MfaEnrolment:
     response=MfaStatus,
     errors=(409,),
 )
-async def confirm_mfa(request: web.Request, body: MfaCodeRequest) -> BaseModel | web.Response:
+async def confirm_mfa(request: web.Request, body: MfaCodeRequest) -> BaseModel:
     """MFA on; the caller's other sessions end."""
     mfa = request.app[MFA]
-    return await throttled(request, mfa.confirm(principal_of(request), body, request.remote))
+    return await mfa.confirm(principal_of(request), body, request.remote)
 
 
 @api.route(
@@ -56,10 +55,10 @@ async def confirm_mfa(request: web.Request, body: MfaCodeRequest) -> BaseModel |
     body=MfaCodeRequest,
     response=MfaStatus,
 )
-async def disable_mfa(request: web.Request, body: MfaCodeRequest) -> BaseModel | web.Response:
+async def disable_mfa(request: web.Request, body: MfaCodeRequest) -> BaseModel:
     """MFA off; the caller's other sessions end."""
     mfa = request.app[MFA]
-    return await throttled(request, mfa.disable(principal_of(request), body, request.remote))
+    return await mfa.disable(principal_of(request), body, request.remote)
 
 
 @api.route(
@@ -72,6 +71,6 @@ async def disable_mfa(request: web.Request, body: MfaCodeRequest) -> BaseModel |
     auth=False,
     errors=(401,),
 )
-async def verify_mfa(request: web.Request, body: MfaVerifyRequest) -> BaseModel | web.Response:
+async def verify_mfa(request: web.Request, body: MfaVerifyRequest) -> BaseModel:
     """Tokens for a new session; the challenge works once."""
-    return await throttled(request, request.app[MFA].verify(body, request.remote))
+    return await request.app[MFA].verify(body, request.remote)

@@ -17,6 +17,7 @@ from protocol.errors import (
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
+    RateLimited,
     envelope,
 )
 from protocol.http.keys import PRINCIPAL, REQUEST_ID
@@ -35,6 +36,8 @@ def error_response(error: ApiError, request: web.Request) -> web.Response:
     response = web.json_response(envelope(error, request.get(REQUEST_ID, "")), status=error.status)
     if error.status == 405 and "allowed" in error.details:
         response.headers["Allow"] = ",".join(error.details["allowed"])
+    if isinstance(error, RateLimited):  # any 429, from the limiter or a service (RFC 9110 10.2.3)
+        response.headers["Retry-After"] = str(error.retry_after)
     return response
 
 
