@@ -1,0 +1,84 @@
+"""The device runtime: MQTT gateway, serial polling and, on demand, simulated devices."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from agent.devices.mqtt import MqttSettings
+from agent.services.calibration_runtime import EzoDevices
+from agent.services.device_runtime import DeviceRuntime
+from agent.services.device_simulation import DeviceSimulation
+from agent.services.serial_devices import SerialOptions
+from agent.settings import AgentSettings
+from agent.store.farms import FarmStore
+from agent.store.users import UserStore
+from agent.web.keys import (
+    CALIBRATION,
+    DATABASE,
+    DEVICE_RUNTIME,
+    DEVICES,
+    EVENT_HUB,
+    HEALTH,
+    READINGS,
+)
+from agent.wiring.context import CleanupContext
+
+__all__ = ["device_runtime_context"]
+
+
+def device_runtime_context(settings: AgentSettings) -> CleanupContext:
+    """Connect to the devices for the application's lifetime."""
+
+    async def device_runtime(app: web.Application) -> AsyncIterator[None]:
+        mqtt_host, mqtt_port = settings.mqtt_host, settings.mqtt_port
+        simulation = None
+        if settings.simulate_devices:
+            simulation = DeviceSimulation(settings.state_dir / "simulation", app[DEVICES].profiles)
+            if settings.mqtt_enabled:
+                mqtt_host, mqtt_port = await simulation.start_broker(mqtt_host, mqtt_port)
+            if settings.serial_enabled:
+                await simulation.start_serial()
+        password = settings.mqtt_password
+        mqtt = MqttSettings(
+            host=mqtt_host,
+            port=mqtt_port,
+            client_id=settings.mqtt_client_id,
+            username=settings.mqtt_username,
+            password=password.get_secret_value() if password is not None else None,
+        )
+        ezo = EzoDevices()
+        calibration = app[CALIBRATION]
+        serial = SerialOptions(
+            interval=settings.serial_poll_interval_s, ezo=ezo, busy=calibration.in_progress
+        )
+        runtime = DeviceRuntime(
+            app[DEVICES],
+            app[READINGS].writer,
+            mqtt=mqtt if settings.mqtt_enabled else None,
+            serial=serial if settings.serial_enabled else None,
+            # The WebSocket streams connect here (DeviceEvent per availability, state,
+            # command outcome and fault).
+            on_event=app[EVENT_HUB].publish_device_event,
+        )
+        calibration.attach(ezo=ezo)
+        await runtime.start()
+        app[DEVICE_RUNTIME] = runtime
+        app[HEALTH].watch_mqtt(runtime.mqtt_state)
+        try:
+            if simulation is not None:
+                await simulation.register(
+                    app[DEVICES], FarmStore(app[DATABASE]), UserStore(app[DATABASE])
+                )
+                if settings.mqtt_enabled:
+                    await simulation.start_mqtt()
+            yield
+        finally:
+            if simulation is not None:
+                await simulation.stop_devices()
+            await runtime.stop()
+            if simulation is not None:
+                await simulation.stop_broker()
+
+    return device_runtime

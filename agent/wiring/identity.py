@@ -1,0 +1,90 @@
+"""Identity: login, sessions, MFA, API keys, users, permissions and their event log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+
+from agent.services.api_keys import ApiKeyService
+from agent.services.auth_events import AuthEvents
+from agent.services.auth_flows import AuthFlows, FlowPolicy
+from agent.services.identity import IdentityService, SessionIssuer
+from agent.services.login_throttle import LoginThrottle, ThrottlePolicy
+from agent.services.mail import LogMailSender, MailSender
+from agent.services.mfa import MfaService
+from agent.services.permissions import PermissionService
+from agent.services.users import UserService
+from agent.settings import AgentSettings
+from agent.store.api_keys import ApiKeyStore
+from agent.store.auth_events import AuthEventStore
+from agent.store.db import Database
+from agent.store.one_time_tokens import OneTimeTokenStore
+from agent.store.permissions import PermissionStore
+from agent.store.sessions import SessionStore
+from agent.store.users import UserStore
+from agent.web.keys import API_KEYS, AUTH_EVENTS, AUTH_FLOWS, IDENTITY, MFA, PERMISSIONS, USERS
+from protocol.tokens import TokenSigner, TokenVerifier
+
+__all__ = ["identity_services"]
+
+
+def identity_services(
+    app: web.Application,
+    db: Database,
+    settings: AgentSettings,
+    signer: TokenSigner,
+    verifier: TokenVerifier,
+    mail: MailSender | None,
+    clock: Callable[[], float],
+) -> IdentityService:
+    """Build the identity services into ``app`` and return the one that authenticates."""
+    users, sessions, tokens = UserStore(db), SessionStore(db), OneTimeTokenStore(db)
+    api_key_store, permission_store = ApiKeyStore(db), PermissionStore(db)
+    event_store = AuthEventStore(db)
+    events = AuthEvents(event_store)
+    throttle = LoginThrottle(
+        event_store,
+        events,
+        ThrottlePolicy(
+            per_account=settings.login_failures_per_account,
+            per_address=settings.login_failures_per_address,
+            window_s=settings.login_failure_window_s,
+        ),
+    )
+    issuer = SessionIssuer(sessions, signer, settings.refresh_token_ttl_s)
+    mfa_service = MfaService(
+        users,
+        tokens,
+        sessions,
+        issuer,
+        throttle,
+        events,
+        issuer_name=settings.farm_name,
+        challenge_ttl_s=settings.mfa_challenge_ttl_s,
+        clock=clock,
+    )
+    flows = AuthFlows(
+        users,
+        tokens,
+        sessions,
+        mail or LogMailSender(),
+        events,
+        FlowPolicy(
+            registration_enabled=settings.registration_enabled,
+            verify_token_ttl_s=settings.verify_token_ttl_s,
+            reset_token_ttl_s=settings.reset_token_ttl_s,
+            site_name=settings.farm_name,
+        ),
+    )
+    identity = IdentityService(
+        users, sessions, api_key_store, issuer, verifier, throttle, events, mfa_service
+    )
+    app[IDENTITY] = identity
+    app[AUTH_EVENTS] = events
+    app[AUTH_FLOWS] = flows
+    app[MFA] = mfa_service
+    app[API_KEYS] = ApiKeyService(api_key_store, users, events)
+    app[USERS] = UserService(users, permission_store, sessions, flows, events)
+    app[PERMISSIONS] = PermissionService(db, permission_store, users)
+    return identity

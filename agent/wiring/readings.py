@@ -1,0 +1,66 @@
+"""Readings: the batched writer, retention and the query service."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from agent.services.reading_query import ReadingQuery
+from agent.services.reading_retention import ReadingRetention, RetentionPolicy
+from agent.services.reading_runtime import ReadingRuntime
+from agent.services.reading_writer import ReadingWriter
+from agent.services.sensor_readings import SensorReadings
+from agent.settings import AgentSettings
+from agent.store.readings import ReadingStore
+from agent.web.keys import CALIBRATION, DATABASE, DEVICES, READINGS, SENSORS
+from agent.wiring.context import CleanupContext
+
+__all__ = ["readings_context"]
+
+DAY_S = 86_400.0
+
+
+def _days(days: float | None) -> float | None:
+    return None if days is None else days * DAY_S
+
+
+def readings_context(settings: AgentSettings) -> CleanupContext:
+    """Run the reading writer and retention for the application's lifetime."""
+
+    async def readings(app: web.Application) -> AsyncIterator[None]:
+        db = app[DATABASE]
+        reading_store = ReadingStore(db)
+        policy = RetentionPolicy(
+            raw_s=_days(settings.retention_raw_days),
+            minute_s=_days(settings.retention_minute_days),
+            hour_s=_days(settings.retention_hour_days),
+        )
+        writer = ReadingWriter(
+            reading_store,
+            calibration=app[CALIBRATION].correction,
+            batch_interval=settings.reading_batch_interval_s,
+            max_batch=settings.reading_max_batch,
+            max_queue=settings.reading_queue_size,
+            clock_skew_ms=round(settings.reading_clock_skew_s * 1000),
+            max_ahead_ms=round(settings.reading_max_clock_ahead_s * 1000),
+        )
+        retention = ReadingRetention(reading_store, policy, chunk=settings.retention_chunk_rows)
+        runtime = ReadingRuntime(
+            writer, retention, app[DEVICES], retention_interval_s=settings.retention_interval_s
+        )
+        query = ReadingQuery(
+            db,
+            reading_store,
+            policy,
+            point_budget=settings.reading_point_budget,
+            max_point_budget=settings.reading_max_point_budget,
+        )
+        app[SENSORS].attach(SensorReadings(query))
+        app[CALIBRATION].attach(latest_raw=runtime.latest)
+        await runtime.start()
+        app[READINGS] = runtime
+        yield
+        await runtime.stop()
+
+    return readings

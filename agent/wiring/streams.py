@@ -1,0 +1,44 @@
+"""The WebSocket streams: authentication, scope and fan-out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from agent.services.stream_auth import StreamAuthenticator
+from agent.services.stream_connection import StreamLimits
+from agent.services.stream_scope import StreamScope
+from agent.services.stream_service import StreamService
+from agent.settings import AgentSettings
+from agent.store.devices import DeviceStore
+from agent.web.keys import DATABASE, EVENT_HUB, IDENTITY, READINGS, STREAMS
+from agent.wiring.context import CleanupContext
+
+__all__ = ["streams_context"]
+
+
+def streams_context(settings: AgentSettings) -> CleanupContext:
+    """Serve the streams for the application's lifetime; close every connection on the way out."""
+
+    async def live_streams(app: web.Application) -> AsyncIterator[None]:
+        db, identity = app[DATABASE], app[IDENTITY]
+        limits = StreamLimits(
+            max_connections_per_user=settings.ws_max_connections_per_user,
+            heartbeat_s=settings.ws_heartbeat_s,
+            queue_size=settings.ws_queue_size,
+            auth_timeout_s=settings.ws_auth_timeout_s,
+            recheck_s=settings.ws_recheck_s,
+        )
+        authenticator = StreamAuthenticator(
+            identity.principal_from_token, identity.principal_from_api_key
+        )
+        service = StreamService(
+            app[EVENT_HUB], StreamScope(db, DeviceStore(db)), authenticator, limits
+        )
+        service.attach_readings(app[READINGS].writer)
+        app[STREAMS] = service
+        yield
+        await service.close()
+
+    return live_streams
