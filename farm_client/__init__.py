@@ -1,0 +1,1 @@
+"""Async Python client for the vertical farm agent and cloud API (docs/client.md)."""
