@@ -10,10 +10,15 @@ from aiohttp import web
 from agent.services.mail import MailSender
 from agent.settings import AgentSettings
 from agent.web import (
+    actuators,
+    alerts,
     api_keys,
     auth,
+    climate,
     devices,
+    events,
     farms,
+    grow_plans,
     hierarchy,
     mfa,
     sensors,
@@ -21,9 +26,13 @@ from agent.web import (
     system,
     users,
 )
-from agent.web.keys import IDENTITY, OPENAPI, SETTINGS
+from agent.web.keys import IDENTITY, SETTINGS
+from agent.wiring.climate import climate_context
 from agent.wiring.context import Announce
+from agent.wiring.control import control_context
 from agent.wiring.devices import device_runtime_context
+from agent.wiring.events import events_context
+from agent.wiring.grow_plans import grow_plans_context
 from agent.wiring.readings import readings_context
 from agent.wiring.services import services_context
 from agent.wiring.store import store_context
@@ -52,7 +61,22 @@ __all__ = ["api_of_agent", "create_app"]
 def api_of_agent() -> Api:
     """Every documented endpoint of the agent."""
     api = Api()
-    for module in (system, auth, mfa, users, api_keys, farms, hierarchy, devices, sensors):
+    for module in (
+        system,
+        auth,
+        mfa,
+        users,
+        api_keys,
+        farms,
+        hierarchy,
+        devices,
+        sensors,
+        climate,
+        events,
+        alerts,
+        actuators,
+        grow_plans,
+    ):
         api.extend(module.api)
     return api
 
@@ -94,21 +118,27 @@ def create_app(
     api = api_of_agent()
     api.install(app)
     streams.install(app)
-    app[OPENAPI] = openapi_document(
-        api,
-        title=f"{settings.farm_name} API",
-        version=distribution_version(),
-        description="Vertical farm edge agent: farm hierarchy, devices, control and identity.",
+    install_docs(
+        app,
+        lambda: openapi_document(
+            api,
+            title=f"{settings.farm_name} API",
+            version=distribution_version(),
+            description="Vertical farm edge agent: farm hierarchy, devices, control and identity.",
+        ),
     )
-    install_docs(app, app[OPENAPI])
 
     app.cleanup_ctx.extend(
         [
             store_context(settings),
             services_context(settings, announce=announce, clock=clock, mail=mail),
             readings_context(settings),
+            events_context(settings),
             streams_context(settings),
             device_runtime_context(settings),
+            control_context(settings),
+            climate_context(settings, clock=clock),
+            grow_plans_context(settings, clock=clock),
             sync_context(),
         ]
     )

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
-import ctypes.util
 import logging
 import sys
 from collections.abc import Sequence
@@ -14,6 +12,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from agent.app import create_app
+from agent.process_memory import periodic_trim, tune_malloc
 from agent.settings import AgentSettings
 from agent.sync.pairing import PairingFailed, pair
 
@@ -30,25 +29,6 @@ def _settings(overrides: dict[str, object]) -> AgentSettings:
         sys.exit("Invalid agent settings:\n" + "\n".join(lines))
 
 
-_M_ARENA_MAX = -8  # glibc malloc.h
-
-
-def _limit_malloc_arenas(arenas: int = 2) -> None:
-    """Cap glibc's malloc arenas before any thread starts.
-
-    Each SQLite worker thread would otherwise get its own 64 MiB arena, and their partly used
-    pages cost the agent over 20 MB of resident memory under load on a Raspberry Pi with 1 GB.
-    Equivalent to MALLOC_ARENA_MAX; a no-op where the C library is not glibc.
-    """
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return
-    libc = ctypes.CDLL(name)
-    mallopt = getattr(libc, "mallopt", None)
-    if mallopt is not None:
-        mallopt(_M_ARENA_MAX, arenas)
-
-
 def _run(args: argparse.Namespace) -> None:
     overrides: dict[str, object] = {}
     if args.state_dir:
@@ -62,7 +42,7 @@ def _run(args: argparse.Namespace) -> None:
     if args.simulate:
         overrides["simulate_devices"] = True
     settings = _settings(overrides)
-    _limit_malloc_arenas()
+    tune_malloc()
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -78,6 +58,7 @@ def _run(args: argparse.Namespace) -> None:
         announce(f"API docs: http://{shown_host}:{settings.port}/api/v1/docs")
 
     app.on_startup.append(show_url)
+    app.cleanup_ctx.append(periodic_trim(settings.memory_trim_interval_s))
     web.run_app(
         app,
         host=settings.host,
@@ -95,7 +76,10 @@ def _pair(args: argparse.Namespace) -> None:
         link = asyncio.run(pair(args.cloud, args.code, settings.state_dir))
     except PairingFailed as err:
         sys.exit(f"Pairing failed: {err}")
-    print(f"Paired with {link.cloud_url} as agent {link.agent_id}; restart the agent to sync.")
+    print(
+        f"Paired with {link.cloud_url} as agent {link.agent_id};"
+        " a running agent starts syncing within seconds."
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

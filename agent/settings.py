@@ -120,6 +120,9 @@ class AgentSettings(BaseSettings):
     log_level: str = Field(
         "INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="DEBUG, INFO, WARNING, ERROR"
     )
+    memory_trim_interval_s: float = Field(
+        30.0, gt=0, description="How often freed heap memory is handed back to the system"
+    )
 
     ws_max_connections_per_user: int = Field(
         10, ge=1, description="Concurrent WebSocket connections of one user, all streams together"
@@ -134,6 +137,49 @@ class AgentSettings(BaseSettings):
     )
     ws_send_timeout_s: float = Field(
         60.0, gt=0, description="A client that takes no data for this long is disconnected"
+    )
+
+    # Climate control (issue 4)
+    climate_interval_s: float = Field(
+        10.0, gt=0, description="Seconds between steps of the climate loop"
+    )
+    climate_command_timeout_s: float = Field(
+        10.0, gt=0, description="Wait this long for a fan to confirm a climate command"
+    )
+
+    # Live stream latency (issue 4): group commit of readings
+    reading_min_commit_interval_s: float = Field(
+        0.02, ge=0, le=60, description="Seconds between reading commits at least (bounds fsyncs)"
+    )
+
+    # Event log and threshold alerts (issues 4 and 5)
+    event_retention_days: float | None = Field(
+        365, gt=0, description="Keep events this many days; None: forever"
+    )
+    event_retention_interval_s: float = Field(3600, gt=0, description="Seconds between prunes")
+    event_queue_size: int = Field(10_000, ge=1, description="Events waiting to be written at most")
+    event_max_batch: int = Field(500, ge=1, description="Events written per transaction at most")
+    alert_queue_size: int = Field(
+        10_000, ge=1, description="Committed readings waiting for the alert evaluator at most"
+    )
+
+    # Actuator control and schedules (issue 4)
+    actuator_command_timeout_s: float = Field(
+        10.0, gt=0, le=120, description="Wait this long for an actuator to confirm a command"
+    )
+    timezone: str = Field(
+        "UTC", description="IANA time zone of schedule windows (checked at start-up)"
+    )
+
+    # Grow plans (issue 4)
+    grow_plan_check_interval_s: float = Field(
+        300.0, gt=0, description="Seconds between checks for plans that reached harvest day"
+    )
+    grow_plan_adherence_points: int = Field(
+        1000, ge=10, le=10_000, description="Point budget per sensor for a stage's adherence"
+    )
+    crop_catalogue_path: Path | None = Field(
+        None, description="A crop catalogue TOML replacing the one shipped with the agent"
     )
 
     @classmethod

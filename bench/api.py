@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -93,6 +94,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument(
+        "--settle", type=float, default=0, help="also measure memory after this many idle seconds"
+    )
     args = parser.parse_args()
 
     port = free_port()
@@ -126,6 +130,10 @@ def main() -> None:
             script=script,
         )
         memory = rss_mb(agent.process.pid)
+        settled = memory
+        if args.settle:
+            time.sleep(args.settle)
+            settled = rss_mb(agent.process.pid)
     finally:
         agent.stop()
         bare.terminate()
@@ -143,6 +151,8 @@ def main() -> None:
             f"{result.p99_ms:8.2f} {result.non_2xx:8d} {ratio:7.1%}"
         )
     print(f"agent resident memory after the run: {memory:.1f} MB")
+    if args.settle:
+        print(f"agent resident memory {args.settle:.0f} s later: {settled:.1f} MB")
     farm_ratio = farms.requests_per_s / base.requests_per_s
     print(
         f"targets: farm list >= 30% of bare ({'met' if farm_ratio >= 0.30 else 'MISSED'}), "

@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from cloud.services.api_keys import API_KEY_HEADER
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
 from cloud.services.health import HealthService
-from cloud.services.identity import IdentityService, LoginPolicy
 from cloud.services.pairing import PairingService
 from cloud.services.readings import ReadingService
 from cloud.services.sync import SyncService
@@ -20,8 +20,9 @@ from cloud.services.sync_delta import IdentityDeltaSource
 from cloud.settings import CloudSettings
 from cloud.signing import signing_key
 from cloud.store.db import Database
-from cloud.web import agents, auth, devices, farms, sync, system
+from cloud.web import agents, api_keys, auth, devices, farms, mfa, sync, system, users
 from cloud.web.keys import (
+    API_KEYS,
     DATABASE,
     DEVICES,
     EVENTS,
@@ -34,6 +35,8 @@ from cloud.web.keys import (
     SETTINGS,
     SYNC,
 )
+from cloud.wiring.identity import identity_services
+from cloud.wiring.users import user_services
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
@@ -47,6 +50,7 @@ from protocol.http.ratelimit import (
 )
 from protocol.identity import Principal
 from protocol.jwk import key_id, public_jwk
+from protocol.mail import MailSender
 from protocol.schemas.jwks import Jwk, JwkSet
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
@@ -59,13 +63,16 @@ log = logging.getLogger(__name__)
 def api_of_cloud() -> Api:
     """Every documented endpoint of the cloud."""
     api = Api()
-    for module in (system, auth, farms, devices, agents, sync):
+    for module in (system, auth, mfa, users, api_keys, farms, devices, agents, sync):
         api.extend(module.api)
     return api
 
 
 def create_app(
-    settings: CloudSettings, *, clock: Callable[[], float] = time.time
+    settings: CloudSettings,
+    *,
+    clock: Callable[[], float] = time.time,
+    mail: MailSender | None = None,
 ) -> web.Application:
     """Build the cloud application; resources open in ``cleanup_ctx`` order.
 
@@ -74,9 +81,12 @@ def create_app(
 
     async def authenticate(request: web.Request) -> Principal | None:
         token = bearer_token(request.headers)
-        if token is None:
-            return None
-        return await request.app[IDENTITY].principal_from_token(token)
+        if token is not None:
+            return await request.app[IDENTITY].principal_from_token(token)
+        key = request.headers.get(API_KEY_HEADER)
+        if key is not None:
+            return await request.app[API_KEYS].principal_from_api_key(key)
+        return None
 
     policy = RateLimitPolicy(
         per_user=settings.rate_limit_per_user,
@@ -101,7 +111,7 @@ def create_app(
     api.install(app)
     install_docs(
         app,
-        openapi_document(
+        lambda: openapi_document(
             api,
             title="Vertical farm cloud API",
             version=version,
@@ -128,16 +138,8 @@ def create_app(
         signer = TokenSigner(settings.issuer, key, settings.access_token_ttl_s, key_id=kid)
         verifier = TokenVerifier({signer.issuer: signer.public_key})
         app[JWKS] = JwkSet(keys=[Jwk(**public_jwk(signer.public_key))])
-        app[IDENTITY] = IdentityService(
-            db,
-            signer,
-            verifier,
-            LoginPolicy(
-                refresh_ttl_s=settings.refresh_token_ttl_s,
-                failures_per_account=settings.login_failures_per_account,
-                lockout_s=settings.login_lockout_s,
-            ),
-        )
+        app[IDENTITY] = identity_services(app, db, settings, key, signer, verifier, clock, mail)
+        user_services(app, db)
         app[FARMS] = FarmService(db)
         app[DEVICES] = DeviceService(db)
         app[READINGS] = ReadingService(db)

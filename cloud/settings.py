@@ -50,6 +50,26 @@ class CloudSettings(BaseSettings):
     )
     log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
 
+    # Identity flows: refresh, registration, password reset, MFA, login throttling.
+    registration_enabled: bool = Field(True, description="Allow POST /auth/register")
+    site_name: str = Field("Farm cloud", min_length=1, description="In mails and MFA apps")
+    verify_token_ttl_s: int = Field(48 * 3600, ge=60, description="Email verification token")
+    reset_token_ttl_s: int = Field(3600, ge=60, description="Password reset token")
+    mfa_challenge_ttl_s: int = Field(300, ge=30, description="Login MFA challenge")
+    login_failures_per_address: int = Field(20, ge=1, description="Per client, before a 429")
+    login_throttle_per_account: int = Field(
+        10, ge=1, description="Per account within the window, before a 429"
+    )
+    login_failure_window_s: int = Field(
+        900, ge=1, description="Failures counted over this window; also the longest wait"
+    )
+    secret_key: SecretStr | None = Field(
+        None, description="AES-256 key (URL-safe base64 of 32 bytes) for secrets at rest"
+    )
+    secret_key_path: Path | None = Field(
+        None, description="File of that key; created (mode 0600) if missing"
+    )
+
     @model_validator(mode="after")
     def _has_key(self) -> CloudSettings:
         if self.signing_key is None and self.signing_key_path is None:

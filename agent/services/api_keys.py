@@ -13,12 +13,9 @@ from protocol.errors import NotFound
 from protocol.identity import Principal, Role
 from protocol.schemas.auth import ApiKey, ApiKeyCreate, ApiKeyCreated, ApiKeyList, ApiKeyListQuery
 from protocol.tokens import hash_secret, new_secret
+from protocol.user_rules import API_KEY_PREFIX, api_key_display_prefix
 
-__all__ = ["KEY_PREFIX", "ApiKeyService"]
-
-KEY_PREFIX = "fk_"
-"""Marks farm API keys, so secret scanners and people can tell them from other tokens."""
-_SHOWN_CHARS = 8
+__all__ = ["ApiKeyService"]
 
 
 def _key_model(row: sqlite3.Row) -> ApiKey:
@@ -41,8 +38,8 @@ class ApiKeyService:
         user = await self._users.by_id(body.user_id)
         if user is None:
             raise NotFound("User not found")
-        key = new_secret(KEY_PREFIX)
-        prefix = key[: len(KEY_PREFIX) + _SHOWN_CHARS]
+        key = new_secret(API_KEY_PREFIX)
+        prefix = api_key_display_prefix(key)
         row = await self._keys.create(
             user["id"], body.name, prefix, hash_secret(key), principal.user_id
         )

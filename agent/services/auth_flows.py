@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 from agent.services.auth_events import AuthEvents
 from agent.services.identity import new_password_hash
-from agent.services.mail import MailMessage, MailSender
 from agent.services.users import user_model
 from agent.store.one_time_tokens import OneTimeTokenStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
 from protocol.errors import BadRequest, Conflict, Forbidden
 from protocol.identity import Role
+from protocol.mail import RESET_ACCEPTED, MailMessage, MailSender, reset_mail, verification_mail
 from protocol.schemas.auth import (
     Accepted,
     RegisterRequest,
@@ -36,7 +36,6 @@ __all__ = ["AuthFlows", "FlowPolicy"]
 log = logging.getLogger(__name__)
 
 _MAIL_TIMEOUT_S = 15
-RESET_ACCEPTED = "If the address has an account, a reset token is on its way"
 
 
 @dataclass(frozen=True)
@@ -92,16 +91,7 @@ class AuthFlows:
         token = new_secret("ev_")
         ttl = self._policy.verify_token_ttl_s
         await self._tokens.issue(hash_secret(token), user["id"], "verify_email", ttl)
-        await self._send(
-            MailMessage(
-                to=user["email"],
-                subject=f"{self._policy.site_name}: verify your email address",
-                body=(
-                    "Confirm this address by sending the token below to POST /auth/verify as"
-                    f' {{"token": "..."}}. It is valid for {ttl // 3600} hours.\n\n{token}\n'
-                ),
-            )
-        )
+        await self._send(verification_mail(user["email"], self._policy.site_name, token, ttl))
 
     async def verify_email(self, body: VerifyEmailRequest) -> VerifyEmailResult:
         """Mark the address of the token's user as verified."""
@@ -128,18 +118,7 @@ class AuthFlows:
             token = new_secret("pr_")
             ttl = self._policy.reset_token_ttl_s
             await self._tokens.issue(hash_secret(token), user["id"], "reset_password", ttl)
-            await self._send(
-                MailMessage(
-                    to=user["email"],
-                    subject=f"{self._policy.site_name}: reset your password",
-                    body=(
-                        "Someone asked to reset the password of this account. If it was you,"
-                        " send the token below with your new password to POST"
-                        ' /auth/reset-password/confirm as {"token": "...", "new_password": "..."}.'
-                        f" It works once, within {max(1, ttl // 60)} minutes.\n\n{token}\n"
-                    ),
-                )
-            )
+            await self._send(reset_mail(user["email"], self._policy.site_name, token, ttl))
         return Accepted(message=RESET_ACCEPTED)
 
     async def confirm_reset(self, body: ResetPasswordConfirm, address: str | None) -> None:

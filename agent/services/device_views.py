@@ -120,7 +120,8 @@ def fan_view(row: sqlite3.Row, now: datetime) -> Fan:
 
     Speeds are percentages (``max_speed`` is the cap set at registration, 100 by default).
     ``power_consumption`` is estimated from the rated power with the fan affinity law
-    (power grows with the cube of speed); ``runtime_hours`` counts whole hours run.
+    (power grows with the cube of speed); ``runtime_hours`` counts whole hours run, from the
+    running time the store accumulates from reported state.
     """
     state: dict[str, bool | int] = json.loads(row["state"])
     running = is_running(state)
@@ -134,7 +135,13 @@ def fan_view(row: sqlite3.Row, now: datetime) -> Fan:
     rated = row["rated_power_w"] or 0.0
     runtime_s = float(row["runtime_s"])
     if row["running_since"] is not None:
-        runtime_s += max(0.0, (now - parse_iso(row["running_since"])).total_seconds())
+        # Counted up to now while the fan reports; while it is silent (offline, or the agent
+        # was down) only up to when it was last heard: runtime is what the fan reported.
+        until = now
+        if row["availability"] != "online":
+            heard = [t for t in (row["last_seen"], row["state_updated_at"]) if t is not None]
+            until = min(now, parse_iso(max(heard))) if heard else now
+        runtime_s += max(0.0, (until - parse_iso(row["running_since"])).total_seconds())
     return Fan(
         id=row["id"],
         name=row["name"],

@@ -7,29 +7,16 @@ an address's does not (an attacker could log into their own account to reset it)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from agent.services.auth_events import AuthEvents
 from agent.store.auth_events import AuthEventStore
 from protocol.errors import RateLimited
+from protocol.login_throttle import FAILURE_KINDS, RESET_KIND, ThrottlePolicy, throttle_wait_s
 from protocol.timefmt import iso, parse_iso, utcnow
 
 __all__ = ["FAILURE_KINDS", "LoginThrottle", "ThrottlePolicy"]
-
-FAILURE_KINDS = ("login_failed", "mfa_failed")
-"""Event kinds that count as a failed attempt; throttled attempts themselves do not."""
-
-
-@dataclass(frozen=True)
-class ThrottlePolicy:
-    """At most ``per_account`` / ``per_address`` failures within ``window_s``."""
-
-    per_account: int
-    per_address: int
-    window_s: int
 
 
 class LoginThrottle:
@@ -57,18 +44,18 @@ class LoginThrottle:
 
     async def _wait_s(self, email: str, address: str | None) -> int | None:
         now = self._now()
-        window = timedelta(seconds=self._policy.window_s)
-        since = iso(now - window)
-        # Once the n-th most recent failure leaves the window, fewer than n remain in it.
-        oldest = await self._events.nth_recent_by_email(
-            email, FAILURE_KINDS, since, self._policy.per_account, reset_kind="login_ok"
+        since = iso(self._policy.since(now))
+        by_account = await self._events.nth_recent_by_email(
+            email, FAILURE_KINDS, since, self._policy.per_account, reset_kind=RESET_KIND
         )
+        by_address = None
         if address is not None:
             by_address = await self._events.nth_recent_by_address(
                 address, FAILURE_KINDS, since, self._policy.per_address
             )
-            if by_address is not None and (oldest is None or by_address > oldest):
-                oldest = by_address
-        if oldest is None:
-            return None
-        return max(1, math.ceil((parse_iso(oldest) + window - now).total_seconds()))
+        return throttle_wait_s(
+            parse_iso(by_account) if by_account is not None else None,
+            parse_iso(by_address) if by_address is not None else None,
+            self._policy,
+            now,
+        )

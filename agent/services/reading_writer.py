@@ -2,10 +2,11 @@
 
 Device adapters hand decoded readings to :meth:`ReadingWriter.submit`, which never waits: it
 checks the value, applies the series' active calibration and queues the reading. One owned task
-commits the queue in batches, at most one transaction a second (sooner when a batch fills up),
-each batch in one ``synchronous=FULL`` transaction, and only then offers the stored readings to
-listeners. NaN, infinities, out-of-range values and impossible timestamps are counted and
-logged at a limited rate and never stored.
+commits the queue by group commit: whatever is queued when the previous commit has finished (up
+to ``max_batch``) goes into the next ``synchronous=FULL`` transaction, at most one commit every
+``min_commit_interval`` and no reading waiting longer than ``batch_interval``; only then are the
+stored readings offered to listeners. NaN, infinities, out-of-range values and impossible
+timestamps are counted and logged at a limited rate and never stored.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class ReadingWriter:
         *,
         calibration: CalibrationProvider | None = None,
         batch_interval: float = 1.0,
+        min_commit_interval: float = 0.02,
         max_batch: int = 2000,
         max_queue: int = 20_000,
         clock_skew_ms: int = 2000,
@@ -127,6 +129,9 @@ class ReadingWriter:
         self._store = store
         self._calibration = calibration
         self._interval = batch_interval
+        # Group commit: a batch commits as soon as the previous one is done, but no sooner than
+        # this after it began, which bounds the fsync rate an SD card has to sustain.
+        self._min_interval = min_commit_interval
         self._max_batch = max_batch
         self._max_queue = max_queue
         self._skew_ms = clock_skew_ms
@@ -283,10 +288,14 @@ class ReadingWriter:
             await marker.done
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        # Far enough back that the first batch is not held by the fsync-rate bound.
+        last_commit = loop.time() - self._min_interval
         while True:
-            batch, markers = await self._collect()
+            batch, markers = await self._collect(last_commit)
             try:
                 if batch:
+                    last_commit = loop.time()
                     await self._commit(batch)
             except Exception:  # _commit handles store errors; this is a bug guard
                 self.stats.lost += len(batch)
@@ -300,13 +309,18 @@ class ReadingWriter:
             if any(marker.stop for marker in markers):
                 return
 
-    async def _collect(self) -> tuple[list[NewReading], list[_Marker]]:
-        """Wait for a reading, then gather more for up to one interval or a full batch."""
+    async def _collect(self, last_commit: float) -> tuple[list[NewReading], list[_Marker]]:
+        """Wait for a reading, then take everything queued (group commit).
+
+        The batch closes once the queue is empty and ``min_commit_interval`` has passed since
+        the previous commit began, or ``batch_interval`` after its first reading at the latest,
+        or when it is full, or at a flush or stop marker.
+        """
         loop = asyncio.get_running_loop()
         batch: list[NewReading] = []
         markers: list[_Marker] = []
         item = await self._queue.get()
-        deadline = loop.time() + self._interval
+        due = min(last_commit + self._min_interval, loop.time() + self._interval)
         while True:
             if isinstance(item, _Marker):
                 markers.append(item)
@@ -317,7 +331,7 @@ class ReadingWriter:
             try:
                 item = self._queue.get_nowait()
             except asyncio.QueueEmpty:
-                remaining = deadline - loop.time()
+                remaining = due - loop.time()
                 if remaining <= 0:
                     return batch, markers
                 try:

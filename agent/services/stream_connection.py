@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -40,12 +40,19 @@ __all__ = ["Socket", "StreamConnection", "StreamFilter", "StreamLimits"]
 
 log = logging.getLogger(__name__)
 
+_BURST = 256
+"""Messages sent per wake-up at most, so one client's backlog cannot hog the event loop."""
+
 
 class Socket(Protocol):
     """The client's WebSocket, as the streams use it."""
 
     async def send_text(self, text: str) -> None:
         """Send one message; raises StreamClosed when the client is gone or too slow."""
+        ...
+
+    async def send_texts(self, texts: Sequence[str]) -> None:
+        """Send several messages in order, in one write; raises StreamClosed like send_text."""
         ...
 
     async def receive_text(self) -> str | None:
@@ -192,12 +199,29 @@ class StreamConnection:
                     await outbox.wait()
             except TimeoutError:
                 continue
+            await self._send_burst(outbox)
+
+    async def _send_burst(self, outbox: Outbox) -> None:
+        """Send what is waiting (up to a burst): one lock, one socket write, no task switch."""
+        prefixes: list[str] = []
+        while len(prefixes) < _BURST:
             item = outbox.get_nowait()
+            if item is None:
+                break
             if isinstance(item, Missed):
-                await self._send("missed", None, {"count": item.count})
-            elif item is not None and self.wants(item):
+                prefixes.append(frame_prefix("missed", None, {"count": item.count}, self._clock()))
+            elif self.wants(item):
                 # Checked again: access or the filter may have changed while it was queued.
-                await self._send_encoded(item.encoded())
+                prefixes.append(item.encoded())
+        if not prefixes:
+            return
+        async with self._send_lock:
+            texts = []
+            for prefix in prefixes:
+                self._seq += 1
+                texts.append(with_seq(prefix, self._seq))
+            await self._socket.send_texts(texts)
+            self._last_sent = asyncio.get_running_loop().time()
 
     async def _reader(self) -> None:
         # No timeout here on purpose: a quiet client is normal, and a dead one is found by the

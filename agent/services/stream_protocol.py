@@ -12,7 +12,8 @@ read too slowly), ``pong`` and ``rejected`` (a client message it could not use).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import struct
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -39,6 +40,7 @@ __all__ = [
     "frame_prefix",
     "id_strings",
     "parse_client_message",
+    "text_frames",
     "with_seq",
 ]
 
@@ -128,3 +130,28 @@ def with_seq(prefix: str, seq: int) -> str:
 def id_strings(ids: Sequence[UUID] | None) -> frozenset[str] | None:
     """UUIDs as the store spells them, or None for "no filter"."""
     return None if ids is None else frozenset(str(i) for i in ids)
+
+
+_FIN_TEXT = 0x81  # RFC 6455 section 5.2: FIN bit and opcode 0x1 (text)
+_LEN_16 = struct.Struct("!BBH")
+_LEN_64 = struct.Struct("!BBQ")
+
+
+def text_frames(texts: Iterable[str]) -> bytes:
+    """Server-to-client text frames, back to back, for one socket write.
+
+    RFC 6455 section 5.2: a server never masks; payload lengths up to 125 fit the second byte,
+    126 announces a 16-bit length and 127 a 64-bit one, in network byte order.
+    """
+    parts: list[bytes] = []
+    for text in texts:
+        payload = text.encode()
+        size = len(payload)
+        if size < 126:
+            parts.append(bytes((_FIN_TEXT, size)))
+        elif size < 65536:
+            parts.append(_LEN_16.pack(_FIN_TEXT, 126, size))
+        else:
+            parts.append(_LEN_64.pack(_FIN_TEXT, 127, size))
+        parts.append(payload)
+    return b"".join(parts)

@@ -13,9 +13,8 @@ from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
 from protocol.access import require_role
 from protocol.errors import BadRequest, Conflict, InvalidCredentials, NotFound, ValidationFailed
-from protocol.identity import PermissionType, Principal, Role
+from protocol.identity import Principal, Role
 from protocol.schemas.users import (
-    FarmGrant,
     ProfileUpdate,
     RoleChange,
     User,
@@ -24,18 +23,12 @@ from protocol.schemas.users import (
     UserListQuery,
     UserUpdate,
 )
+from protocol.user_rules import ends_an_admin, farms_access_grants, grant_pairs
 
 if TYPE_CHECKING:  # auth_flows imports user_model from here
     from agent.services.auth_flows import AuthFlows
 
-__all__ = ["UserService", "default_grant", "user_model"]
-
-_WRITERS = frozenset({Role.ADMIN, Role.FARM_MANAGER, Role.OPERATOR})
-
-
-def default_grant(role: Role) -> PermissionType:
-    """The grant ``farms_access`` gives: write for roles that may write, else read-only."""
-    return PermissionType.READ_WRITE if role in _WRITERS else PermissionType.READ_ONLY
+__all__ = ["UserService", "user_model"]
 
 
 def user_model(row: sqlite3.Row, farms: Sequence[str]) -> User:
@@ -102,8 +95,7 @@ class UserService:
             )
         except sqlite3.IntegrityError:
             raise Conflict("A user with this email already exists") from None
-        grant = default_grant(body.role).value
-        grants = [(farm_id, grant) for farm_id in dict.fromkeys(body.farms_access)]
+        grants = farms_access_grants(body.farms_access, body.role)
         await self._permissions.replace(row["id"], grants, principal.user_id)
         return await self._view(row)
 
@@ -129,8 +121,7 @@ class UserService:
         await self._save(user_id, changes)
         if farms_access is not None:
             role = Role(changes.get("role", row["role"]))
-            grant = default_grant(role).value
-            grants = [(farm_id, grant) for farm_id in dict.fromkeys(farms_access)]
+            grants = farms_access_grants(farms_access, role)
             await self._permissions.replace(user_id, grants, principal.user_id)
         if password is not None or changes.get("status") == "suspended":
             reason = "password_changed" if password is not None else "suspended"
@@ -156,7 +147,7 @@ class UserService:
             await self._save(body.user_id, {"role": body.role.value})
         if body.permissions is not None:
             await self._permissions.replace(
-                body.user_id, _grant_pairs(body.permissions), principal.user_id
+                body.user_id, grant_pairs(body.permissions), principal.user_id
             )
         return await self._view(await self._row(body.user_id))
 
@@ -227,12 +218,8 @@ class UserService:
 
     async def _keep_an_admin(self, row: sqlite3.Row, role: str | None, status: str | None) -> None:
         """Refuse to demote, suspend or delete the last active admin (nobody could fix it)."""
-        was_admin = row["role"] == Role.ADMIN.value and row["status"] == "active"
-        stays = (role in (None, Role.ADMIN.value)) and status in (None, "active")
-        if was_admin and not stays and await self._users.count_active_admins() <= 1:
+        if (
+            ends_an_admin(row["role"], row["status"], role, status)
+            and await self._users.count_active_admins() <= 1
+        ):
             raise BadRequest("This is the last active admin")
-
-
-def _grant_pairs(grants: Sequence[FarmGrant]) -> list[tuple[str, str]]:
-    pairs = {grant.farm_id: grant.permission_type.value for grant in grants}
-    return list(pairs.items())

@@ -4,28 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal
 
 from agent.store.cache import GenerationCache
 from agent.store.db import Database
+from protocol.refresh import Rotation, rotation_outcome
 from protocol.timefmt import iso, now_iso, utcnow
 
 __all__ = ["Rotation", "SessionStore"]
-
-
-@dataclass(frozen=True)
-class Rotation:
-    """The outcome of using a refresh token.
-
-    ``rotated``: the token was current and is replaced; ``reused``: it had been used before, so
-    the session is now revoked; ``invalid``: unknown, expired, or its session is over.
-    """
-
-    outcome: Literal["rotated", "reused", "invalid"]
-    session_id: str | None = None
-    user_id: str | None = None
 
 
 class SessionStore:
@@ -91,17 +77,19 @@ class SessionStore:
             if row is None:
                 return Rotation("invalid")
             session_id, user_id = row["session_id"], row["user_id"]
-            if row["used_at"] is not None:
-                # OAuth 2.0 Security BCP (RFC 9700 section 4.14.2): a replayed refresh token
-                # means it leaked; end the whole session for whoever holds it.
+            outcome = rotation_outcome(
+                used=row["used_at"] is not None,
+                session_revoked=row["revoked_at"] is not None,
+                expired=row["expires_at"] <= iso(now),
+            )
+            if outcome == "reused":
                 await conn.execute(
                     "UPDATE sessions SET revoked_at = ?, revoke_reason = 'refresh_reuse'"
                     " WHERE id = ? AND revoked_at IS NULL",
                     (iso(now), session_id),
                 )
-                return Rotation("reused", session_id, user_id)
-            if row["revoked_at"] is not None or row["expires_at"] <= iso(now):
-                return Rotation("invalid", session_id, user_id)
+            if outcome != "rotated":
+                return Rotation(outcome, session_id, user_id)
             expires = iso(now + timedelta(seconds=ttl_s))
             await conn.execute(
                 "UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ?", (iso(now), old_hash)

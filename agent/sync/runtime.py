@@ -55,7 +55,11 @@ class SyncReport:
 
 
 class SyncRuntime:
-    """Starts the uploader when the agent is paired; stops it on shutdown."""
+    """Runs the uploader while the agent is paired; notices a pairing made while it runs.
+
+    ``farm-agent pair`` writes the link file into the state directory (atomically); an unpaired
+    agent checks for it every ``sync_interval_s`` and starts syncing without a restart.
+    """
 
     def __init__(
         self,
@@ -64,21 +68,51 @@ class SyncRuntime:
         verifier: TokenVerifier,
         link: CloudLink | None,
     ) -> None:
+        self._settings = settings
+        self._db = db
+        self._verifier = verifier
         self._outbox = OutboxStore(db)
         self._uploader: Uploader | None = None
         self._task: asyncio.Task[None] | None = None
-        if link is not None and settings.sync_enabled:
-            replica = IdentityReplica(IdentityReplicaStore(db), verifier, link, settings.state_dir)
-            key = load_or_create_private_key(sync_key_path(settings.state_dir))
-            self._uploader = Uploader(
-                link, key, self._outbox, replica, policy_of(settings), settings.state_dir
-            )
+        if link is not None:
+            self._attach(link)
+
+    def _attach(self, link: CloudLink) -> None:
+        if not self._settings.sync_enabled:
+            return
+        state_dir = self._settings.state_dir
+        replica = IdentityReplica(IdentityReplicaStore(self._db), self._verifier, link, state_dir)
+        key = load_or_create_private_key(sync_key_path(state_dir))
+        self._uploader = Uploader(
+            link, key, self._outbox, replica, policy_of(self._settings), state_dir
+        )
 
     def start(self) -> None:
-        """Run the uploader in the background (no-op when not paired)."""
+        """Run the uploader in the background, or wait for a pairing when not paired."""
         if self._uploader is not None:
             self._task = asyncio.create_task(self._uploader.run(), name="sync-uploader")
             log.info("sync uploader started")
+        elif self._settings.sync_enabled:
+            self._task = asyncio.create_task(self._await_pairing(), name="sync-await-pairing")
+
+    async def _await_pairing(self) -> None:
+        """Poll for the link file; once it is there, trust the cloud and sync."""
+        state_dir = self._settings.state_dir
+        while True:
+            await asyncio.sleep(self._settings.sync_interval_s)
+            try:
+                link = CloudLink.load(state_dir)
+            except (OSError, ValueError, TypeError) as err:
+                log.warning("unreadable cloud link in %s: %s", state_dir, err)
+                continue
+            if link is None:
+                continue
+            self._verifier.trust(link.cloud_issuer, link.cloud_key)
+            self._attach(link)
+            log.info("paired with %s as agent %s: sync starts", link.cloud_url, link.agent_id)
+            assert self._uploader is not None  # sync_enabled, or this task would not run
+            await self._uploader.run()
+            return
 
     async def stop(self) -> None:
         """Cancel the uploader and wait for it."""

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
+from agent.services.actuator_control import ActuatorControl
+from agent.services.actuator_schedules import ActuatorSchedules
+from agent.services.actuators import ActuatorService
+from agent.services.alerts import AlertService
 from agent.services.api_keys import ApiKeyService
 from agent.services.auth_events import AuthEvents
 from agent.services.auth_flows import AuthFlows
 from agent.services.calibration import CalibrationService
 from agent.services.calibration_session import CalibrationSessions
+from agent.services.climate import ClimateService
+from agent.services.climate_runtime import ClimateRuntime
 from agent.services.device_runtime import DeviceRuntime
 from agent.services.devices import DeviceService
 from agent.services.event_hub import EventHub
+from agent.services.event_log import EventLog
+from agent.services.events import EventService
 from agent.services.farms import FarmService
+from agent.services.grow_plans import GrowPlanService
+from agent.services.harvest_watch import HarvestWatch
 from agent.services.health import HealthService
 from agent.services.hierarchy import HierarchyService
 from agent.services.identity import IdentityService
@@ -39,7 +47,6 @@ MFA = web.AppKey("mfa", MfaService)
 API_KEYS = web.AppKey("api_keys", ApiKeyService)
 USERS = web.AppKey("users", UserService)
 PERMISSIONS = web.AppKey("permissions", PermissionService)
-OPENAPI = web.AppKey("openapi", dict[str, Any])
 STARTED_AT = web.AppKey("started_at", float)
 HEALTH = web.AppKey("health", HealthService)
 DEVICES = web.AppKey("devices", DeviceService)
@@ -51,3 +58,13 @@ DEVICE_RUNTIME = web.AppKey("device_runtime", DeviceRuntime)
 EVENT_HUB = web.AppKey("event_hub", EventHub)
 STREAMS = web.AppKey("streams", StreamService)
 SYNC = web.AppKey("sync", SyncRuntime)
+CLIMATE = web.AppKey("climate", ClimateService)
+CLIMATE_RUNTIME = web.AppKey("climate_runtime", ClimateRuntime)
+EVENT_LOG = web.AppKey("event_log", EventLog)
+EVENTS = web.AppKey("events", EventService)
+ALERTS = web.AppKey("alerts", AlertService)
+ACTUATORS = web.AppKey("actuators", ActuatorService)
+ACTUATOR_CONTROL = web.AppKey("actuator_control", ActuatorControl)
+SCHEDULES = web.AppKey("schedules", ActuatorSchedules)
+GROW_PLANS = web.AppKey("grow_plans", GrowPlanService)
+HARVEST_WATCH = web.AppKey("harvest_watch", HarvestWatch)

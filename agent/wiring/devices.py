@@ -20,10 +20,12 @@ from agent.web.keys import (
     DEVICE_RUNTIME,
     DEVICES,
     EVENT_HUB,
+    EVENT_LOG,
     HEALTH,
     READINGS,
 )
 from agent.wiring.context import CleanupContext
+from agent.wiring.events import fan_out
 
 __all__ = ["device_runtime_context"]
 
@@ -59,8 +61,8 @@ def device_runtime_context(settings: AgentSettings) -> CleanupContext:
             mqtt=mqtt if settings.mqtt_enabled else None,
             serial=serial if settings.serial_enabled else None,
             # The WebSocket streams connect here (DeviceEvent per availability, state,
-            # command outcome and fault).
-            on_event=app[EVENT_HUB].publish_device_event,
+            # command outcome and fault); the event log keeps those worth keeping.
+            on_event=fan_out(app[EVENT_HUB].publish_device_event, app[EVENT_LOG].device_event),
         )
         calibration.attach(ezo=ezo)
         await runtime.start()

@@ -40,6 +40,7 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
             reading_store,
             calibration=app[CALIBRATION].correction,
             batch_interval=settings.reading_batch_interval_s,
+            min_commit_interval=settings.reading_min_commit_interval_s,
             max_batch=settings.reading_max_batch,
             max_queue=settings.reading_queue_size,
             clock_skew_ms=round(settings.reading_clock_skew_s * 1000),

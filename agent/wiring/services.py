@@ -41,6 +41,7 @@ from agent.web.keys import (
     SYNC,
 )
 from agent.wiring.context import Announce, CleanupContext
+from agent.wiring.events import build_event_log, fan_out
 from agent.wiring.identity import identity_services
 from protocol.identity import Principal, Role
 from protocol.tokens import TokenSigner, TokenVerifier
@@ -83,7 +84,10 @@ def services_context(
         identity = identity_services(app, db, settings, signer, verifier, mail, clock)
         hub = EventHub()
         app[EVENT_HUB] = hub
-        app[FARMS] = FarmService(db, FarmStore(db), on_change=hub.publish_farm_status)
+        event_log = build_event_log(app, settings, hub)  # status changes are stored too
+        app[FARMS] = FarmService(
+            db, FarmStore(db), on_change=fan_out(hub.publish_farm_status, event_log.farm_status)
+        )
         app[HIERARCHY] = HierarchyService(db, HierarchyStore(db))
         app[HEALTH] = HealthService(db, distribution_version())
         app[SYNC] = SyncRuntime(settings, db, verifier, cloud_link)

@@ -1,4 +1,5 @@
-"""Identity on the cloud: login, and resolving a request's caller (DESIGN.md section 4).
+"""Identity on the cloud: login, its throttling, and resolving a request's caller (DESIGN.md
+section 4).
 
 The cloud is the identity authority: it accepts only its own access tokens. A token is checked
 twice: its signature and expiry offline, then its session in the database (a revoked session is
@@ -10,47 +11,91 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 import asyncpg
 
+from cloud.services.sessions import AuthEventRecorder, Client, SessionService
 from cloud.store import identity as store
 from cloud.store.db import Database
-from protocol.errors import InvalidCredentials, TokenExpired, Unauthorized
+from protocol.errors import InvalidCredentials, RateLimited, TokenExpired, Unauthorized
 from protocol.identity import Plan, Principal, Role
+from protocol.login_throttle import FAILURE_KINDS, RESET_KIND, ThrottlePolicy, throttle_wait_s
 from protocol.passwords import DUMMY_HASH, verify_password
-from protocol.schemas.auth import LoginRequest, LoginResult, UserRef
-from protocol.tokens import (
-    InvalidToken,
-    TokenExpiredError,
-    TokenSigner,
-    TokenVerifier,
-    hash_secret,
-    new_secret,
-)
+from protocol.schemas.auth import LoginRequest, LoginResult, MfaChallenge
+from protocol.tokens import InvalidToken, TokenExpiredError, TokenVerifier
 
-__all__ = ["Client", "IdentityService", "LoginPolicy"]
+if TYPE_CHECKING:
+    from cloud.services.mfa import MfaService
+
+__all__ = ["Client", "IdentityService", "LoginPolicy", "LoginThrottle"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class LoginPolicy:
-    """Refresh-token lifetime and the lockout after repeated wrong passwords."""
+    """The lockout after repeated wrong passwords of one account."""
 
-    refresh_ttl_s: int
     failures_per_account: int
     lockout_s: int
 
 
-@dataclass(frozen=True)
-class Client:
-    """Where a request came from, for the authentication log."""
+async def check_password(password: str, encoded: str | None) -> bool:
+    """Verify off the event loop (Argon2id takes tens of ms); ``None`` checks a dummy hash so
+    that timing does not reveal whether an account exists."""
+    return await asyncio.to_thread(verify_password, password, encoded or DUMMY_HASH)
 
-    ip: str | None
-    user_agent: str | None
+
+class LoginThrottle:
+    """Refuses login attempts with 429 after too many recent failures (counted from the log)."""
+
+    def __init__(
+        self,
+        db: Database,
+        events: AuthEventRecorder,
+        policy: ThrottlePolicy,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._db = db
+        self._events = events
+        self._policy = policy
+        self._now = now
+
+    async def check(self, email: str, client: Client) -> None:
+        """Raise :class:`RateLimited` (with the seconds to wait) if this attempt is throttled;
+        the refusal is recorded as a ``login_throttled`` event."""
+        now = self._now()
+        since = self._policy.since(now)
+        async with self._db.as_system() as conn:
+            by_account = await store.nth_recent_failure(
+                conn,
+                email=email,
+                ip=None,
+                kinds=FAILURE_KINDS,
+                since=since,
+                n=self._policy.per_account,
+                reset_kind=RESET_KIND,
+            )
+            by_address = None
+            if client.ip is not None:
+                by_address = await store.nth_recent_failure(
+                    conn,
+                    email=None,
+                    ip=client.ip,
+                    kinds=FAILURE_KINDS,
+                    since=since,
+                    n=self._policy.per_address,
+                    reset_kind=None,
+                )
+        wait = throttle_wait_s(by_account, by_address, self._policy, now)
+        if wait is not None:
+            await self._events.record("login_throttled", email=email, address=client.ip)
+            raise RateLimited(wait, "Too many failed logins; try again later")
 
 
 class IdentityService:
@@ -59,55 +104,40 @@ class IdentityService:
     def __init__(
         self,
         db: Database,
-        signer: TokenSigner,
         verifier: TokenVerifier,
+        sessions: SessionService,
+        throttle: LoginThrottle,
+        events: AuthEventRecorder,
+        mfa: MfaService,
         policy: LoginPolicy,
     ) -> None:
         self._db = db
-        self._signer = signer
         self._verifier = verifier
+        self._sessions = sessions
+        self._throttle = throttle
+        self._events = events
+        self._mfa = mfa
         self._policy = policy
 
-    async def login(self, body: LoginRequest, client: Client) -> LoginResult:
-        """Check credentials and open a session; 400 INVALID_CREDENTIALS for any refusal."""
+    async def login(self, body: LoginRequest, client: Client) -> LoginResult | MfaChallenge:
+        """Check credentials; open a session, or answer an MFA challenge if MFA is on.
+
+        Every refusal is the same 400 INVALID_CREDENTIALS; 429 when throttled.
+        """
         email = body.email.strip().lower()
+        await self._throttle.check(email, client)
         async with self._db.as_system() as conn:
             user = await store.user_for_login(conn, email)
         stored_hash = user["password_hash"] if user is not None else None
-        # Argon2id takes tens of milliseconds of CPU: off the event loop. An unknown account is
-        # checked against a dummy hash so that timing does not reveal which addresses exist.
-        valid = await asyncio.to_thread(verify_password, body.password, stored_hash or DUMMY_HASH)
+        valid = await check_password(body.password, stored_hash)
         refusal = self._refusal(user, stored_hash, valid)
         if refusal is not None:
             await self._record_failure(user, email, refusal, client)
             raise InvalidCredentials()
         assert user is not None  # no refusal means the account exists
-        refresh = new_secret("rt_")
-        async with self._db.as_system() as conn:
-            session_id = await store.open_session(
-                conn,
-                user["id"],
-                bytes.fromhex(hash_secret(refresh)),
-                timedelta(seconds=self._policy.refresh_ttl_s),
-                client.ip,
-                client.user_agent,
-            )
-            await store.record_auth_event(
-                conn,
-                "login_ok",
-                user_id=user["id"],
-                email=user["email"],
-                session_id=session_id,
-                ip=client.ip,
-                user_agent=client.user_agent,
-            )
-        user_id = str(user["id"])
-        return LoginResult(
-            access_token=self._signer.issue(user_id, user["role"], str(session_id)),
-            expires_in=self._signer.ttl_s,
-            refresh_token=refresh,
-            user=UserRef(id=user_id, email=user["email"], role=user["role"]),
-        )
+        if user["mfa_enabled"]:
+            return await self._mfa.challenge(user, client)
+        return await self._sessions.open(user, client)
 
     @staticmethod
     def _refusal(user: asyncpg.Record | None, stored_hash: str | None, valid: bool) -> str | None:
@@ -128,26 +158,20 @@ class IdentityService:
     ) -> None:
         user_id: UUID | None = user["id"] if user is not None else None
         details: dict[str, str] = {"reason": reason}
-        async with self._db.as_system() as conn:
-            if user_id is not None and reason == "wrong_password":
+        if user_id is not None and reason == "wrong_password":
+            async with self._db.as_system() as conn:
                 locked_until = await store.record_login_failure(
                     conn,
                     user_id,
                     self._policy.failures_per_account,
                     timedelta(seconds=self._policy.lockout_s),
                 )
-                if locked_until is not None:
-                    details["locked_until"] = locked_until.isoformat()
-                    log.warning("account %s locked after repeated failed logins", user_id)
-            await store.record_auth_event(
-                conn,
-                "login_failed",
-                user_id=user_id,
-                email=email,
-                ip=client.ip,
-                user_agent=client.user_agent,
-                details=details,
-            )
+            if locked_until is not None:
+                details["locked_until"] = locked_until.isoformat()
+                log.warning("account %s locked after repeated failed logins", user_id)
+        await self._events.record(
+            "login_failed", user_id=user_id, email=email, address=client.ip, **details
+        )
 
     async def principal_from_token(self, token: str) -> Principal:
         """Verify an access token and its session; 401 if expired, revoked or invalid."""

@@ -10,6 +10,7 @@ import secrets
 from datetime import timedelta
 from uuid import UUID
 
+import asyncpg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from cloud.store import sync_agents
@@ -17,7 +18,15 @@ from cloud.store.db import Database
 from protocol.errors import Forbidden, NotFound, ValidationFailed
 from protocol.identity import Principal
 from protocol.jwk import public_jwk
-from protocol.schemas.agents import AgentCreate, AgentCreated, PairRequest, PairResult
+from protocol.schemas.agents import (
+    Agent,
+    AgentCreate,
+    AgentCreated,
+    AgentList,
+    AgentListQuery,
+    PairRequest,
+    PairResult,
+)
 from protocol.timefmt import iso
 
 __all__ = ["PairingService", "code_hash"]
@@ -31,7 +40,7 @@ def code_hash(code: str) -> bytes:
 
 
 class PairingService:
-    """Creates agents and pairs them."""
+    """Creates agents, pairs them, lists and revokes them."""
 
     def __init__(
         self, db: Database, issuer: str, cloud_key: Ed25519PublicKey, code_ttl_s: int
@@ -73,3 +82,44 @@ class PairingService:
         return PairResult(
             agent_id=str(agent_id), cloud_issuer=self._issuer, cloud_public_key=self._cloud_key_x
         )
+
+    async def list(self, principal: Principal, query: AgentListQuery) -> AgentList:
+        """Agents newest first: every one for admins, their own for owners (row-level security)."""
+        async with self._db.as_user(UUID(principal.user_id)) as conn:
+            rows, total = await sync_agents.list_agents(
+                conn, query.revoked, query.limit, query.offset
+            )
+        return AgentList(
+            agents=[_agent(row) for row in rows],
+            total=total,
+            limit=query.limit,
+            offset=query.offset,
+        )
+
+    async def revoke(self, principal: Principal, agent_id: str) -> None:
+        """Refuse the agent's batches from now on (admins only); 404 for an unknown agent."""
+        if not principal.is_admin:
+            raise Forbidden("Only an administrator may revoke agents")
+        async with self._db.as_user(UUID(principal.user_id)) as conn:
+            if not await sync_agents.revoke_agent(conn, UUID(agent_id)):
+                raise NotFound("Agent not found")
+        log.warning("agent %s revoked by %s", agent_id, principal.user_id)
+
+
+def _agent(row: asyncpg.Record) -> Agent:
+    def stamp(name: str) -> str | None:
+        value = row[name]
+        return None if value is None else iso(value)
+
+    return Agent(
+        id=str(row["id"]),
+        name=row["name"],
+        owner_id=None if row["owner_id"] is None else str(row["owner_id"]),
+        paired=row["paired_at"] is not None,
+        paired_at=stamp("paired_at"),
+        pairing_expires_at=stamp("pairing_expires_at"),
+        last_seen_at=stamp("last_seen_at"),
+        acked_seq=row["acked_seq"],
+        revoked_at=stamp("revoked_at"),
+        created_at=iso(row["created_at"]),
+    )

@@ -17,9 +17,11 @@ __all__ = [
     "add_coverage",
     "agent_for_sync",
     "create_agent",
+    "list_agents",
     "prune_batches",
     "redeem_pairing",
     "remember_batch",
+    "revoke_agent",
     "set_progress",
 ]
 
@@ -38,6 +40,37 @@ async def create_agent(
     )
     assert row is not None  # INSERT ... RETURNING yields its row or raises
     return row
+
+
+async def list_agents(
+    conn: Connection, revoked: bool | None, limit: int, offset: int
+) -> tuple[list[asyncpg.Record], int]:
+    """Agents the caller may see, newest first, and their total (user path: row-level security
+    shows admins every agent and owners theirs)."""
+    where = " WHERE ($1::boolean IS NULL OR (revoked_at IS NOT NULL) = $1)"
+    rows = await conn.fetch(
+        "SELECT id, name, owner_id, paired_at, pairing_expires_at, last_seen_at, acked_seq,"
+        f" revoked_at, created_at FROM agents{where}"
+        " ORDER BY created_at DESC, id LIMIT $2 OFFSET $3",
+        revoked,
+        limit,
+        offset,
+    )
+    total = await conn.fetchval(f"SELECT count(*) FROM agents{where}", revoked)
+    return rows, int(total)
+
+
+async def revoke_agent(conn: Connection, agent_id: UUID) -> bool:
+    """Revoke an agent: its key signs nothing the cloud accepts any more, and a pending pairing
+    code dies with it. Revoking twice keeps the first time. False when the caller may not update
+    the agent or there is none (user path: only admins may update agents)."""
+    revoked: UUID | None = await conn.fetchval(
+        "UPDATE agents SET revoked_at = coalesce(revoked_at, now()),"
+        " pairing_code_hash = NULL, pairing_expires_at = NULL"
+        " WHERE id = $1 RETURNING id",
+        agent_id,
+    )
+    return revoked is not None
 
 
 async def redeem_pairing(conn: Connection, code_hash: bytes, public_key: bytes) -> UUID | None:

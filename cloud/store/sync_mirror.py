@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -113,6 +113,45 @@ _UPSERT: dict[str, str] = {
         ON CONFLICT (user_id, farm_id) DO UPDATE SET permission_type = excluded.permission_type
         WHERE t.farm_id IN {_MINE}
         RETURNING 1""",
+    # An event of a device the mirror does not hold (deleted meanwhile) is kept, unlinked.
+    # Only the acknowledgement of a stored event changes.
+    "events": f"""
+        INSERT INTO events AS t (id, farm_id, device_id, agent_id, kind, severity, message, data,
+                                ts, acknowledged_at, acknowledged_by)
+        SELECT $2, $3, (SELECT d.id FROM devices AS d WHERE d.id = $4 AND d.farm_id = $3), $1,
+               $5, $6, $7, $8, $9::timestamptz, $10::timestamptz, $11::uuid
+        WHERE $3 IN {_MINE}
+        ON CONFLICT (id) DO UPDATE SET acknowledged_at = excluded.acknowledged_at,
+            acknowledged_by = excluded.acknowledged_by
+        WHERE t.farm_id IN {_MINE}
+        RETURNING 1""",
+    # A plan mirrors whole; shelf_id is its first shelf when the mirror holds it.
+    "grow_plans": f"""
+        INSERT INTO grow_plans AS t (id, farm_id, shelf_id, name, species, status, started_at,
+                                    expected_harvest_at, stages, notes, created_by, created_at,
+                                    updated_at, shelves, plant_count, ended_at)
+        SELECT $2, $3, (SELECT s.id FROM shelves AS s WHERE s.id = $4 AND s.farm_id = $3),
+               $5, $6, $7, $8::timestamptz, $9::timestamptz, $10, $11, $12::uuid,
+               $13::timestamptz, $14::timestamptz, $15, $16, $17::timestamptz
+        WHERE $3 IN {_MINE}
+        ON CONFLICT (id) DO UPDATE SET shelf_id = excluded.shelf_id, name = excluded.name,
+            species = excluded.species, status = excluded.status,
+            started_at = excluded.started_at, expected_harvest_at = excluded.expected_harvest_at,
+            stages = excluded.stages, notes = excluded.notes, updated_at = excluded.updated_at,
+            shelves = excluded.shelves, plant_count = excluded.plant_count,
+            ended_at = excluded.ended_at
+        WHERE t.farm_id IN {_MINE}
+        RETURNING 1""",
+    # The agent keeps one settings record per farm (or row) and its history; the mirror keeps
+    # the current settings as a document.
+    "climate_settings": f"""
+        INSERT INTO climate_settings AS t (id, farm_id, settings, changed_by, changed_at)
+        SELECT $2, $3, $4, $5::uuid, coalesce($6::timestamptz, now())
+        WHERE $3 IN {_MINE}
+        ON CONFLICT (id) DO UPDATE SET settings = excluded.settings,
+            changed_by = excluded.changed_by, changed_at = excluded.changed_at
+        WHERE t.farm_id IN {_MINE}
+        RETURNING 1""",
 }
 
 _DELETE: dict[str, str] = {
@@ -123,6 +162,9 @@ _DELETE: dict[str, str] = {
     "devices": f"DELETE FROM devices WHERE id = $2 AND farm_id IN {_MINE}",
     "calibrations": f"DELETE FROM calibrations WHERE id = $2 AND farm_id IN {_MINE}",
     "permissions": f"DELETE FROM permissions WHERE id = $2 AND farm_id IN {_MINE}",
+    "events": f"DELETE FROM events WHERE id = $2 AND farm_id IN {_MINE}",
+    "grow_plans": f"DELETE FROM grow_plans WHERE id = $2 AND farm_id IN {_MINE}",
+    "climate_settings": f"DELETE FROM climate_settings WHERE id = $2 AND farm_id IN {_MINE}",
 }
 
 ENTITIES = frozenset(_UPSERT)
@@ -141,6 +183,15 @@ def _ts(value: Any) -> datetime | None:
     if value is None or value == "":
         return None
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def _harvest_day(start_date: Any, total_days: Any) -> datetime | None:
+    """The plan's last day (the agent's local calendar date) at 00:00 UTC: the mirror has no
+    farm time zone, and a dashboard shows the date."""
+    if not start_date or not total_days:
+        return None
+    day = date.fromisoformat(str(start_date)) + timedelta(days=int(total_days) - 1)
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def _uuid(value: Any) -> UUID | None:
@@ -253,6 +304,47 @@ def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
             d["permission_type"],
             _ts(d["granted_at"]),
             d.get("granted_by"),
+        ]
+    if entity == "grow_plans":
+        shelves = _json(d.get("shelves")) or []
+        return [
+            _uuid(d["id"]),
+            _uuid(d["farm_id"]),
+            _uuid(shelves[0]["shelf_id"]) if shelves else None,
+            d.get("species_name") or d["species"],
+            d["species"],
+            d["status"],
+            _ts(d.get("started_at")),
+            _harvest_day(d.get("start_date"), d.get("total_days")),
+            _json(d.get("stages")) or [],
+            d.get("notes") or "",
+            d.get("created_by"),
+            _ts(d["created_at"]),
+            _ts(d["updated_at"]),
+            shelves,
+            d.get("plant_count"),
+            _ts(d.get("ended_at")),
+        ]
+    if entity == "climate_settings":
+        return [
+            _uuid(d["id"]),
+            _uuid(d["farm_id"]),
+            {key: value for key, value in d.items() if key not in ("id", "farm_id")},
+            d.get("updated_by"),
+            _ts(d.get("updated_at")),
+        ]
+    if entity == "events":
+        return [
+            _uuid(d["id"]),
+            _uuid(d["farm_id"]),
+            _uuid(d.get("device_id")),
+            d["kind"],
+            d["severity"],
+            d.get("message", ""),
+            _json(d.get("data")),
+            _ts(d["ts"]),
+            _ts(d.get("acknowledged_at")),
+            d.get("acknowledged_by"),
         ]
     raise KeyError(entity)
 

@@ -1,4 +1,4 @@
-"""/api/v1/agents: create an agent with a pairing code, and pair it."""
+"""/api/v1/agents: create an agent with a pairing code, pair it, list and revoke agents."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ from aiohttp import web
 
 from cloud.web.keys import PAIRING
 from protocol.http.endpoints import Api, principal_of
-from protocol.schemas.agents import AgentCreate, AgentCreated, PairRequest, PairResult
+from protocol.schemas.agents import (
+    AgentCreate,
+    AgentCreated,
+    AgentList,
+    AgentListQuery,
+    PairRequest,
+    PairResult,
+)
 
 api = Api()
 _TAG = "Agents"
@@ -40,3 +47,29 @@ async def create_agent(request: web.Request, body: AgentCreate) -> AgentCreated:
 async def pair(request: web.Request, body: PairRequest) -> PairResult:
     """Called by `farm-agent pair`; the code is consumed."""
     return await request.app[PAIRING].pair(body)
+
+
+@api.route(
+    "GET",
+    "/api/v1/agents",
+    summary="List agents with their pairing state and sync progress",
+    tag=_TAG,
+    query=AgentListQuery,
+    response=AgentList,
+)
+async def list_agents(request: web.Request, query: AgentListQuery) -> AgentList:
+    """Admins see every agent, owners their own."""
+    return await request.app[PAIRING].list(principal_of(request), query)
+
+
+@api.route(
+    "DELETE",
+    "/api/v1/agents/{agent_id}",
+    summary="Revoke an agent: the cloud refuses its batches from now on",
+    tag=_TAG,
+    status=204,
+    errors=(403, 404),
+)
+async def revoke_agent(request: web.Request, agent_id: str) -> None:
+    """Admins only; revoking twice is harmless."""
+    await request.app[PAIRING].revoke(principal_of(request), agent_id)

@@ -1,18 +1,32 @@
-"""/api/v1/login and /auth/login: thin handlers over IdentityService."""
+"""/api/v1/login and /auth/*: the shared authentication endpoints (protocol/http/auth_routes.py)
+served by the cloud's identity services; thin adapters only."""
 
 from __future__ import annotations
 
 import ipaddress
 
 from aiohttp import web
+from pydantic import BaseModel
 
-from cloud.services.identity import Client
-from cloud.web.keys import IDENTITY
-from protocol.http.endpoints import Api
-from protocol.schemas.auth import LoginRequest, LoginResult
+from cloud.services.sessions import Client
+from cloud.web.keys import AUTH_FLOWS, IDENTITY, SESSIONS
+from protocol.http.auth_routes import auth_api
+from protocol.http.endpoints import principal_of
+from protocol.schemas.auth import (
+    Accepted,
+    LoginRequest,
+    LoginResult,
+    RefreshRequest,
+    RegisterRequest,
+    ResetPasswordConfirm,
+    ResetPasswordRequest,
+    TokenInfo,
+    VerifyEmailRequest,
+    VerifyEmailResult,
+)
+from protocol.schemas.users import User
 
-api = Api()
-_TAG = "Authentication"
+__all__ = ["api", "client_of"]
 
 
 def client_of(request: web.Request) -> Client:
@@ -25,35 +39,34 @@ def client_of(request: web.Request) -> Client:
     return Client(ip=ip, user_agent=request.headers.get("User-Agent", "")[:512] or None)
 
 
-async def _login(request: web.Request, body: LoginRequest) -> LoginResult:
-    return await request.app[IDENTITY].login(body, client_of(request))
+class _CloudAuth:
+    """The cloud's side of each authentication endpoint."""
+
+    async def login(self, request: web.Request, body: LoginRequest) -> BaseModel:
+        return await request.app[IDENTITY].login(body, client_of(request))
+
+    async def refresh(self, request: web.Request, body: RefreshRequest) -> LoginResult:
+        return await request.app[SESSIONS].refresh(body, client_of(request))
+
+    async def logout(self, request: web.Request) -> None:
+        await request.app[SESSIONS].logout(principal_of(request), client_of(request))
+
+    async def register(self, request: web.Request, body: RegisterRequest) -> User:
+        return await request.app[AUTH_FLOWS].register(body, client_of(request))
+
+    async def token_info(self, request: web.Request) -> TokenInfo:
+        return await request.app[SESSIONS].token_info(principal_of(request))
+
+    async def verify_email(
+        self, request: web.Request, body: VerifyEmailRequest
+    ) -> VerifyEmailResult:
+        return await request.app[AUTH_FLOWS].verify_email(body, client_of(request))
+
+    async def request_reset(self, request: web.Request, body: ResetPasswordRequest) -> Accepted:
+        return await request.app[AUTH_FLOWS].request_reset(body, client_of(request))
+
+    async def confirm_reset(self, request: web.Request, body: ResetPasswordConfirm) -> None:
+        await request.app[AUTH_FLOWS].confirm_reset(body, client_of(request))
 
 
-@api.route(
-    "POST",
-    "/api/v1/login",
-    summary="Log in with email and password",
-    tag=_TAG,
-    body=LoginRequest,
-    response=LoginResult,
-    auth=False,
-    errors=(400,),
-)
-async def login(request: web.Request, body: LoginRequest) -> LoginResult:
-    """Exchange credentials for an access and a refresh token."""
-    return await _login(request, body)
-
-
-@api.route(
-    "POST",
-    "/auth/login",
-    summary="Log in (same as /api/v1/login)",
-    tag=_TAG,
-    body=LoginRequest,
-    response=LoginResult,
-    auth=False,
-    errors=(400,),
-)
-async def auth_login(request: web.Request, body: LoginRequest) -> LoginResult:
-    """Exchange credentials for an access and a refresh token."""
-    return await _login(request, body)
+api = auth_api(_CloudAuth())

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from cloud.services.api_keys import ApiKeyService
+from cloud.services.auth_events import AuthEvents
+from cloud.services.auth_flows import AuthFlows
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
 from cloud.services.health import HealthService
 from cloud.services.identity import IdentityService
+from cloud.services.mfa import MfaService
 from cloud.services.pairing import PairingService
+from cloud.services.permissions import PermissionService
 from cloud.services.readings import ReadingService
+from cloud.services.sessions import SessionService
 from cloud.services.sync import SyncService
+from cloud.services.users import UserService
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
 from protocol.schemas.jwks import JwkSet
@@ -27,3 +34,12 @@ EVENTS = web.AppKey("events", EventService)
 HEALTH = web.AppKey("health", HealthService)
 PAIRING = web.AppKey("pairing", PairingService)
 SYNC = web.AppKey("sync", SyncService)
+# Identity flows (sessions, account flows, MFA).
+SESSIONS = web.AppKey("sessions", SessionService)
+AUTH_FLOWS = web.AppKey("auth_flows", AuthFlows)
+MFA = web.AppKey("mfa", MfaService)
+# Users, permissions, API keys, auth events.
+USERS = web.AppKey("users", UserService)
+PERMISSIONS = web.AppKey("permissions", PermissionService)
+API_KEYS = web.AppKey("api_keys", ApiKeyService)
+AUTH_EVENTS = web.AppKey("auth_events", AuthEvents)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -12,15 +13,21 @@ from aiohttp import web
 __all__ = ["install_docs"]
 
 
-def install_docs(app: web.Application, document: dict[str, Any]) -> None:
-    """Serve ``document`` and the docs page on ``app``."""
-    body = json.dumps(document).encode()
-    page = resources.files("protocol.http").joinpath("docs.html").read_text(encoding="utf-8")
+def install_docs(app: web.Application, build: Callable[[], dict[str, Any]]) -> None:
+    """Serve the document ``build`` makes, and the docs page, on ``app``.
+
+    The document is built on its first request and kept as bytes: generating the JSON schemas
+    of every model holds a few MB that a farm agent serving no docs reader should not carry.
+    """
+    built: list[bytes] = []
 
     async def openapi_json(request: web.Request) -> web.Response:
-        return web.Response(body=body, content_type="application/json")
+        if not built:
+            built.append(json.dumps(build()).encode())
+        return web.Response(body=built[0], content_type="application/json")
 
     async def docs_page(request: web.Request) -> web.Response:
+        page = resources.files("protocol.http").joinpath("docs.html").read_text(encoding="utf-8")
         return web.Response(text=page, content_type="text/html")
 
     app.router.add_get("/api/v1/openapi.json", openapi_json)

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from protocol.schemas.common import ApiModel, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Timestamp, Uuid
 
-__all__ = ["AgentCreate", "AgentCreated", "PairRequest", "PairResult"]
+__all__ = [
+    "Agent",
+    "AgentCreate",
+    "AgentCreated",
+    "AgentList",
+    "AgentListQuery",
+    "PairRequest",
+    "PairResult",
+]
 
 
 class AgentCreate(ApiModel):
@@ -41,3 +49,35 @@ class PairResult(BaseModel):
     agent_id: Uuid
     cloud_issuer: str
     cloud_public_key: str = Field(description="JWK `x` of the cloud's token key")
+
+
+class Agent(BaseModel):
+    """An agent as the cloud knows it: pairing state and sync progress."""
+
+    id: Uuid
+    name: str
+    owner_id: Uuid | None
+    paired: bool
+    paired_at: Timestamp | None
+    pairing_expires_at: Timestamp | None = Field(
+        description="While a pairing code is outstanding, when it expires"
+    )
+    last_seen_at: Timestamp | None = Field(description="The last batch the cloud accepted")
+    acked_seq: int = Field(description="Highest contiguous outbox sequence applied here")
+    revoked_at: Timestamp | None
+    created_at: Timestamp
+
+
+class AgentList(BaseModel):
+    """GET /api/v1/agents: admins see every agent, owners theirs."""
+
+    agents: list[Agent]
+    total: int
+    limit: int
+    offset: int
+
+
+class AgentListQuery(PageQuery):
+    """Query of GET /api/v1/agents."""
+
+    revoked: bool | None = Field(None, description="Only revoked (true) or active (false) agents")

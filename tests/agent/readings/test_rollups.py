@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Mapping
 
 from agent.store.readings import Resolution
 from tests.agent.readings.conftest import HOUR, MIN, T0, Farm, readings
@@ -26,8 +27,9 @@ def expected(stamps: list[int], values: list[float], step: int) -> dict[int, tup
 
 
 def assert_rollups_match(
-    actual: dict[int, tuple[float, ...]], wanted: dict[int, tuple[float, ...]]
-):
+    actual: Mapping[int, tuple[float, ...]], wanted: Mapping[int, tuple[float, ...]]
+) -> None:
+    """Same buckets, same min, max and count, means equal to rounding."""
     assert actual.keys() == wanted.keys()
     for bucket, (lo, hi, mean, n) in wanted.items():
         got = actual[bucket]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 
@@ -11,9 +12,16 @@ from aiohappyeyeballs import AddrInfoType
 
 from agent.services.event_hub import EventHub
 from agent.services.stream_outbox import Missed, Stream, StreamEvent
-from agent.web.keys import EVENT_HUB
+from agent.web.keys import EVENT_HUB, STREAMS
 from tests.agent.hierarchy_helpers import NOWHERE, add_device, farm
-from tests.agent.streams.helpers import device_event, expect, publish, receive
+from tests.agent.streams.helpers import (
+    WAIT_S,
+    admin_id,
+    device_event,
+    expect,
+    publish,
+    receive,
+)
 from tests.conftest import Agent, AgentFactory
 
 _PADDING = "x" * 32_768
@@ -110,3 +118,34 @@ async def test_missed_marks_the_gap_between_the_events_around_it() -> None:
     assert [box.get_nowait() for _ in range(4)][-1] == Missed(2)
     box.close()
     assert hub.subscribers(Stream.DEVICE_EVENTS) == 0
+
+
+async def test_a_client_that_takes_nothing_for_the_send_timeout_is_disconnected(
+    make_agent: AgentFactory, small_buffer_session: aiohttp.ClientSession
+) -> None:
+    agent: Agent = await make_agent(ws_send_timeout_s=0.5)
+    farm_id = (await farm(agent, "North"))["id"]
+    fan = await add_device(agent, farm_id, "Fan", "fan")
+    streams = agent.client.app[STREAMS]
+    stalled = await small_buffer_session.ws_connect(
+        agent.client.make_url("/ws/device-events"),
+        params={"access_token": agent.admin_token},
+        max_msg_size=0,
+    )
+    await expect(stalled, "ready")
+    user_id = await admin_id(agent)
+    assert streams.connections_of(user_id) == 1
+
+    # Far more than the socket buffers hold; the outbox bound drops the rest.
+    for n in range(300):
+        publish(agent, device_event(farm_id, fan, n=n, padding=_PADDING))
+    async with asyncio.timeout(WAIT_S):
+        while streams.connections_of(user_id):  # noqa: ASYNC110 - the server frees the slot
+            await asyncio.sleep(0.05)
+
+    # What was already on its way still arrives, then the connection ends.
+    while (await stalled.receive(timeout=WAIT_S)).type is aiohttp.WSMsgType.TEXT:
+        pass
+    assert stalled.closed
+    assert stalled.close_code == 1008, "RFC 6455 policy violation: too slow"
+    await stalled.close()

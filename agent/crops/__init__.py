@@ -1,0 +1,1 @@
+"""Crop catalogue data (catalogue.toml), read by agent.services.crop_catalogue."""

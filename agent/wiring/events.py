@@ -1,0 +1,88 @@
+"""The event log: built with the hub (so the first hooks can feed it), then written, pruned and
+listed for the application's lifetime; threshold alerts evaluate committed readings."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import TypeVar
+
+from aiohttp import web
+
+from agent.services.alert_evaluator import AlertEvaluator
+from agent.services.alerts import AlertService
+from agent.services.event_hub import EventHub
+from agent.services.event_log import EventLog
+from agent.services.event_retention import EventRetention
+from agent.services.events import EventService
+from agent.settings import AgentSettings
+from agent.store.alerts import AlertStore
+from agent.store.events import EventStore
+from agent.web.keys import ALERTS, DATABASE, EVENT_LOG, EVENTS, READINGS
+from agent.wiring.context import CleanupContext
+
+__all__ = ["build_event_log", "events_context", "fan_out"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def fan_out(*hooks: Callable[[T], None]) -> Callable[[T], None]:
+    """One hook calling each of ``hooks`` in turn; a failing hook does not stop the others."""
+
+    def call(item: T) -> None:
+        for hook in hooks:
+            try:
+                hook(item)
+            except Exception:
+                log.exception("event hook %r failed", hook)
+
+    return call
+
+
+def build_event_log(app: web.Application, settings: AgentSettings, hub: EventHub) -> EventLog:
+    """The event log, registered on ``app``; :func:`events_context` starts its writer."""
+    events = EventLog(
+        EventStore(app[DATABASE]),
+        hub.publish,
+        max_queue=settings.event_queue_size,
+        max_batch=settings.event_max_batch,
+    )
+    app[EVENT_LOG] = events
+    return events
+
+
+def events_context(settings: AgentSettings) -> CleanupContext:
+    """Write, prune and serve the event log for the application's lifetime."""
+
+    async def events(app: web.Application) -> AsyncIterator[None]:
+        db = app[DATABASE]
+        event_log = app[EVENT_LOG]
+        app[EVENTS] = EventService(db, EventStore(db))
+        retention = None
+        if settings.event_retention_days is not None:
+            keep = timedelta(days=settings.event_retention_days)
+            retention = EventRetention(event_log, keep, settings.event_retention_interval_s)
+        alert_store = AlertStore(db)
+        evaluator = AlertEvaluator(
+            alert_store,
+            event_log,
+            app[READINGS].writer.subscribe,
+            queue_size=settings.alert_queue_size,
+        )
+        app[ALERTS] = AlertService(db, alert_store, evaluator)
+        await event_log.start()
+        if retention is not None:
+            await retention.start()
+        await evaluator.start()
+        try:
+            yield
+        finally:
+            await evaluator.stop()
+            if retention is not None:
+                await retention.stop()
+            await event_log.stop()
+
+    return events

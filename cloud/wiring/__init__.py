@@ -1,0 +1,1 @@
+"""Builders of the cloud's services, one module per capability (called by cloud/app.py)."""

@@ -1,0 +1,98 @@
+"""Identity on the cloud: login, sessions, account flows, MFA, login throttling."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from cloud.services.auth_events import AuthEvents
+from cloud.services.auth_flows import AuthFlows, FlowPolicy
+from cloud.services.identity import IdentityService, LoginPolicy, LoginThrottle
+from cloud.services.mfa import MfaService
+from cloud.services.sessions import SessionService
+from cloud.settings import CloudSettings
+from cloud.store.db import Database
+from cloud.web.keys import AUTH_FLOWS, MFA, SESSIONS
+from protocol.login_throttle import ThrottlePolicy
+from protocol.mail import LogMailSender, MailSender
+from protocol.secretbox import SecretBox, derived_key, key_from_text, load_or_create_key
+from protocol.tokens import TokenSigner, TokenVerifier
+
+__all__ = ["identity_services", "secret_key"]
+
+log = logging.getLogger(__name__)
+
+_DERIVED_PURPOSE = "farm-cloud secrets at rest v1"
+
+
+def secret_key(settings: CloudSettings, signing_key: Ed25519PrivateKey) -> bytes:
+    """CLOUD_SECRET_KEY, else the file at CLOUD_SECRET_KEY_PATH (created if missing), else a key
+    derived from the signing key (rotating that key then makes stored MFA seeds unreadable)."""
+    if settings.secret_key is not None:
+        return key_from_text(settings.secret_key.get_secret_value(), "CLOUD_SECRET_KEY")
+    if settings.secret_key_path is not None:
+        return load_or_create_key(settings.secret_key_path)
+    log.info("no CLOUD_SECRET_KEY: secrets at rest use a key derived from the signing key")
+    return derived_key(signing_key, _DERIVED_PURPOSE)
+
+
+def identity_services(
+    app: web.Application,
+    db: Database,
+    settings: CloudSettings,
+    signing_key: Ed25519PrivateKey,
+    signer: TokenSigner,
+    verifier: TokenVerifier,
+    clock: Callable[[], float],
+    mail: MailSender | None = None,
+) -> IdentityService:
+    """Build the identity services into ``app`` and return the one that authenticates."""
+    events = AuthEvents(db)
+    sessions = SessionService(db, signer, settings.refresh_token_ttl_s, events)
+    throttle = LoginThrottle(
+        db,
+        events,
+        ThrottlePolicy(
+            per_account=settings.login_throttle_per_account,
+            per_address=settings.login_failures_per_address,
+            window_s=settings.login_failure_window_s,
+        ),
+    )
+    mfa = MfaService(
+        db,
+        sessions,
+        throttle,
+        events,
+        SecretBox(secret_key(settings, signing_key)),
+        issuer_name=settings.site_name,
+        challenge_ttl_s=settings.mfa_challenge_ttl_s,
+        clock=clock,
+    )
+    app[SESSIONS] = sessions
+    app[MFA] = mfa
+    app[AUTH_FLOWS] = AuthFlows(
+        db,
+        mail or LogMailSender(),
+        events,
+        FlowPolicy(
+            registration_enabled=settings.registration_enabled,
+            verify_token_ttl_s=settings.verify_token_ttl_s,
+            reset_token_ttl_s=settings.reset_token_ttl_s,
+            site_name=settings.site_name,
+        ),
+    )
+    return IdentityService(
+        db,
+        verifier,
+        sessions,
+        throttle,
+        events,
+        mfa,
+        LoginPolicy(
+            failures_per_account=settings.login_failures_per_account,
+            lockout_s=settings.login_lockout_s,
+        ),
+    )

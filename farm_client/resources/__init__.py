@@ -1,0 +1,1 @@
+"""Typed resources of /api/v1, one small class per collection."""

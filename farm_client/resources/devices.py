@@ -1,0 +1,185 @@
+"""The device registry and its views: /api/v1/devices, /sensor-devices, /fans (DESIGN.md 5)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import Field
+
+from farm_client.resources.base import Id, Resource, body_of
+from protocol.schemas.common import ApiModel
+from protocol.schemas.devices import (
+    AdminStatus,
+    Device,
+    DeviceCreate,
+    DeviceKind,
+    DeviceList,
+    DeviceStatus,
+    DeviceStatusUpdate,
+    Fan,
+    FanList,
+    FanStatus,
+    SensorDevice,
+    SensorDeviceCreate,
+    SensorDeviceList,
+)
+
+__all__ = ["Devices", "FanControl", "FanSchedule", "Fans", "SensorDevices"]
+
+
+class FanSchedule(ApiModel):
+    """When a fan runs on its own: daily from ``start_time`` to ``end_time`` (``HH:MM``)."""
+
+    enabled: bool
+    start_time: str | None = Field(None, pattern=r"^\d{2}:\d{2}(:\d{2})?$")
+    end_time: str | None = Field(None, pattern=r"^\d{2}:\d{2}(:\d{2})?$")
+
+
+class FanControl(ApiModel):
+    """Body of PUT /api/v1/fans/{fan_id}; the fields given change, the others stay.
+
+    Declared here until protocol/schemas/devices.py carries the server's own model; the server
+    has the last word on which values it accepts.
+    """
+
+    status: str | None = None
+    speed_percentage: int | None = Field(None, ge=0, le=100)
+    schedule: FanSchedule | None = None
+
+
+class Devices(Resource):
+    """/api/v1/devices: every device, any kind."""
+
+    async def list(
+        self,
+        *,
+        farm_id: Id | None = None,
+        kind: DeviceKind | None = None,
+        device_type: str | None = None,
+        status: DeviceStatus | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> DeviceList:
+        """One page of devices."""
+        params = _filters(farm_id, kind=kind, device_type=device_type, status=status)
+        return await self._t.get(
+            "/api/v1/devices", DeviceList, {**params, "limit": limit, "offset": offset}
+        )
+
+    def iterate(
+        self,
+        *,
+        farm_id: Id | None = None,
+        kind: DeviceKind | None = None,
+        device_type: str | None = None,
+        status: DeviceStatus | None = None,
+        page_size: int = 100,
+    ) -> AsyncIterator[Device]:
+        """Every device matching the filters."""
+        params = _filters(farm_id, kind=kind, device_type=device_type, status=status)
+        return self._t.pages("/api/v1/devices", DeviceList, "devices", params, page_size)
+
+    async def get(self, device_id: Id) -> Device:
+        """One device with its address and reported state."""
+        return await self._t.get(f"/api/v1/devices/{device_id}", Device)
+
+    async def create(self, body: DeviceCreate | None = None, **fields: Any) -> Device:
+        """Register a device (``name``, ``farm_id``, ``kind``, ``profile``, ``address``...)."""
+        return await self._t.send(
+            "POST", "/api/v1/devices", Device, body_of(DeviceCreate, body, fields)
+        )
+
+    async def set_status(self, device_id: Id, status: AdminStatus) -> Device:
+        """Put a device in maintenance, disable it, or make it active again."""
+        path = f"/api/v1/devices/{device_id}/status"
+        return await self._t.send("PUT", path, Device, DeviceStatusUpdate(status=status))
+
+    async def delete(self, device_id: Id) -> None:
+        """Remove a device from the registry."""
+        await self._t.delete(f"/api/v1/devices/{device_id}")
+
+
+class SensorDevices(Resource):
+    """/api/v1/sensor-devices: the registry's sensors, as SPEC.md lists them."""
+
+    async def list(
+        self,
+        *,
+        farm_id: Id | None = None,
+        device_type: str | None = None,
+        status: DeviceStatus | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> SensorDeviceList:
+        """One page of sensor devices."""
+        params = _filters(farm_id, device_type=device_type, status=status)
+        path = "/api/v1/sensor-devices/"
+        return await self._t.get(
+            path, SensorDeviceList, {**params, "limit": limit, "offset": offset}
+        )
+
+    def iterate(
+        self,
+        *,
+        farm_id: Id | None = None,
+        device_type: str | None = None,
+        status: DeviceStatus | None = None,
+        page_size: int = 100,
+    ) -> AsyncIterator[SensorDevice]:
+        """Every sensor device matching the filters."""
+        params = _filters(farm_id, device_type=device_type, status=status)
+        path = "/api/v1/sensor-devices/"
+        return self._t.pages(path, SensorDeviceList, "devices", params, page_size)
+
+    async def create(self, body: SensorDeviceCreate | None = None, **fields: Any) -> SensorDevice:
+        """Register a sensor (``name``, ``farm_id``, ``device_type``, ...)."""
+        payload = body_of(SensorDeviceCreate, body, fields)
+        return await self._t.send("POST", "/api/v1/sensor-devices/", SensorDevice, payload)
+
+
+class Fans(Resource):
+    """/api/v1/fans: the registry's fans, and controlling them."""
+
+    async def list(
+        self,
+        *,
+        farm_id: Id | None = None,
+        status: FanStatus | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> FanList:
+        """One page of fans."""
+        params = _filters(farm_id, status=status)
+        return await self._t.get(
+            "/api/v1/fans/", FanList, {**params, "limit": limit, "offset": offset}
+        )
+
+    def iterate(
+        self, *, farm_id: Id | None = None, status: FanStatus | None = None, page_size: int = 100
+    ) -> AsyncIterator[Fan]:
+        """Every fan matching the filters."""
+        return self._t.pages(
+            "/api/v1/fans/", FanList, "fans", _filters(farm_id, status=status), page_size
+        )
+
+    async def control(
+        self,
+        fan_id: Id,
+        *,
+        status: str | None = None,
+        speed_percentage: int | None = None,
+        schedule: FanSchedule | dict[str, Any] | None = None,
+    ) -> Fan:
+        """Switch a fan, set its speed or its schedule; only the arguments given are sent."""
+        fields: dict[str, Any] = {
+            "status": status,
+            "speed_percentage": speed_percentage,
+            "schedule": schedule,
+        }
+        body = FanControl(**{key: value for key, value in fields.items() if value is not None})
+        return await self._t.send("PUT", f"/api/v1/fans/{fan_id}", Fan, body)
+
+
+def _filters(farm_id: Id | None, **others: str | None) -> dict[str, str | None]:
+    return {"farm_id": None if farm_id is None else str(farm_id), **others}

@@ -1,0 +1,283 @@
+"""The authentication endpoints agent and cloud both serve (DESIGN.md section 4), declared once.
+
+Both sides offer the same paths with the same schemas and status codes; each supplies an
+:class:`AuthHandlers` that calls its own services. Declaring the routes here keeps the two APIs
+from drifting apart.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from protocol.http.endpoints import Api
+from protocol.schemas.auth import (
+    Accepted,
+    LoginAnswer,
+    LoginRequest,
+    LoginResult,
+    MfaCodeRequest,
+    MfaEnrolment,
+    MfaStatus,
+    MfaVerifyRequest,
+    RefreshRequest,
+    RegisterRequest,
+    ResetPasswordConfirm,
+    ResetPasswordRequest,
+    TokenInfo,
+    VerifyEmailRequest,
+    VerifyEmailResult,
+)
+from protocol.schemas.users import User
+
+__all__ = ["AuthHandlers", "MfaHandlers", "auth_api", "mfa_api"]
+
+_TAG = "Authentication"
+
+
+class AuthHandlers(Protocol):
+    """One side's implementation of login, sessions and the account flows."""
+
+    async def login(self, request: web.Request, body: LoginRequest) -> BaseModel:
+        """Tokens, or an MFA challenge."""
+        ...
+
+    async def refresh(self, request: web.Request, body: RefreshRequest) -> LoginResult:
+        """Rotate a refresh token."""
+        ...
+
+    async def logout(self, request: web.Request) -> None:
+        """End the caller's session."""
+        ...
+
+    async def register(self, request: web.Request, body: RegisterRequest) -> User:
+        """Create an account."""
+        ...
+
+    async def token_info(self, request: web.Request) -> TokenInfo:
+        """Whose credential the caller holds."""
+        ...
+
+    async def verify_email(
+        self, request: web.Request, body: VerifyEmailRequest
+    ) -> VerifyEmailResult:
+        """Use an e-mail verification token."""
+        ...
+
+    async def request_reset(self, request: web.Request, body: ResetPasswordRequest) -> Accepted:
+        """Mail a password reset token."""
+        ...
+
+    async def confirm_reset(self, request: web.Request, body: ResetPasswordConfirm) -> None:
+        """Use a password reset token."""
+        ...
+
+
+class MfaHandlers(Protocol):
+    """One side's implementation of TOTP MFA."""
+
+    async def enrol(self, request: web.Request) -> MfaEnrolment:
+        """Start enrolment."""
+        ...
+
+    async def confirm(self, request: web.Request, body: MfaCodeRequest) -> MfaStatus:
+        """Turn MFA on."""
+        ...
+
+    async def disable(self, request: web.Request, body: MfaCodeRequest) -> MfaStatus:
+        """Turn MFA off."""
+        ...
+
+    async def verify(self, request: web.Request, body: MfaVerifyRequest) -> LoginResult:
+        """Answer a login challenge."""
+        ...
+
+
+def auth_api(handlers: AuthHandlers) -> Api:
+    """/api/v1/login and /auth/*: login, refresh, logout, registration, verification, reset."""
+    api = Api()
+
+    @api.route(
+        "POST",
+        "/api/v1/login",
+        summary="Log in with email and password",
+        tag=_TAG,
+        body=LoginRequest,
+        response=LoginAnswer,
+        auth=False,
+        errors=(400, 401),
+    )
+    async def login(request: web.Request, body: LoginRequest) -> BaseModel:
+        """Tokens, or ``{"mfa_required": true, "challenge": ...}`` for an account with MFA."""
+        return await handlers.login(request, body)
+
+    @api.route(
+        "POST",
+        "/auth/login",
+        summary="Log in (same as /api/v1/login)",
+        tag=_TAG,
+        body=LoginRequest,
+        response=LoginAnswer,
+        auth=False,
+        errors=(400, 401),
+    )
+    async def auth_login(request: web.Request, body: LoginRequest) -> BaseModel:
+        """Tokens, or ``{"mfa_required": true, "challenge": ...}`` for an account with MFA."""
+        return await handlers.login(request, body)
+
+    @api.route(
+        "POST",
+        "/auth/refresh",
+        summary="Exchange a refresh token for new tokens (rotated; reuse revokes the session)",
+        tag=_TAG,
+        body=RefreshRequest,
+        response=LoginResult,
+        auth=False,
+        errors=(401,),
+    )
+    async def refresh(request: web.Request, body: RefreshRequest) -> LoginResult:
+        """New access and refresh tokens; the refresh token sent is spent."""
+        return await handlers.refresh(request, body)
+
+    @api.route(
+        "POST",
+        "/auth/logout",
+        summary="End the caller's session now",
+        tag=_TAG,
+        status=204,
+        errors=(400,),
+    )
+    async def logout(request: web.Request) -> None:
+        """Revoke the session: its access and refresh tokens stop working at once."""
+        await handlers.logout(request)
+
+    @api.route(
+        "POST",
+        "/auth/register",
+        summary="Create an account (role user, no farms until granted)",
+        tag=_TAG,
+        body=RegisterRequest,
+        response=User,
+        status=201,
+        auth=False,
+        errors=(401, 403, 409),
+    )
+    async def register(request: web.Request, body: RegisterRequest) -> User:
+        """A new account; a verification token is mailed to the address."""
+        return await handlers.register(request, body)
+
+    @api.route(
+        "GET",
+        "/auth/verify",
+        summary="Verify the bearer token (or API key) and tell whose it is",
+        tag=_TAG,
+        response=TokenInfo,
+    )
+    async def verify_token(request: web.Request) -> TokenInfo:
+        """The caller's identity, if the credential is valid (401 otherwise)."""
+        return await handlers.token_info(request)
+
+    @api.route(
+        "POST",
+        "/auth/verify",
+        summary="Verify an email address with the mailed token",
+        tag=_TAG,
+        body=VerifyEmailRequest,
+        response=VerifyEmailResult,
+        auth=False,
+        errors=(401,),
+    )
+    async def verify_email(request: web.Request, body: VerifyEmailRequest) -> VerifyEmailResult:
+        """Mark the address verified; the token works once."""
+        return await handlers.verify_email(request, body)
+
+    @api.route(
+        "POST",
+        "/auth/reset-password",
+        summary="Ask for a password reset token by mail",
+        tag=_TAG,
+        body=ResetPasswordRequest,
+        response=Accepted,
+        status=202,
+        auth=False,
+        errors=(401,),
+    )
+    async def reset_password(request: web.Request, body: ResetPasswordRequest) -> Accepted:
+        """The same answer whether or not the address has an account."""
+        return await handlers.request_reset(request, body)
+
+    @api.route(
+        "POST",
+        "/auth/reset-password/confirm",
+        summary="Set a new password with a reset token",
+        tag=_TAG,
+        body=ResetPasswordConfirm,
+        status=204,
+        auth=False,
+        errors=(401,),
+    )
+    async def confirm_reset_password(request: web.Request, body: ResetPasswordConfirm) -> None:
+        """The token works once; every session of the account ends."""
+        await handlers.confirm_reset(request, body)
+
+    return api
+
+
+def mfa_api(handlers: MfaHandlers) -> Api:
+    """/auth/mfa/*: TOTP enrolment for the caller and the second step of login."""
+    api = Api()
+
+    @api.route(
+        "POST",
+        "/auth/mfa/enrol",
+        summary="Start MFA enrolment: a TOTP secret and otpauth URI",
+        tag=_TAG,
+        response=MfaEnrolment,
+        errors=(409,),
+    )
+    async def enrol_mfa(request: web.Request) -> MfaEnrolment:
+        """A new secret for an authenticator app; MFA is on only after /auth/mfa/confirm."""
+        return await handlers.enrol(request)
+
+    @api.route(
+        "POST",
+        "/auth/mfa/confirm",
+        summary="Turn MFA on with a code from the enrolled app",
+        tag=_TAG,
+        body=MfaCodeRequest,
+        response=MfaStatus,
+        errors=(409,),
+    )
+    async def confirm_mfa(request: web.Request, body: MfaCodeRequest) -> MfaStatus:
+        """MFA on; the caller's other sessions end."""
+        return await handlers.confirm(request, body)
+
+    @api.route(
+        "POST",
+        "/auth/mfa/disable",
+        summary="Turn MFA off with a current code",
+        tag=_TAG,
+        body=MfaCodeRequest,
+        response=MfaStatus,
+    )
+    async def disable_mfa(request: web.Request, body: MfaCodeRequest) -> MfaStatus:
+        """MFA off; the caller's other sessions end."""
+        return await handlers.disable(request, body)
+
+    @api.route(
+        "POST",
+        "/auth/mfa/verify",
+        summary="Exchange a login MFA challenge and a code for tokens",
+        tag=_TAG,
+        body=MfaVerifyRequest,
+        response=LoginResult,
+        auth=False,
+        errors=(401,),
+    )
+    async def verify_mfa(request: web.Request, body: MfaVerifyRequest) -> LoginResult:
+        """Tokens for a new session; the challenge works once."""
+        return await handlers.verify(request, body)
+
+    return api

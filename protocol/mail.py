@@ -1,0 +1,76 @@
+"""Outgoing mail (verification, password reset) behind a pluggable sender; agent and cloud.
+
+Neither side ships an SMTP client: the default sender writes each message to the log, where the
+operator reads it (DESIGN.md section 4). A deployment with mail injects its own sender.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = [
+    "RESET_ACCEPTED",
+    "LogMailSender",
+    "MailMessage",
+    "MailSender",
+    "reset_mail",
+    "verification_mail",
+]
+
+log = logging.getLogger(__name__)
+
+RESET_ACCEPTED = "If the address has an account, a reset token is on its way"
+"""The answer to a reset request, the same whether or not the address has an account."""
+
+
+@dataclass(frozen=True)
+class MailMessage:
+    """One plain-text message."""
+
+    to: str
+    subject: str
+    body: str
+
+
+class MailSender(Protocol):
+    """Delivers messages; implementations bound their own I/O with a timeout."""
+
+    async def send(self, message: MailMessage) -> None:
+        """Deliver ``message`` or raise."""
+        ...
+
+
+class LogMailSender:
+    """Writes each message to the log (the default: no mail server needed)."""
+
+    async def send(self, message: MailMessage) -> None:
+        """Log the message, body included: it is how the operator receives it."""
+        log.warning("mail to %s: %s\n%s", message.to, message.subject, message.body)
+
+
+def verification_mail(to: str, site_name: str, token: str, ttl_s: int) -> MailMessage:
+    """The message carrying an e-mail verification token."""
+    return MailMessage(
+        to=to,
+        subject=f"{site_name}: verify your email address",
+        body=(
+            "Confirm this address by sending the token below to POST /auth/verify as"
+            f' {{"token": "..."}}. It is valid for {ttl_s // 3600} hours.\n\n{token}\n'
+        ),
+    )
+
+
+def reset_mail(to: str, site_name: str, token: str, ttl_s: int) -> MailMessage:
+    """The message carrying a password reset token."""
+    return MailMessage(
+        to=to,
+        subject=f"{site_name}: reset your password",
+        body=(
+            "Someone asked to reset the password of this account. If it was you,"
+            " send the token below with your new password to POST"
+            ' /auth/reset-password/confirm as {"token": "...", "new_password": "..."}.'
+            f" It works once, within {max(1, ttl_s // 60)} minutes.\n\n{token}\n"
+        ),
+    )

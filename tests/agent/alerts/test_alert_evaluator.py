@@ -1,0 +1,153 @@
+"""Threshold alerts from committed readings: minimum duration, hysteresis, clearing, restart,
+and the /ws/farm-status message."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agent.services.reading_writer import IncomingReading
+from agent.web.keys import DATABASE, READINGS
+from tests.agent.alerts.conftest import events_of
+from tests.agent.devices_api.conftest import create_farm
+from tests.agent.runtime.conftest import eventually
+from tests.agent.streams.helpers import expect, open_stream
+from tests.conftest import Agent
+from tests.support.reading_seed import add_device
+
+S = 1000
+"""One second of reading time, in ms."""
+
+
+class Probe:
+    """A device with a rule on its temperature, fed readings with chosen timestamps."""
+
+    def __init__(self, agent: Agent, farm_id: str, device_id: str, rule_id: str) -> None:
+        self.agent, self.farm_id, self.device_id, self.rule_id = agent, farm_id, device_id, rule_id
+        self.base = time.time_ns() // 1_000_000 - 600 * S
+
+    def feed(self, *points: tuple[int, float]) -> None:
+        """Readings at ``base + seconds``."""
+        writer = self.agent.client.app[READINGS].writer
+        for seconds, value in points:
+            reading = IncomingReading(
+                self.device_id, "temperature", "C", value, received_ts=self.base + seconds * S
+            )
+            assert writer.submit(reading)
+
+    async def alerts(self, state: str | None = None) -> list[dict[str, Any]]:
+        """GET /alerts of the probe's farm."""
+        params = {"farm_id": self.farm_id} | ({"state": state} if state else {})
+        resp = await self.agent.client.get(
+            "/api/v1/alerts", params=params, headers=self.agent.auth()
+        )
+        assert resp.status == 200, await resp.text()
+        alerts: list[dict[str, Any]] = (await resp.json())["alerts"]
+        return alerts
+
+    async def cleared(self) -> list[dict[str, Any]]:
+        """Cleared alerts (empty until one clears)."""
+        return await self.alerts("cleared")
+
+    def at(self, seconds: int) -> int:
+        return self.base + seconds * S
+
+
+async def make_probe(agent: Agent, **fields: Any) -> Probe:
+    """A farm, a sensor and a rule (temperature above 30, hysteresis 2 unless ``fields``)."""
+    farm_id = await create_farm(agent)
+    device_id = await add_device(agent.client.app[DATABASE], farm_id)
+    body = {
+        "device_id": device_id,
+        "metric": "temperature",
+        "above": 30.0,
+        "hysteresis": 2.0,
+        "severity": "critical",
+        **fields,
+    }
+    resp = await agent.client.post("/api/v1/alert-rules", json=body, headers=agent.auth())
+    assert resp.status == 201, await resp.text()
+    return Probe(agent, farm_id, device_id, (await resp.json())["id"])
+
+
+def ms(iso_text: str) -> int:
+    """Unix ms of an API timestamp."""
+    from protocol.timefmt import parse_iso
+
+    return int(parse_iso(iso_text).timestamp() * 1000)
+
+
+async def test_an_alert_rises_only_after_the_minimum_duration_beyond(agent: Agent) -> None:
+    probe = await make_probe(agent, min_duration_s=60)
+    # A dip back inside at 30 s restarts the clock: 60 s beyond are reached at 105 s, not 60 s.
+    probe.feed((0, 31), (30, 29.5), (45, 31), (90, 32), (105, 33))
+    (alert,) = await eventually(lambda: probe.alerts("active"))
+    assert ms(alert["raised_at"]) == probe.at(105)
+    assert (alert["direction"], alert["threshold"], alert["raised_value"]) == ("above", 30, 33)
+    assert alert["severity"] == "critical"
+
+
+async def test_no_flapping_inside_the_hysteresis_then_one_clear(agent: Agent) -> None:
+    probe = await make_probe(agent)
+    probe.feed((0, 31), (1, 29.5), (2, 30.5), (3, 28.5), (4, 31), (5, 27.9))
+    (cleared,) = await eventually(probe.cleared)
+    assert ms(cleared["cleared_at"]) == probe.at(5)
+    assert (cleared["cleared_value"], cleared["cleared_reason"]) == (27.9, "back_inside")
+    assert len(await probe.alerts()) == 1
+    _, body = await events_of(agent, farm_id=probe.farm_id)
+    kinds = sorted(e["kind"] for e in body["events"])
+    assert kinds == ["alert_cleared", "alert_raised"]
+    assert {e["severity"] for e in body["events"]} == {"critical"}
+
+
+async def test_below_thresholds_raise_and_clear_too(agent: Agent) -> None:
+    probe = await make_probe(agent, above=None, below=5.0, hysteresis=0.5)
+    probe.feed((0, 4.9), (1, 5.2), (2, 5.6))
+    (cleared,) = await eventually(probe.cleared)
+    assert (cleared["direction"], cleared["raised_value"], cleared["cleared_value"]) == (
+        "below",
+        4.9,
+        5.6,
+    )
+
+
+async def test_an_active_alert_survives_a_restart(make_agent: Any) -> None:
+    agent: Agent = await make_agent()
+    probe = await make_probe(agent)
+    probe.feed((0, 35))
+    (raised,) = await eventually(lambda: probe.alerts("active"))
+    await agent.client.close()
+
+    again: Agent = await make_agent()
+    probe.agent = again
+    assert [a["id"] for a in await probe.alerts("active")] == [raised["id"]]
+    # Still beyond: the reloaded alert stays the only one. Back inside: that alert clears.
+    probe.feed((10, 36), (20, 20))
+    (cleared,) = await eventually(probe.cleared)
+    assert cleared["id"] == raised["id"]
+    assert len(await probe.alerts()) == 1
+
+
+async def test_deleting_a_rule_clears_its_active_alert(agent: Agent) -> None:
+    probe = await make_probe(agent)
+    probe.feed((0, 35))
+    await eventually(lambda: probe.alerts("active"))
+    url = f"/api/v1/alert-rules/{probe.rule_id}"
+    assert (await agent.client.delete(url, headers=agent.auth())).status == 204
+    (cleared,) = await probe.cleared()
+    assert cleared["cleared_reason"] == "rule_deleted"
+
+
+async def test_a_farm_status_client_receives_raise_and_clear(agent: Agent) -> None:
+    probe = await make_probe(agent)
+    ws = await open_stream(agent, "farm-status")
+    probe.feed((0, 35), (1, 10))
+    raised = await expect(ws, "alert")
+    assert raised["farm_id"] == probe.farm_id
+    assert raised["data"]["kind"] == "alert_raised"
+    assert raised["data"]["state"] == "active"
+    assert raised["data"]["raised_value"] == 35
+    cleared = await expect(ws, "alert")
+    assert (cleared["data"]["kind"], cleared["data"]["state"]) == ("alert_cleared", "cleared")
+    assert cleared["data"]["id"] == raised["data"]["id"]
+    await ws.close()

@@ -1,0 +1,100 @@
+"""A real agent whose climate loop runs on a clock the test moves, plus helpers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.app import create_app
+from agent.services.climate_runtime import ClimateRuntime
+from agent.web.keys import CLIMATE_RUNTIME
+from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, Agent, agent_settings
+
+
+class Clock:
+    """Wall-clock time that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> float:
+        """Move on ``seconds`` and return the new time."""
+        self.now += seconds
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """The agent's clock."""
+    return Clock()
+
+
+ClimateAgentFactory = Callable[..., Awaitable[Agent]]
+
+
+@pytest.fixture
+def make_climate_agent(aiohttp_client: Any, tmp_path: Path, clock: Clock) -> ClimateAgentFactory:
+    """Start an agent on ``clock`` whose loop steps only when a test calls ``step``."""
+
+    async def start(**overrides: Any) -> Agent:
+        # An hour between automatic steps: every step in these tests is the test's own.
+        settings = agent_settings(tmp_path / "state", **{"climate_interval_s": 3600.0, **overrides})
+        client = await aiohttp_client(create_app(settings, clock=clock))
+        resp = await client.post(
+            "/api/v1/login", json={"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD}
+        )
+        assert resp.status == 200, await resp.text()
+        return Agent(client, (await resp.json())["access_token"])
+
+    return start
+
+
+def loop_of(agent: Agent) -> ClimateRuntime:
+    """The agent's climate runtime."""
+    runtime: ClimateRuntime = agent.client.app[CLIMATE_RUNTIME]
+    return runtime
+
+
+def settings_body(farm_id: str, fan_ids: list[str], **overrides: Any) -> dict[str, Any]:
+    """A valid POST /climate-control/update body."""
+    body: dict[str, Any] = {
+        "farm_id": farm_id,
+        "temperature": {"target": 24.0, "band": 1.0},
+        "humidity": {"target": 65.0, "band": 5.0},
+        "mode": "auto",
+        "fan_ids": fan_ids,
+        "min_on_s": 60,
+        "min_off_s": 60,
+        "failsafe_speed": 40,
+        "stale_after_s": 120,
+        "manual_hold_s": 300,
+    }
+    body.update(overrides)
+    return body
+
+
+async def update(agent: Agent, body: dict[str, Any], token: str | None = None) -> Any:
+    """POST /climate-control/update."""
+    return await agent.client.post(
+        "/api/v1/climate-control/update", json=body, headers=agent.auth(token)
+    )
+
+
+async def history(agent: Agent, farm_id: str, **params: str) -> list[dict[str, Any]]:
+    """GET /climate-control/history entries, newest first."""
+    resp = await agent.client.get(
+        "/api/v1/climate-control/history",
+        params={"farm_id": farm_id, "limit": "500", **params},
+        headers=agent.auth(),
+    )
+    body = await resp.json()
+    assert resp.status == 200, body
+    entries: list[dict[str, Any]] = body["entries"]
+    return entries
