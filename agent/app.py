@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from agent.services.mail import MailSender
 from agent.settings import AgentSettings
 from agent.web import (
     actuators,
@@ -53,6 +52,7 @@ from protocol.http.ratelimit import (
     rate_limit_middleware,
 )
 from protocol.identity import Principal
+from protocol.mail import MailSender
 from protocol.version import distribution_version
 
 __all__ = ["api_of_agent", "create_app"]

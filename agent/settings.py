@@ -143,9 +143,6 @@ class AgentSettings(BaseSettings):
     climate_interval_s: float = Field(
         10.0, gt=0, description="Seconds between steps of the climate loop"
     )
-    climate_command_timeout_s: float = Field(
-        10.0, gt=0, description="Wait this long for a fan to confirm a climate command"
-    )
 
     # Live stream latency (issue 4): group commit of readings
     reading_min_commit_interval_s: float = Field(

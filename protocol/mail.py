@@ -6,15 +6,18 @@ operator reads it (DESIGN.md section 4). A deployment with mail injects its own 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = [
     "RESET_ACCEPTED",
+    "FlowPolicy",
     "LogMailSender",
     "MailMessage",
     "MailSender",
+    "deliver",
     "reset_mail",
     "verification_mail",
 ]
@@ -23,6 +26,19 @@ log = logging.getLogger(__name__)
 
 RESET_ACCEPTED = "If the address has an account, a reset token is on its way"
 """The answer to a reset request, the same whether or not the address has an account."""
+
+
+_MAIL_TIMEOUT_S = 15
+
+
+@dataclass(frozen=True)
+class FlowPolicy:
+    """Whether anyone may register, and how long mailed tokens last."""
+
+    registration_enabled: bool
+    verify_token_ttl_s: int
+    reset_token_ttl_s: int
+    site_name: str
 
 
 @dataclass(frozen=True)
@@ -74,3 +90,12 @@ def reset_mail(to: str, site_name: str, token: str, ttl_s: int) -> MailMessage:
             f" It works once, within {max(1, ttl_s // 60)} minutes.\n\n{token}\n"
         ),
     )
+
+
+async def deliver(sender: MailSender, message: MailMessage) -> None:
+    """Send ``message``, never failing the request that mails it: the user can ask again."""
+    try:
+        async with asyncio.timeout(_MAIL_TIMEOUT_S):
+            await sender.send(message)
+    except Exception:
+        log.exception("could not send mail to %s", message.to)

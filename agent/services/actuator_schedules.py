@@ -3,7 +3,8 @@
 Each enabled schedule of an actuator in ``auto`` mode has two cron jobs, at the opening and the
 closing edge of its window (agent/services/schedule_windows.py). Whenever the schedule matters
 (start-up, a change, an edge) the actuator is put into the state the window says at that
-moment, so a window that opened while the agent was down is honoured at start-up. A person who
+moment, so a window that opened while the agent was down is honoured at start-up, and a device
+that comes (back) online is put into its window's state once it is heard. A person who
 sets an actuator by hand (``manual`` mode) pins it: its edges do nothing until it is handed back.
 """
 
@@ -14,7 +15,6 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -26,13 +26,14 @@ from agent.devices.profiles import FirmwareProfile
 from agent.services.actuators import ActuatorService
 from agent.services.devices import DeviceBinding, DeviceService
 from agent.services.schedule_windows import Window, edges, is_open
+from agent.services.stream_outbox import Outbox, StreamEvent
 from agent.store.actuator_commands import ActuatorCommandStore, ControlSettings
 from protocol.access import Action
 from protocol.errors import ApiError
 from protocol.schemas.actuators import CommandRecord, Schedule
 from protocol.timefmt import utcnow
 
-__all__ = ["ActuatorSchedules", "switch_command"]
+__all__ = ["ActuatorSchedules", "is_availability", "switch_command"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class ActuatorSchedules:
         timezone: ZoneInfo,
         now: Callable[[], datetime] = utcnow,
         ready: Callable[[], Awaitable[None]] | None = None,
+        availability: Outbox | None = None,
     ) -> None:
         self._actuators = actuators
         self._registry = registry
@@ -81,8 +83,22 @@ class ActuatorSchedules:
         self.timezone = timezone
         self._now = now
         self._ready = ready
+        self._availability = availability
+        # Devices whose current window state they confirmed since they last came online.
+        self._confirmed: set[str] = set()
+        # One schedule command per device at a time, so the confirmed set tells the truth.
+        self._locks: dict[str, asyncio.Lock] = {}
         self._scheduler: AsyncIOScheduler | None = None
         self._tasks: set[asyncio.Task[object]] = set()
+        self._owners: list[Callable[[str], bool]] = []
+
+    def yield_to(self, owns: Callable[[str], bool]) -> None:
+        """Leave alone the actuators ``owns`` claims (the climate loop's fans in auto mode).
+
+        One controller per actuator: a schedule and the climate loop fighting over a fan would
+        undo each other's commands at every edge and tick.
+        """
+        self._owners.append(owns)
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -97,6 +113,8 @@ class ActuatorSchedules:
         self._registry.add_listener(self)
         # Commands wait for confirmations: start-up does not wait for them.
         self._spawn(self._apply_when_ready(), "schedules-start-up")
+        if self._availability is not None:
+            self._spawn(self._follow(self._availability), "schedules-availability")
         log.info("schedules: %d actuators scheduled (%s)", len(scheduled), self.timezone.key)
 
     async def stop(self) -> None:
@@ -112,10 +130,11 @@ class ActuatorSchedules:
                 await task
 
     def job_ids(self, device_id: str) -> list[str]:
-        """The scheduler jobs of one actuator (for /healthz and tests)."""
+        """The ids of an actuator's scheduler jobs (``<device id>:open`` and ``:close``)."""
         if self._scheduler is None:
             return []
-        return sorted(job.id for job in self._scheduler.get_jobs() if job.id.startswith(device_id))
+        prefix = f"{device_id}:"
+        return sorted(job.id for job in self._scheduler.get_jobs() if job.id.startswith(prefix))
 
     # Changes -----------------------------------------------------------------------------------
 
@@ -128,43 +147,78 @@ class ActuatorSchedules:
         self._add_jobs(settings)
         return await self.apply_at(settings.device_id, self._now())
 
-    async def set_mode(self, device_id: str, mode: str) -> ControlSettings:
-        """Pin an actuator (``manual``) or hand it back (``auto``) without applying anything."""
-        settings = replace(await self._store.control(device_id), mode=mode)
-        await self._store.save_control(settings)
-        self._remove_jobs(device_id)
-        if _runs(settings):
-            self._add_jobs(settings)
-        return settings
-
     # Applying ----------------------------------------------------------------------------------
 
     async def apply_at(self, device_id: str, at: datetime) -> CommandRecord | None:
         """Put the actuator in the state its window says at ``at``; None if nothing runs it."""
+        async with self._lock(device_id):
+            return await self._apply(device_id, at)
+
+    async def apply_unconfirmed(self, device_id: str) -> CommandRecord | None:
+        """Apply the window now unless the device already confirmed its state since it came
+        online (start-up and a device coming online race; one command is enough)."""
+        async with self._lock(device_id):
+            if device_id in self._confirmed:
+                return None
+            return await self._apply(device_id, self._now())
+
+    def _lock(self, device_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(device_id, asyncio.Lock())
+
+    async def _apply(self, device_id: str, at: datetime) -> CommandRecord | None:
         settings = await self._store.control(device_id)
         if not _runs(settings):
+            return None
+        if any(owns(device_id) for owns in self._owners):
+            log.info("device %s: schedule skipped, another controller drives it", device_id)
             return None
         row = await self._actuators.actuator(None, device_id, Action.CONTROL)
         on = is_open(_window(settings), self.timezone, at)
         command = switch_command(row, self._registry.profile_of(row), on, settings.on_value)
-        return await self._actuators.command(None, device_id, command, source="schedule")
+        self._confirmed.discard(device_id)
+        record = await self._actuators.command(None, device_id, command, source="schedule")
+        if record.outcome in ("confirmed", "unconfirmed"):
+            self._confirmed.add(device_id)
+        return record
 
-    async def apply_all(self, at: datetime) -> dict[str, CommandRecord | None]:
-        """Apply every running schedule at ``at`` (start-up); a failing one is logged."""
-        done: dict[str, CommandRecord | None] = {}
-        for settings in await self._store.scheduled():
-            if settings.mode != "auto":
-                continue
-            try:
-                done[settings.device_id] = await self.apply_at(settings.device_id, at)
-            except ApiError as err:
-                log.warning("schedule of %s not applied: %s", settings.device_id, err)
-        return done
+    async def availability_changed(self, device_id: str, online: bool) -> None:
+        """A device came online or went offline; one that comes back gets its window state.
+
+        A relay that rebooted, or a device that was off when the agent started, is otherwise
+        in the wrong state until the next edge.
+        """
+        if not online:
+            self._confirmed.discard(device_id)
+            return
+        try:
+            await self.apply_unconfirmed(device_id)
+        except ApiError as err:
+            log.warning("schedule of %s not applied: %s", device_id, err)
+
+    async def _follow(self, events: Outbox) -> None:
+        try:
+            while True:
+                event = await events.get()
+                if not isinstance(event, StreamEvent) or event.device_id is None:
+                    continue  # a gap marker: the next availability change still arrives
+                online = event.data.get("status") == "online"
+                try:
+                    await self.availability_changed(event.device_id, online)
+                except Exception:  # one device's failure must not stop following the others
+                    log.exception("schedule of %s: availability not handled", event.device_id)
+        finally:
+            events.close()
 
     async def _apply_when_ready(self) -> None:
         if self._ready is not None:
             await self._ready()
-        await self.apply_all(self._now())
+        for settings in await self._store.scheduled():
+            if settings.mode != "auto":
+                continue
+            try:
+                await self.apply_unconfirmed(settings.device_id)
+            except ApiError as err:
+                log.warning("schedule of %s not applied: %s", settings.device_id, err)
 
     def view(self, settings: ControlSettings, command: CommandRecord | None = None) -> Schedule:
         """The schedule as the API shows it."""
@@ -252,6 +306,11 @@ class ActuatorSchedules:
     async def device_unbound(self, device_id: str) -> None:
         """A device deleted or disabled: its jobs stop."""
         self._remove_jobs(device_id)
+
+
+def is_availability(event: StreamEvent) -> bool:
+    """Whether a device event is an availability change (what the schedules follow)."""
+    return event.type == "status-update" and event.data.get("event") == "availability"
 
 
 def _runs(settings: ControlSettings) -> bool:

@@ -31,6 +31,7 @@ from protocol.schemas.actuators import (
     CommandListQuery,
     CommandOutcome,
     CommandRecord,
+    ControlMode,
 )
 from protocol.timefmt import iso, utcnow
 
@@ -93,6 +94,11 @@ class ActuatorService:
     def announce_auto(self, device_id: str) -> None:
         """Tell the auto listeners that ``device_id`` is back under automation."""
         _notify(self._auto, device_id)
+
+    async def mode(self, device_id: str) -> ControlMode:
+        """``manual`` while a person has pinned the actuator, else ``auto`` (automation may act)."""
+        settings = await self._store.control(device_id)
+        return "manual" if settings.mode == "manual" else "auto"
 
     async def actuator(
         self, principal: Principal | None, device_id: str, action: Action

@@ -10,7 +10,7 @@ from agent.store.access import farm_grant
 from agent.store.alerts import AlertStore
 from agent.store.db import Database
 from protocol.access import Action, authorize
-from protocol.errors import NotFound, ValidationFailed
+from protocol.errors import NotFound
 from protocol.identity import Principal
 from protocol.schemas.alerts import (
     Alert,
@@ -45,8 +45,9 @@ class AlertService:
         farm_id = await self._store.device_farm(str(body.device_id))
         grant = None if farm_id is None else await farm_grant(self._db, principal, farm_id)
         if farm_id is None or grant is None:
-            # An unknown device is bad input, like any invalid field (DESIGN.md section 3).
-            raise ValidationFailed.of([("device_id", "no such device")])
+            # The device is the rule's parent: unknown or invisible is a 404, as for a shelf's
+            # rack (one rule for every parent named in a body).
+            raise NotFound("Device not found")
         authorize(principal, Action.CONTROL, grant)
         return farm_id
 

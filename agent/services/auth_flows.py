@@ -6,10 +6,8 @@ the same whether or not the address has an account, so it cannot be used to find
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sqlite3
-from dataclasses import dataclass
 
 from agent.services.auth_events import AuthEvents
 from agent.services.identity import new_password_hash
@@ -19,7 +17,15 @@ from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
 from protocol.errors import BadRequest, Conflict, Forbidden
 from protocol.identity import Role
-from protocol.mail import RESET_ACCEPTED, MailMessage, MailSender, reset_mail, verification_mail
+from protocol.mail import (
+    RESET_ACCEPTED,
+    FlowPolicy,
+    MailMessage,
+    MailSender,
+    deliver,
+    reset_mail,
+    verification_mail,
+)
 from protocol.schemas.auth import (
     Accepted,
     RegisterRequest,
@@ -31,21 +37,9 @@ from protocol.schemas.auth import (
 from protocol.schemas.users import User
 from protocol.tokens import hash_secret, new_secret
 
-__all__ = ["AuthFlows", "FlowPolicy"]
+__all__ = ["AuthFlows"]
 
 log = logging.getLogger(__name__)
-
-_MAIL_TIMEOUT_S = 15
-
-
-@dataclass(frozen=True)
-class FlowPolicy:
-    """Whether anyone may register, and how long mailed tokens last."""
-
-    registration_enabled: bool
-    verify_token_ttl_s: int
-    reset_token_ttl_s: int
-    site_name: str
 
 
 class AuthFlows:
@@ -140,9 +134,4 @@ class AuthFlows:
         )
 
     async def _send(self, message: MailMessage) -> None:
-        """Deliver, never failing the request: the user can ask again."""
-        try:
-            async with asyncio.timeout(_MAIL_TIMEOUT_S):
-                await self._mail.send(message)
-        except Exception:
-            log.exception("could not send mail to %s", message.to)
+        await deliver(self._mail, message)

@@ -203,6 +203,13 @@ class ClimateRuntime:
                     loops[record.id] = _Loop(config, explicit, LoopState(started_at=now), {})
             self._loops = loops
 
+    def drives(self, device_id: str) -> bool:
+        """Whether a loop in auto mode drives fan ``device_id`` (schedules then leave it alone)."""
+        return any(
+            loop.config.mode == "auto" and device_id in loop.config.fan_ids
+            for loop in self._loops.values()
+        )
+
     def manual_command(self, device_id: str) -> None:
         """A person commanded fan ``device_id``: pause the loops driving it for their hold time."""
         now = self._now()

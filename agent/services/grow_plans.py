@@ -90,7 +90,11 @@ class GrowPlanService:
         return self._catalogue.page(query.limit, query.offset)
 
     async def find(self, principal: Principal, query: GrowPlanListQuery) -> GrowPlanList:
-        """Visible plans, filtered by farm, shelf and status."""
+        """Visible plans, filtered by farm, shelf and status; an invisible farm is a 404."""
+        if query.farm_id is not None:
+            authorize(
+                principal, Action.READ, await farm_grant(self._db, principal, str(query.farm_id))
+            )
         where = PlanFilter(
             farm_id=None if query.farm_id is None else str(query.farm_id),
             shelf_id=None if query.shelf_id is None else str(query.shelf_id),

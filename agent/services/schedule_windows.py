@@ -70,9 +70,13 @@ def _fires(trigger: CronTrigger, since: datetime, until: datetime) -> list[datet
 def edges(
     window: Window, tz: tzinfo, since: datetime, until: datetime
 ) -> list[tuple[datetime, bool]]:
-    """Every edge in [since, until] as (instant, opens), in time order."""
+    """Every edge in [since, until] as (UTC instant, opens), in time order.
+
+    In UTC because aware datetimes of an ambiguous local hour never compare equal across zones.
+    """
     found = [(moment, True) for moment in _fires(window.trigger(True, tz), since, until)]
     found += [(moment, False) for moment in _fires(window.trigger(False, tz), since, until)]
+    found = [(moment.astimezone(UTC), opens) for moment, opens in found]
     return sorted(found, key=lambda edge: edge[0])
 
 

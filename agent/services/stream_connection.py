@@ -200,6 +200,8 @@ class StreamConnection:
             except TimeoutError:
                 continue
             await self._send_burst(outbox)
+            if outbox.pending():
+                await asyncio.sleep(0)  # a long backlog goes out in turns with other clients
 
     async def _send_burst(self, outbox: Outbox) -> None:
         """Send what is waiting (up to a burst): one lock, one socket write, no task switch."""

@@ -47,6 +47,11 @@ class StreamScope:
         """The caller's grant on a farm, or None if it is not visible."""
         return await farm_grant(self._db, principal, farm_id)
 
+    async def device_farms(self) -> dict[str, str]:
+        """Every device's farm, in one query (device id to farm id)."""
+        rows = await self._db.fetch_all("SELECT id, farm_id FROM devices")
+        return {str(row[0]): str(row[1]) for row in rows}
+
     async def farm_of_device(self, device_id: str) -> str | None:
         """The farm a device belongs to, or None for an unknown device."""
         row = await self._devices.get(device_id)

@@ -56,7 +56,11 @@ class StreamService:
         if self._feed is not None:
             raise RuntimeError("a reading source is already attached")
         self._feed = ReadingFeed(
-            source, self.hub, self._scope.farm_of_device, refresh_s=self._limits.recheck_s
+            source,
+            self.hub,
+            self._scope.farm_of_device,
+            self._scope.device_farms,
+            refresh_s=self._limits.recheck_s,
         )
         self._feed.start()
 

@@ -41,7 +41,7 @@ async def list_alert_rules(request: web.Request, query: AlertRuleListQuery) -> A
     body=AlertRuleBody,
     response=AlertRule,
     status=201,
-    errors=(403,),
+    errors=(403, 404),
 )
 async def create_alert_rule(request: web.Request, body: AlertRuleBody) -> AlertRule:
     """Watch a device's metric (needs write access to its farm)."""

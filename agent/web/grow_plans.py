@@ -41,6 +41,7 @@ async def list_crops(request: web.Request, query: PageQuery) -> CropList:
     tag=_TAG,
     query=GrowPlanListQuery,
     response=GrowPlanList,
+    errors=(404,),
 )
 async def list_grow_plans(request: web.Request, query: GrowPlanListQuery) -> GrowPlanList:
     """Plans on farms the caller may see, filtered by farm, shelf and status."""

@@ -1,4 +1,4 @@
-"""Climate control: the loop's runtime, the service, and the fan driver over the device runtime."""
+"""Climate control: the loop's runtime, the service, and the fan driver over the actuators."""
 
 from __future__ import annotations
 
@@ -8,37 +8,44 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from agent.devices.codec import Command
-from agent.devices.errors import DeviceUnavailable
+from agent.services.actuators import ActuatorService
 from agent.services.climate import ClimateService
 from agent.services.climate_runtime import ClimateRuntime
-from agent.services.device_runtime import DeviceRuntime
 from agent.settings import AgentSettings
 from agent.store.climate import ClimateStore
-from agent.web.keys import CLIMATE, CLIMATE_RUNTIME, DATABASE, DEVICE_RUNTIME, EVENT_HUB, READINGS
+from agent.web.keys import (
+    ACTUATORS,
+    CLIMATE,
+    CLIMATE_RUNTIME,
+    DATABASE,
+    EVENT_HUB,
+    READINGS,
+    SCHEDULES,
+)
 from agent.wiring.context import CleanupContext
+from protocol.errors import ApiError
 
-__all__ = ["RuntimeFanDriver", "climate_context"]
+__all__ = ["ActuatorFanDriver", "climate_context"]
 
 log = logging.getLogger(__name__)
 
 
-class RuntimeFanDriver:
-    """Commands fans straight through the device runtime (until ActuatorService takes over)."""
+class ActuatorFanDriver:
+    """Commands fans through the actuator service, so every loop command is stored."""
 
-    def __init__(self, runtime: DeviceRuntime, timeout: float) -> None:
-        self._runtime = runtime
-        self._timeout = timeout
+    def __init__(self, actuators: ActuatorService) -> None:
+        self._actuators = actuators
 
     async def set_fan_speed(self, device_id: str, percent: int) -> bool:
         """Send ``fan_speed`` and report whether the fan confirmed it."""
         try:
-            result = await self._runtime.send(
-                device_id, Command("fan_speed", percent), self._timeout
+            record = await self._actuators.command(
+                None, device_id, Command("fan_speed", percent), source="climate"
             )
-        except (DeviceUnavailable, ValueError) as err:
-            log.warning("climate: fan %s not commanded: %s", device_id, err)
+        except ApiError as err:  # a fan deleted, disabled or re-profiled under the loop
+            log.warning("climate: fan %s not commanded: %s", device_id, err.message)
             return False
-        return result.outcome == "confirmed"
+        return record.outcome == "confirmed"
 
 
 def climate_context(settings: AgentSettings, *, clock: Callable[[], float]) -> CleanupContext:
@@ -49,7 +56,7 @@ def climate_context(settings: AgentSettings, *, clock: Callable[[], float]) -> C
         store = ClimateStore(db)
         runtime = ClimateRuntime(
             store,
-            RuntimeFanDriver(app[DEVICE_RUNTIME], settings.climate_command_timeout_s),
+            ActuatorFanDriver(app[ACTUATORS]),
             app[READINGS].writer,
             app[EVENT_HUB].publish,
             now=clock,
@@ -57,6 +64,9 @@ def climate_context(settings: AgentSettings, *, clock: Callable[[], float]) -> C
         )
         app[CLIMATE] = ClimateService(db, store, runtime)
         app[CLIMATE_RUNTIME] = runtime
+        # A person's command holds the loop off that fan; the loop's fans are not scheduled.
+        app[ACTUATORS].add_manual_listener(runtime.manual_command)
+        app[SCHEDULES].yield_to(runtime.drives)
         await runtime.start()
         yield
         await runtime.stop()

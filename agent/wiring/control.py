@@ -10,8 +10,9 @@ from aiohttp import web
 
 from agent.devices.errors import DeviceUnavailable
 from agent.services.actuator_control import ActuatorControl
-from agent.services.actuator_schedules import ActuatorSchedules
+from agent.services.actuator_schedules import ActuatorSchedules, is_availability
 from agent.services.actuators import ActuatorService
+from agent.services.stream_outbox import Stream
 from agent.settings import AgentSettings
 from agent.store.actuator_commands import ActuatorCommandStore
 from agent.store.devices import DeviceStore
@@ -21,6 +22,7 @@ from agent.web.keys import (
     DATABASE,
     DEVICE_RUNTIME,
     DEVICES,
+    EVENT_HUB,
     SCHEDULES,
 )
 from agent.wiring.context import CleanupContext
@@ -28,6 +30,9 @@ from agent.wiring.context import CleanupContext
 __all__ = ["control_context", "schedule_timezone"]
 
 log = logging.getLogger(__name__)
+
+# Availability changes waiting for the schedules; a burst larger than this is a gap, not a stall.
+_AVAILABILITY_QUEUE = 1000
 
 
 def schedule_timezone(name: str) -> ZoneInfo:
@@ -64,7 +69,15 @@ def control_context(settings: AgentSettings) -> CleanupContext:
                     log.warning("schedules: broker not connected; applying anyway")
 
         schedules = ActuatorSchedules(
-            actuators, app[DEVICES], store, timezone=timezone, ready=connected
+            actuators,
+            app[DEVICES],
+            store,
+            timezone=timezone,
+            ready=connected,
+            # A device that comes (back) online is put into its window's state.
+            availability=app[EVENT_HUB].subscribe(
+                Stream.DEVICE_EVENTS, _AVAILABILITY_QUEUE, accept=is_availability
+            ),
         )
         app[ACTUATORS] = actuators
         app[SCHEDULES] = schedules

@@ -9,7 +9,6 @@ from aiohttp import web
 from agent.devices.mqtt import MqttSettings
 from agent.services.calibration_runtime import EzoDevices
 from agent.services.device_runtime import DeviceRuntime
-from agent.services.device_simulation import DeviceSimulation
 from agent.services.serial_devices import SerialOptions
 from agent.settings import AgentSettings
 from agent.store.farms import FarmStore
@@ -37,6 +36,10 @@ def device_runtime_context(settings: AgentSettings) -> CleanupContext:
         mqtt_host, mqtt_port = settings.mqtt_host, settings.mqtt_port
         simulation = None
         if settings.simulate_devices:
+            # Imported only for the demo: the simulators are code a farm's agent never runs, and
+            # a Raspberry Pi should not keep them resident.
+            from agent.services.device_simulation import DeviceSimulation
+
             simulation = DeviceSimulation(settings.state_dir / "simulation", app[DEVICES].profiles)
             if settings.mqtt_enabled:
                 mqtt_host, mqtt_port = await simulation.start_broker(mqtt_host, mqtt_port)

@@ -8,10 +8,9 @@ from aiohttp import web
 
 from agent.services.api_keys import ApiKeyService
 from agent.services.auth_events import AuthEvents
-from agent.services.auth_flows import AuthFlows, FlowPolicy
+from agent.services.auth_flows import AuthFlows
 from agent.services.identity import IdentityService, SessionIssuer
 from agent.services.login_throttle import LoginThrottle, ThrottlePolicy
-from agent.services.mail import LogMailSender, MailSender
 from agent.services.mfa import MfaService
 from agent.services.permissions import PermissionService
 from agent.services.users import UserService
@@ -24,6 +23,7 @@ from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
 from agent.web.keys import API_KEYS, AUTH_EVENTS, AUTH_FLOWS, IDENTITY, MFA, PERMISSIONS, USERS
+from protocol.mail import FlowPolicy, LogMailSender, MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
 
 __all__ = ["identity_services"]

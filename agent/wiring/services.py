@@ -17,7 +17,6 @@ from agent.services.event_hub import EventHub
 from agent.services.farms import FarmService
 from agent.services.health import HealthService
 from agent.services.hierarchy import HierarchyService
-from agent.services.mail import MailSender
 from agent.services.sample_data import create_sample_farm
 from agent.services.sensors import SensorService
 from agent.settings import AgentSettings
@@ -44,6 +43,7 @@ from agent.wiring.context import Announce, CleanupContext
 from agent.wiring.events import build_event_log, fan_out
 from agent.wiring.identity import identity_services
 from protocol.identity import Principal, Role
+from protocol.mail import MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from datetime import timedelta
 
 import asyncpg
@@ -20,7 +19,15 @@ from cloud.services.users import user_model
 from cloud.store import identity as store
 from cloud.store.db import Database
 from protocol.errors import BadRequest, Conflict, Forbidden
-from protocol.mail import RESET_ACCEPTED, MailMessage, MailSender, reset_mail, verification_mail
+from protocol.mail import (
+    RESET_ACCEPTED,
+    FlowPolicy,
+    MailMessage,
+    MailSender,
+    deliver,
+    reset_mail,
+    verification_mail,
+)
 from protocol.passwords import hash_password
 from protocol.schemas.auth import (
     Accepted,
@@ -33,21 +40,9 @@ from protocol.schemas.auth import (
 from protocol.schemas.users import User
 from protocol.tokens import hash_secret, new_secret
 
-__all__ = ["AuthFlows", "FlowPolicy"]
+__all__ = ["AuthFlows"]
 
 log = logging.getLogger(__name__)
-
-_MAIL_TIMEOUT_S = 15
-
-
-@dataclass(frozen=True)
-class FlowPolicy:
-    """Whether anyone may register, and how long mailed tokens last."""
-
-    registration_enabled: bool
-    verify_token_ttl_s: int
-    reset_token_ttl_s: int
-    site_name: str
 
 
 def _secret_hash(secret: str) -> bytes:
@@ -156,9 +151,4 @@ class AuthFlows:
         )
 
     async def _send(self, message: MailMessage) -> None:
-        """Deliver, never failing the request: the user can ask again."""
-        try:
-            async with asyncio.timeout(_MAIL_TIMEOUT_S):
-                await self._mail.send(message)
-        except Exception:
-            log.exception("could not send mail to %s", message.to)
+        await deliver(self._mail, message)

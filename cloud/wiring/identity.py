@@ -9,7 +9,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from cloud.services.auth_events import AuthEvents
-from cloud.services.auth_flows import AuthFlows, FlowPolicy
+from cloud.services.auth_flows import AuthFlows
 from cloud.services.identity import IdentityService, LoginPolicy, LoginThrottle
 from cloud.services.mfa import MfaService
 from cloud.services.sessions import SessionService
@@ -17,7 +17,7 @@ from cloud.settings import CloudSettings
 from cloud.store.db import Database
 from cloud.web.keys import AUTH_FLOWS, MFA, SESSIONS
 from protocol.login_throttle import ThrottlePolicy
-from protocol.mail import LogMailSender, MailSender
+from protocol.mail import FlowPolicy, LogMailSender, MailSender
 from protocol.secretbox import SecretBox, derived_key, key_from_text, load_or_create_key
 from protocol.tokens import TokenSigner, TokenVerifier
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, Field, Strict, StringConstraints, model_validator
+from pydantic import Field, Strict, StringConstraints, model_validator
 
-from protocol.schemas.common import ApiModel, PageQuery, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 from protocol.schemas.devices import Fan
 
 __all__ = [
@@ -68,7 +68,7 @@ class CommandListQuery(PageQuery):
     """Query of GET /devices/{id}/commands."""
 
 
-class CommandRecord(BaseModel):
+class CommandRecord(Schema):
     """One command as sent and how it ended."""
 
     id: Uuid
@@ -84,7 +84,7 @@ class CommandRecord(BaseModel):
     finished_at: Timestamp
 
 
-class CommandList(BaseModel):
+class CommandList(Schema):
     """GET /devices/{id}/commands, newest first."""
 
     commands: list[CommandRecord]
@@ -129,7 +129,7 @@ class FanControl(ApiModel):
         return self
 
 
-class Schedule(BaseModel):
+class Schedule(Schema):
     """An actuator's control settings and, after a change, the command it caused."""
 
     device_id: Uuid

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from protocol.schemas.common import ApiModel, PageQuery, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 
 __all__ = [
     "Agent",
@@ -24,7 +24,7 @@ class AgentCreate(ApiModel):
     owner_id: Uuid | None = Field(None, description="The agent's owner; the caller by default")
 
 
-class AgentCreated(BaseModel):
+class AgentCreated(Schema):
     """The new agent and its one-time pairing code, shown only here."""
 
     id: Uuid
@@ -43,7 +43,7 @@ class PairRequest(ApiModel):
     )
 
 
-class PairResult(BaseModel):
+class PairResult(Schema):
     """Who the agent now is, and the key that verifies the cloud's tokens."""
 
     agent_id: Uuid
@@ -51,7 +51,7 @@ class PairResult(BaseModel):
     cloud_public_key: str = Field(description="JWK `x` of the cloud's token key")
 
 
-class Agent(BaseModel):
+class Agent(Schema):
     """An agent as the cloud knows it: pairing state and sync progress."""
 
     id: Uuid
@@ -68,7 +68,7 @@ class Agent(BaseModel):
     created_at: Timestamp
 
 
-class AgentList(BaseModel):
+class AgentList(Schema):
     """GET /api/v1/agents: admins see every agent, owners theirs."""
 
     agents: list[Agent]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Literal
 from uuid import UUID
 
-from pydantic import BaseModel, Field, FiniteFloat, model_validator
+from pydantic import Field, FiniteFloat, model_validator
 
-from protocol.schemas.common import ApiModel, PageQuery, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 from protocol.schemas.events import Severity
 
 __all__ = [
@@ -53,7 +53,7 @@ class AlertRuleBody(ApiModel):
         return self
 
 
-class AlertRule(BaseModel):
+class AlertRule(Schema):
     """A stored rule; ``farm_id`` is the device's farm."""
 
     id: Uuid
@@ -71,7 +71,7 @@ class AlertRule(BaseModel):
     updated_at: Timestamp
 
 
-class AlertRuleList(BaseModel):
+class AlertRuleList(Schema):
     """GET /alert-rules."""
 
     alert_rules: list[AlertRule]
@@ -87,7 +87,7 @@ class AlertRuleListQuery(PageQuery):
     device_id: UUID | None = None
 
 
-class Alert(BaseModel):
+class Alert(Schema):
     """An alert a rule raised; ``raised_at``/``cleared_at`` are the readings' own times."""
 
     id: Uuid
@@ -106,7 +106,7 @@ class Alert(BaseModel):
     cleared_reason: str | None
 
 
-class AlertList(BaseModel):
+class AlertList(Schema):
     """GET /alerts, newest first."""
 
     alerts: list[Alert]

@@ -6,9 +6,9 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, RootModel, StringConstraints, WithJsonSchema
+from pydantic import AfterValidator, Field, RootModel, StringConstraints, WithJsonSchema
 
-from protocol.schemas.common import ApiModel, PageQuery, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 
 __all__ = [
     "Accepted",
@@ -73,7 +73,7 @@ class LoginRequest(ApiModel):
     password: str = Field(min_length=1, max_length=256)
 
 
-class UserRef(BaseModel):
+class UserRef(Schema):
     """The logged-in user inside a login result."""
 
     id: Uuid
@@ -81,7 +81,7 @@ class UserRef(BaseModel):
     role: str
 
 
-class LoginResult(BaseModel):
+class LoginResult(Schema):
     """Tokens for a new session."""
 
     access_token: str
@@ -91,7 +91,7 @@ class LoginResult(BaseModel):
     user: UserRef
 
 
-class MfaChallenge(BaseModel):
+class MfaChallenge(Schema):
     """The login answer for an account with MFA: exchange ``challenge`` at /auth/mfa/verify."""
 
     mfa_required: Literal[True] = True
@@ -117,7 +117,7 @@ class RegisterRequest(ApiModel):
     full_name: str = Field("", max_length=200)
 
 
-class TokenInfo(BaseModel):
+class TokenInfo(Schema):
     """GET /auth/verify: the bearer token is valid; who it belongs to."""
 
     valid: Literal[True] = True
@@ -135,7 +135,7 @@ class VerifyEmailRequest(ApiModel):
     token: str = Field(min_length=1, max_length=256)
 
 
-class VerifyEmailResult(BaseModel):
+class VerifyEmailResult(Schema):
     """The address is verified."""
 
     email: str
@@ -155,7 +155,7 @@ class ResetPasswordConfirm(ApiModel):
     new_password: Password
 
 
-class Accepted(BaseModel):
+class Accepted(Schema):
     """A request taken in, with the same answer whatever the outcome (no account disclosure)."""
 
     status: Literal["accepted"] = "accepted"
@@ -172,7 +172,7 @@ MfaCode = Annotated[str, StringConstraints(pattern=r"^\d{6}$")]
 """Six digits from the authenticator app (RFC 6238 defaults)."""
 
 
-class MfaEnrolment(BaseModel):
+class MfaEnrolment(Schema):
     """POST /auth/mfa/enrol: add the secret to an app, then confirm with a code."""
 
     secret: str
@@ -185,7 +185,7 @@ class MfaCodeRequest(ApiModel):
     code: MfaCode
 
 
-class MfaStatus(BaseModel):
+class MfaStatus(Schema):
     """Whether MFA is on for the caller."""
 
     mfa_enabled: bool
@@ -205,7 +205,7 @@ class ApiKeyCreate(ApiModel):
     name: str = Field(min_length=1, max_length=100)
 
 
-class ApiKey(BaseModel):
+class ApiKey(Schema):
     """An API key as listed; the key itself is never shown again."""
 
     id: Uuid
@@ -231,7 +231,7 @@ class ApiKeyListQuery(Page):
     include_revoked: bool = False
 
 
-class ApiKeyList(BaseModel):
+class ApiKeyList(Schema):
     """A page of API keys."""
 
     api_keys: list[ApiKey]
@@ -262,7 +262,7 @@ AuthEventKind = Literal[
 ]
 
 
-class AuthEvent(BaseModel):
+class AuthEvent(Schema):
     """One recorded authentication event."""
 
     id: Uuid
@@ -282,7 +282,7 @@ class AuthEventQuery(Page):
     since: datetime | None = None
 
 
-class AuthEventList(BaseModel):
+class AuthEventList(Schema):
     """A page of authentication events."""
 
     auth_events: list[AuthEvent]

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, Field, model_validator
+from pydantic import AwareDatetime, Field, model_validator
 
-from protocol.schemas.common import ApiModel, PageQuery, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 
 __all__ = [
     "ClimateControl",
@@ -106,7 +106,7 @@ class ClimateUpdate(ApiModel):
         return self
 
 
-class ClimateSettings(BaseModel):
+class ClimateSettings(Schema):
     """Stored settings of a farm (``row_id`` null) or of one row."""
 
     id: Uuid
@@ -129,7 +129,7 @@ class ClimateSettings(BaseModel):
     updated_at: Timestamp
 
 
-class LiveValue(BaseModel):
+class LiveValue(Schema):
     """The latest value of one metric: the mean of the fresh sensors, else the newest stale one."""
 
     value: float
@@ -139,7 +139,7 @@ class LiveValue(BaseModel):
     device_ids: list[Uuid]
 
 
-class ClimateFan(BaseModel):
+class ClimateFan(Schema):
     """A fan the loop drives: its last commanded speed and whether the fan confirmed it."""
 
     device_id: Uuid
@@ -147,7 +147,7 @@ class ClimateFan(BaseModel):
     confirmed: bool | None
 
 
-class ClimateLive(BaseModel):
+class ClimateLive(Schema):
     """What the loop sees and does right now."""
 
     temperature: LiveValue | None
@@ -163,7 +163,7 @@ class ClimateLive(BaseModel):
     last_action_at: Timestamp | None
 
 
-class ClimateControl(BaseModel):
+class ClimateControl(Schema):
     """A farm's (or row's) settings, null when none are set, and its live state."""
 
     farm_id: Uuid
@@ -172,7 +172,7 @@ class ClimateControl(BaseModel):
     state: ClimateLive
 
 
-class ClimateControlList(BaseModel):
+class ClimateControlList(Schema):
     """GET /climate-control: every visible farm, then each row with its own settings."""
 
     climate_controls: list[ClimateControl]
@@ -187,7 +187,7 @@ class ClimateControlQuery(PageQuery):
     farm_id: UUID | None = None
 
 
-class ClimateHistoryEntry(BaseModel):
+class ClimateHistoryEntry(Schema):
     """A settings change (who, what) or a loop action (what, why: the readings that caused it)."""
 
     id: Uuid
@@ -201,7 +201,7 @@ class ClimateHistoryEntry(BaseModel):
     data: dict[str, Any]
 
 
-class ClimateHistory(BaseModel):
+class ClimateHistory(Schema):
     """GET /climate-control/history, newest first."""
 
     entries: list[ClimateHistoryEntry]

@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import (
-    BaseModel,
     Field,
     Strict,
     StringConstraints,
@@ -20,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from protocol.schemas.common import ApiModel, PageQuery, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 
 __all__ = [
     "AdminStatus",
@@ -224,7 +223,7 @@ class DeviceListQuery(PageQuery):
 # Responses ------------------------------------------------------------------------------------
 
 
-class SensorDevice(BaseModel):
+class SensorDevice(Schema):
     """A sensor device with SPEC.md's fields."""
 
     id: Uuid
@@ -240,7 +239,7 @@ class SensorDevice(BaseModel):
     calibration_data: dict[str, bool | float | str]
 
 
-class SensorDeviceList(BaseModel):
+class SensorDeviceList(Schema):
     """GET /sensor-devices/."""
 
     devices: list[SensorDevice]
@@ -249,7 +248,7 @@ class SensorDeviceList(BaseModel):
     offset: int
 
 
-class Fan(BaseModel):
+class Fan(Schema):
     """A fan with SPEC.md's fields; speeds in percent, power in watts."""
 
     id: Uuid
@@ -263,7 +262,7 @@ class Fan(BaseModel):
     runtime_hours: int
 
 
-class FanList(BaseModel):
+class FanList(Schema):
     """GET /fans/."""
 
     fans: list[Fan]
@@ -272,7 +271,7 @@ class FanList(BaseModel):
     offset: int
 
 
-class Device(BaseModel):
+class Device(Schema):
     """A device in the registry, every field."""
 
     id: Uuid
@@ -298,7 +297,7 @@ class Device(BaseModel):
     updated_at: Timestamp
 
 
-class DeviceList(BaseModel):
+class DeviceList(Schema):
     """GET /devices."""
 
     devices: list[Device]

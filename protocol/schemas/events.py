@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, Field, model_validator
+from pydantic import AwareDatetime, Field, model_validator
 
-from protocol.schemas.common import PageQuery, Timestamp, Uuid
+from protocol.schemas.common import PageQuery, Schema, Timestamp, Uuid
 
 __all__ = ["Event", "EventList", "EventListQuery", "Severity"]
 
 Severity = Literal["debug", "info", "warning", "error", "critical"]
 
 
-class Event(BaseModel):
+class Event(Schema):
     """One event; ``timestamp`` is when it happened on the farm."""
 
     id: Uuid
@@ -29,7 +29,7 @@ class Event(BaseModel):
     acknowledged_by: Uuid | None
 
 
-class EventList(BaseModel):
+class EventList(Schema):
     """GET /events, newest first."""
 
     events: list[Event]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, Field, Strict, ValidationInfo, field_validator, model_validator
+from pydantic import Field, Strict, ValidationInfo, field_validator, model_validator
 
-from protocol.schemas.common import ApiModel, PageQuery, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 
 FarmStatus = Literal["active", "maintenance", "inactive", "archived"]
 """SPEC.md shows active and maintenance; inactive and archived complete the life cycle."""
@@ -80,7 +80,7 @@ class FarmUpdate(_Update):
     status: FarmStatus | None = None
 
 
-class Farm(BaseModel):
+class Farm(Schema):
     """A farm as created or updated."""
 
     id: Uuid
@@ -92,7 +92,7 @@ class Farm(BaseModel):
     updated_at: Timestamp
 
 
-class FarmMetrics(BaseModel):
+class FarmMetrics(Schema):
     """Counts computed from the hierarchy."""
 
     total_rows: int
@@ -107,7 +107,7 @@ class FarmListItem(Farm):
     metrics: FarmMetrics
 
 
-class FarmList(BaseModel):
+class FarmList(Schema):
     """GET /farms/."""
 
     farms: list[FarmListItem]
@@ -116,7 +116,7 @@ class FarmList(BaseModel):
     offset: int
 
 
-class FarmRowSummary(BaseModel):
+class FarmRowSummary(Schema):
     """A row inside farm detail."""
 
     id: Uuid
@@ -125,7 +125,7 @@ class FarmRowSummary(BaseModel):
     status: str
 
 
-class FarmDeviceSummary(BaseModel):
+class FarmDeviceSummary(Schema):
     """A device inside farm detail."""
 
     id: Uuid
@@ -167,7 +167,7 @@ class RowUpdate(_Update):
     status: StructureStatus | None = None
 
 
-class Row(BaseModel):
+class Row(Schema):
     """A row."""
 
     id: Uuid
@@ -185,7 +185,7 @@ class RowListItem(Row):
     plant_capacity: int
 
 
-class RowList(BaseModel):
+class RowList(Schema):
     """GET /rows/."""
 
     rows: list[RowListItem]
@@ -226,7 +226,7 @@ class RackUpdate(_Update):
     status: StructureStatus | None = None
 
 
-class Rack(BaseModel):
+class Rack(Schema):
     """A rack."""
 
     id: Uuid
@@ -239,7 +239,7 @@ class Rack(BaseModel):
     status: str
 
 
-class RackList(BaseModel):
+class RackList(Schema):
     """GET /racks/."""
 
     racks: list[Rack]
@@ -283,7 +283,7 @@ class ShelfUpdate(_Update):
     status: StructureStatus | None = None
 
 
-class Shelf(BaseModel):
+class Shelf(Schema):
     """A shelf."""
 
     id: Uuid
@@ -297,7 +297,7 @@ class Shelf(BaseModel):
     created_at: Timestamp
 
 
-class ShelfList(BaseModel):
+class ShelfList(Schema):
     """GET /shelves/."""
 
     shelves: list[Shelf]

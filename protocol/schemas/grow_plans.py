@@ -10,9 +10,9 @@ from datetime import date
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, Field, Strict, computed_field, model_validator
+from pydantic import Field, Strict, computed_field, model_validator
 
-from protocol.schemas.common import ApiModel, PageQuery, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 
 __all__ = [
     "TRANSITIONS",
@@ -80,7 +80,7 @@ class Stage(ApiModel):
         return round(self.ppfd * self.light_hours * 3600 / 1_000_000, 2)
 
 
-class Crop(BaseModel):
+class Crop(Schema):
     """A catalogue entry: default stages of a species."""
 
     key: str
@@ -92,7 +92,7 @@ class Crop(BaseModel):
     stages: list[Stage]
 
 
-class CropList(BaseModel):
+class CropList(Schema):
     """GET /api/v1/crops."""
 
     crops: list[Crop]
@@ -157,14 +157,14 @@ class GrowPlanUpdate(_ShelvesRule):
         return self
 
 
-class GrowPlanShelf(BaseModel):
+class GrowPlanShelf(Schema):
     """A shelf of a plan and the plants it holds."""
 
     shelf_id: Uuid
     plant_count: int
 
 
-class GrowPlan(BaseModel):
+class GrowPlan(Schema):
     """A grow plan as stored."""
 
     id: Uuid
@@ -190,7 +190,7 @@ class GrowPlan(BaseModel):
     updated_at: Timestamp
 
 
-class GrowPlanList(BaseModel):
+class GrowPlanList(Schema):
     """GET /api/v1/grow-plans."""
 
     grow_plans: list[GrowPlan]
@@ -210,7 +210,7 @@ class GrowPlanListQuery(PageQuery):
 # Progress -------------------------------------------------------------------------------------
 
 
-class MetricAdherence(BaseModel):
+class MetricAdherence(Schema):
     """How well one climate metric kept inside a stage's band so far."""
 
     metric: str
@@ -225,14 +225,14 @@ class MetricAdherence(BaseModel):
     slot_s: int | None
 
 
-class Adherence(BaseModel):
+class Adherence(Schema):
     """Climate adherence of a stage."""
 
     temperature: MetricAdherence
     humidity: MetricAdherence
 
 
-class StageProgress(BaseModel):
+class StageProgress(Schema):
     """A stage's place in the plan and, once begun, its adherence."""
 
     index: int
@@ -245,7 +245,7 @@ class StageProgress(BaseModel):
     adherence: Adherence | None
 
 
-class GrowPlanProgress(BaseModel):
+class GrowPlanProgress(Schema):
     """GET /api/v1/grow-plans/{plan_id}/progress."""
 
     plan_id: Uuid

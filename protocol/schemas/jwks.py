@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from protocol.schemas.common import Schema
 
 __all__ = ["Jwk", "JwkSet"]
 
 
-class Jwk(BaseModel):
+class Jwk(Schema):
     """An Ed25519 public key for EdDSA signatures (RFC 8037 section 2)."""
 
     kty: Literal["OKP"]
@@ -20,7 +20,7 @@ class Jwk(BaseModel):
     use: Literal["sig"]
 
 
-class JwkSet(BaseModel):
+class JwkSet(Schema):
     """GET /.well-known/jwks.json."""
 
     keys: list[Jwk]

@@ -13,7 +13,6 @@ from uuid import UUID
 
 from pydantic import (
     AwareDatetime,
-    BaseModel,
     ConfigDict,
     Field,
     Strict,
@@ -21,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from protocol.schemas.common import ApiModel, PageQuery, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 from protocol.schemas.devices import DeviceStatus
 
 __all__ = [
@@ -73,7 +72,7 @@ class SensorListQuery(PageQuery):
     status: DeviceStatus | None = None
 
 
-class SensorMetric(BaseModel):
+class SensorMetric(Schema):
     """A quantity the sensor reports, from its firmware profile."""
 
     name: str
@@ -82,7 +81,7 @@ class SensorMetric(BaseModel):
     max: float
 
 
-class ActiveCalibrationRef(BaseModel):
+class ActiveCalibrationRef(Schema):
     """The calibration in force for one metric."""
 
     metric: str
@@ -91,7 +90,7 @@ class ActiveCalibrationRef(BaseModel):
     performed_at: Timestamp
 
 
-class SensorCalibrationInfo(BaseModel):
+class SensorCalibrationInfo(Schema):
     """How this sensor is calibrated (from its profile) and what is in force."""
 
     performed_by: Literal["device", "agent"]
@@ -104,7 +103,7 @@ class SensorCalibrationInfo(BaseModel):
     active: list[ActiveCalibrationRef]
 
 
-class Sensor(BaseModel):
+class Sensor(Schema):
     """A sensor: registry fields, its metrics and its calibration."""
 
     id: Uuid
@@ -119,7 +118,7 @@ class Sensor(BaseModel):
     calibration: SensorCalibrationInfo | None
 
 
-class SensorList(BaseModel):
+class SensorList(Schema):
     """GET /sensors."""
 
     sensors: list[Sensor]
@@ -150,7 +149,7 @@ class SensorDataQuery(ApiModel):
         return self
 
 
-class ReadingPoint(BaseModel):
+class ReadingPoint(Schema):
     """One point of a series; rollups carry min, max and count, raw points count 1."""
 
     timestamp: Timestamp
@@ -160,7 +159,7 @@ class ReadingPoint(BaseModel):
     count: int
 
 
-class MetricSeries(BaseModel):
+class MetricSeries(Schema):
     """The readings of one metric."""
 
     metric: str
@@ -168,7 +167,7 @@ class MetricSeries(BaseModel):
     points: list[ReadingPoint]
 
 
-class SensorData(BaseModel):
+class SensorData(Schema):
     """GET /sensors/{id}/data."""
 
     sensor_id: Uuid
@@ -195,7 +194,7 @@ class SensorMetricsQuery(ApiModel):
         return self
 
 
-class MetricAggregate(BaseModel):
+class MetricAggregate(Schema):
     """One metric over the farm's sensors and the time range."""
 
     metric: str
@@ -207,7 +206,7 @@ class MetricAggregate(BaseModel):
     mean: float | None
 
 
-class SensorMetrics(BaseModel):
+class SensorMetrics(Schema):
     """GET /sensors/metrics: sensor counts and per-metric aggregates for a farm.
 
     ``offline_sensors`` counts every sensor not online (offline, in maintenance or disabled).
@@ -261,7 +260,7 @@ class Calibrate(ApiModel):
     )
 
 
-class CalibrationPointRecord(BaseModel):
+class CalibrationPointRecord(Schema):
     """A point as performed."""
 
     point: str | None = None
@@ -270,7 +269,7 @@ class CalibrationPointRecord(BaseModel):
     raw: float | None = None
 
 
-class CalibrationStep(BaseModel):
+class CalibrationStep(Schema):
     """One command of an on-device run and the device's raw answer."""
 
     number: int
@@ -282,7 +281,7 @@ class CalibrationStep(BaseModel):
     error: str | None
 
 
-class PhSlope(BaseModel):
+class PhSlope(Schema):
     """EZO pH probe slope after calibration (``Slope,?``)."""
 
     acid_percent: float
@@ -290,7 +289,7 @@ class PhSlope(BaseModel):
     offset_mv: float | None
 
 
-class DeviceCalibrationResponse(BaseModel):
+class DeviceCalibrationResponse(Schema):
     """What the device answered during an on-device run."""
 
     steps: list[CalibrationStep]
@@ -301,21 +300,21 @@ class DeviceCalibrationResponse(BaseModel):
     warnings: list[str]
 
 
-class FailedStep(BaseModel):
+class FailedStep(Schema):
     """The step that failed: 1-based number (0 = before the first point) and its name."""
 
     number: int | None
     name: str
 
 
-class CalibrationPerformer(BaseModel):
+class CalibrationPerformer(Schema):
     """Who calibrated; ``id`` is null once the user is deleted."""
 
     id: Uuid | None
     email: str
 
 
-class Calibration(BaseModel):
+class Calibration(Schema):
     """One calibration attempt."""
 
     id: Uuid
@@ -334,7 +333,7 @@ class Calibration(BaseModel):
     active: bool
 
 
-class CalibrationList(BaseModel):
+class CalibrationList(Schema):
     """GET /sensors/{id}/calibrations, newest first."""
 
     calibrations: list[Calibration]
@@ -350,7 +349,7 @@ class CalibrationListQuery(PageQuery):
     outcome: Literal["succeeded", "failed"] | None = None
 
 
-class CalibrationSessionStep(BaseModel):
+class CalibrationSessionStep(Schema):
     """The point a session waits for: put the probe in place, then POST .../next."""
 
     number: int
@@ -364,7 +363,7 @@ SessionState = Literal["waiting", "running", "succeeded"]
 succeeded: the last point was taken and verified (the session is then closed)."""
 
 
-class CalibrationSession(BaseModel):
+class CalibrationSession(Schema):
     """A step-by-step on-device calibration in progress (or just finished).
 
     ``expires_at`` is when the waiting step is abandoned if not confirmed; ``calibration`` is

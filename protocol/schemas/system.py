@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
-from protocol.schemas.common import Timestamp
+from protocol.schemas.common import Schema, Timestamp
 
 __all__ = ["Connectivity", "DetailedHealth"]
 
 
-class DetailedHealth(BaseModel):
+class DetailedHealth(Schema):
     """GET /healthz."""
 
     status: str
@@ -22,7 +20,7 @@ class DetailedHealth(BaseModel):
     memory_rss_bytes: int
 
 
-class Connectivity(BaseModel):
+class Connectivity(Schema):
     """GET /supabase-items: the backend link (the path carries the backend's name)."""
 
     status: str

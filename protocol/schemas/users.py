@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
 from protocol.identity import PermissionType, Plan, Role
 from protocol.schemas.auth import Email, Page, Password, UuidIn
-from protocol.schemas.common import ApiModel, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, Schema, Timestamp, Uuid
 
 __all__ = [
     "FarmGrant",
@@ -35,7 +35,7 @@ UserStatus = Literal["active", "suspended"]
 FarmIds = list[UuidIn]
 
 
-class User(BaseModel):
+class User(Schema):
     """A user as the API shows it; ``farms_access`` lists farms granted by a permission."""
 
     id: Uuid
@@ -59,7 +59,7 @@ class UserListQuery(Page):
     status: UserStatus | None = None
 
 
-class UserList(BaseModel):
+class UserList(Schema):
     """A page of users."""
 
     users: list[User]
@@ -146,7 +146,7 @@ class RoleChange(ApiModel):
         return self
 
 
-class Permission(BaseModel):
+class Permission(Schema):
     """A per-farm grant (SPEC.md "Permission")."""
 
     id: Uuid
@@ -166,7 +166,7 @@ class PermissionQuery(Page):
     permission_type: PermissionType | None = None
 
 
-class PermissionList(BaseModel):
+class PermissionList(Schema):
     """A page of permissions the caller may see."""
 
     permissions: list[Permission]

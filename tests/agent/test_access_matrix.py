@@ -79,6 +79,7 @@ class Farm:
     spare_rack: str
     spare_shelf: str
     spare_device: str
+    fan: str
 
 
 @dataclass
@@ -101,6 +102,17 @@ def sensor(farm_id: str) -> dict[str, Any]:
         "farm_id": farm_id,
         "profile": "tasmota-sht3x",
         "address": {"transport": "mqtt", "topic_base": f"t{next(_counter)}"},
+    }
+
+
+def fan(farm_id: str) -> dict[str, Any]:
+    """A POST /devices body for an ESPHome fan with a topic of its own."""
+    return {
+        "name": "exhaust",
+        "kind": "fan",
+        "farm_id": farm_id,
+        "profile": "esphome-fan",
+        "address": {"transport": "mqtt", "topic_base": f"fan{next(_counter)}"},
     }
 
 
@@ -255,6 +267,103 @@ FARM_CALLS: list[tuple[str, str, Callable[[Farm], str], Callable[[Farm], Any], E
         lambda f: {"points": [{"reference": 21.5, "raw": 21.0}]},
         on_farm(CONTROL, 201),
     ),
+    (
+        "fan control",
+        "PUT",
+        lambda f: f"/api/v1/fans/{f.fan}",
+        lambda f: {"status": "stopped"},
+        on_farm(CONTROL, 200),  # saved; the answer says the fan is not connected
+    ),
+    (
+        "device command",
+        "POST",
+        lambda f: f"/api/v1/devices/{f.fan}/commands",
+        lambda f: {"kind": "fan_speed", "value": 40},
+        on_farm(CONTROL, 503),  # allowed, then the fan is not connected to the agent
+    ),
+    (
+        "device commands read",
+        "GET",
+        lambda f: f"/api/v1/devices/{f.fan}/commands",
+        lambda f: None,
+        on_farm(READ, 200),
+    ),
+    (
+        "device schedule read",
+        "GET",
+        lambda f: f"/api/v1/devices/{f.fan}/schedule",
+        lambda f: None,
+        on_farm(READ, 200),
+    ),
+    (
+        "device schedule set",
+        "PUT",
+        lambda f: f"/api/v1/devices/{f.fan}/schedule",
+        lambda f: {"enabled": True, "start_time": "06:00", "end_time": "18:00"},
+        on_farm(CONTROL, 200),
+    ),
+    (
+        "climate read",
+        "GET",
+        lambda f: f"/api/v1/climate-control?farm_id={f.id}",
+        lambda f: None,
+        on_farm(READ, 200),
+    ),
+    (
+        "climate history",
+        "GET",
+        lambda f: f"/api/v1/climate-control/history?farm_id={f.id}",
+        lambda f: None,
+        on_farm(READ, 200),
+    ),
+    (
+        "climate update",
+        "POST",
+        lambda f: "/api/v1/climate-control/update",
+        lambda f: {
+            "farm_id": f.id,
+            "temperature": {"target": 24, "band": 1},
+            "humidity": {"target": 65, "band": 8},
+            "mode": "manual",
+            "fan_ids": [f.fan],
+        },
+        on_farm(CONTROL, 200),
+    ),
+    (
+        "grow plans read",
+        "GET",
+        lambda f: f"/api/v1/grow-plans?farm_id={f.id}",
+        lambda f: None,
+        on_farm(READ, 200),
+    ),
+    (
+        "grow plans create",
+        "POST",
+        lambda f: "/api/v1/grow-plans",
+        lambda f: {"farm_id": f.id, "shelf_ids": [f.shelf], "species": "kale", "plant_count": 1},
+        on_farm(CONTROL, 201),
+    ),
+    (
+        "events read",
+        "GET",
+        lambda f: f"/api/v1/events?farm_id={f.id}",
+        lambda f: None,
+        on_farm(READ, 200),
+    ),
+    (
+        "alerts read",
+        "GET",
+        lambda f: f"/api/v1/alerts?farm_id={f.id}",
+        lambda f: None,
+        on_farm(READ, 200),
+    ),
+    (
+        "alert rules create",
+        "POST",
+        lambda f: "/api/v1/alert-rules",
+        lambda f: {"device_id": f.device, "metric": "temperature", "above": 30},
+        on_farm(CONTROL, 201),
+    ),
     # Sharing a farm is managing it.
     (
         "permissions grant",
@@ -384,7 +493,9 @@ async def build_farm(agent: Agent, token_of_creator: str | None) -> Farm:
             agent, "/api/v1/racks/", {"row_id": row, "name": "k", "position": 1}
         )
         shelf = await admin_post(
-            agent, "/api/v1/shelves/", {"rack_id": rack, "name": "s", "level": 1}
+            agent,
+            "/api/v1/shelves/",
+            {"rack_id": rack, "name": "s", "level": 1, "plant_capacity": 100},
         )
         device = await admin_post(agent, "/api/v1/devices", sensor(farm_id))
         ids |= {
@@ -393,6 +504,7 @@ async def build_farm(agent: Agent, token_of_creator: str | None) -> Farm:
             f"{prefix}shelf": shelf,
             f"{prefix}device": device,
         }
+    ids["fan"] = await admin_post(agent, "/api/v1/devices", fan(farm_id))
     # The spare rack and shelf must not vanish with the spare row before their own delete runs.
     ids["spare_rack"] = await admin_post(
         agent, "/api/v1/racks/", {"row_id": ids["row"], "name": "k", "position": 2}

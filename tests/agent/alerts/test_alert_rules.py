@@ -31,7 +31,6 @@ def rule(device_id: str, **fields: Any) -> dict[str, Any]:
         {"metric": ""},
         {"colour": "red"},  # unknown field
         {"device_id": "probe"},
-        {"device_id": NOWHERE},  # no such device
     ],
 )
 async def test_a_bad_rule_is_a_422_and_stores_nothing(agent: Agent, change: dict[str, Any]) -> None:
@@ -42,6 +41,14 @@ async def test_a_bad_rule_is_a_422_and_stores_nothing(agent: Agent, change: dict
     )
     assert resp.status == 422, await resp.text()
     assert (await resp.json())["error"]["code"] == "VALIDATION_ERROR"
+    count = await agent.client.app[DATABASE].fetch_value("SELECT count(*) FROM alert_rules")
+    assert count == 0
+
+
+async def test_a_rule_on_an_unknown_device_is_a_404_and_stores_nothing(agent: Agent) -> None:
+    resp = await agent.client.post("/api/v1/alert-rules", json=rule(NOWHERE), headers=agent.auth())
+    assert resp.status == 404, await resp.text()
+    assert (await resp.json())["error"]["code"] == "RESOURCE_NOT_FOUND"
     count = await agent.client.app[DATABASE].fetch_value("SELECT count(*) FROM alert_rules")
     assert count == 0
 
@@ -104,7 +111,7 @@ async def test_changing_rules_needs_write_access_to_the_farm(agent: Agent) -> No
     resp = await agent.client.post(
         "/api/v1/alert-rules", json=rule(device_id), headers=agent.auth(stranger)
     )
-    assert resp.status == 422  # a device the caller cannot see does not exist for them
+    assert resp.status == 404  # a device the caller cannot see does not exist for them
     listed = await agent.client.get("/api/v1/alert-rules", headers=agent.auth(stranger))
     assert (await listed.json())["total"] == 0
 

@@ -7,17 +7,16 @@ import itertools
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent.devices.codec import Command
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
 from agent.devices.simulator.room import RoomModel, SimulatedRoom, fan_percent
 from agent.services.climate_runtime import ClimateRuntime
-from agent.web.keys import CLIMATE, DEVICE_RUNTIME
+from agent.web.keys import DEVICE_RUNTIME, SCHEDULES
 from tests.agent.climate.conftest import (
     ClimateAgentFactory,
     Clock,
@@ -209,11 +208,14 @@ async def test_a_manual_command_holds_off_the_loop_then_it_resumes(rig: Rig) -> 
     rig.room.model.temperature = 24.5
     await configure(rig, manual_hold_s=300)
     await rig.tick()
-    # An operator switches the fan on by hand (what the actuator service does and reports).
-    runtime = rig.agent.client.app[DEVICE_RUNTIME]
-    result = await runtime.send(rig.fan_id, Command("fan_speed", 60), 10)
-    assert result.outcome == "confirmed"
-    rig.agent.client.app[CLIMATE].manual_command(rig.fan_id)
+    # An operator switches the fan on by hand through the fan control API.
+    resp = await rig.agent.client.put(
+        f"/api/v1/fans/{rig.fan_id}",
+        json={"status": "running", "speed_percentage": 60},
+        headers=rig.agent.auth(),
+    )
+    assert resp.status == 200, await resp.text()
+    assert (await resp.json())["command"]["outcome"] == "confirmed"
 
     for _ in range(10):  # 150 s: inside the hold, the room is at target, the loop stays away
         await rig.tick()
@@ -232,3 +234,26 @@ async def test_a_manual_command_holds_off_the_loop_then_it_resumes(rig: Rig) -> 
     resumed = (await history(rig.agent, rig.farm_id, kind="action"))[0]
     assert resumed["data"]["reasons"][0] == "hold_ended"
     assert _seconds(resumed["at"]) - _seconds(holds[0]["at"]) >= 300
+
+
+async def test_a_schedule_leaves_a_fan_the_loop_drives_alone(rig: Rig) -> None:
+    await configure(rig)
+    resp = await rig.agent.client.put(
+        f"/api/v1/fans/{rig.fan_id}",
+        json={
+            "status": "auto",
+            "speed_percentage": 80,
+            "schedule": {"enabled": True, "start_time": "22:00", "end_time": "06:00"},
+        },
+        headers=rig.agent.auth(),
+    )
+    assert resp.status == 200, await resp.text()
+    schedules = rig.agent.client.app[SCHEDULES]
+    midnight = datetime(2026, 11, 23, 23, 30, tzinfo=UTC)
+    assert await schedules.apply_at(rig.fan_id, midnight) is None  # the loop owns the fan
+
+    resp = await update(rig.agent, settings_body(rig.farm_id, [rig.fan_id], mode="manual"))
+    assert resp.status == 200, await resp.text()
+    record = await schedules.apply_at(rig.fan_id, midnight)  # handed back: the window applies
+    assert record is not None and record.outcome == "confirmed"
+    assert fan_percent(rig.fan) == 80

@@ -111,7 +111,7 @@ async def test_commands_are_refused_to_whom_may_not_control(rig: Rig) -> None:
 async def test_commands_a_device_cannot_take_are_422(rig: Rig) -> None:
     fan_id = await rig.actuator("fan", "tasmota-ifan", "f422", max_speed=60)
     sensor_id = await rig.actuator("sensor", "tasmota-sht3x", "s422")
-    cases = [
+    cases: list[tuple[str, dict[str, Any]]] = [
         (fan_id, {"kind": "power", "value": True}),  # the iFan firmware has no power command
         (fan_id, {"kind": "valve", "value": True}),
         (fan_id, {"kind": "fan_speed", "value": True}),

@@ -59,9 +59,7 @@ async def test_a_fan_schedule_across_midnight_follows_the_window(rig: Rig) -> No
             day = 2 if hour < 12 else 1
             record = await schedules.apply_at(fan_id, _at(day, hour, minute))
             assert record is not None
-            assert (record["outcome"] if isinstance(record, dict) else record.outcome) == (
-                "confirmed"
-            )
+            assert record.outcome == "confirmed"
             assert sim.state["fan_speed"] == speed, (hour, minute)
 
 
@@ -76,6 +74,7 @@ async def test_a_manual_status_pins_the_fan_until_auto(rig: Rig) -> None:
         f"/api/v1/fans/{fan_id}", json={"status": "stopped"}, headers=rig.agent.auth()
     )
     assert (await resp.json())["mode"] == "manual"
+    assert await rig.agent.client.app[ACTUATORS].mode(fan_id) == "manual"
     assert schedules.job_ids(fan_id) == []
     assert await schedules.apply_at(fan_id, _at(1, 23)) is None
     resp = await rig.agent.client.put(
@@ -203,3 +202,71 @@ async def test_a_repeated_edge_in_the_fall_back_hour_is_not_applied(rig: Rig) ->
     clock[0] = datetime(2026, 10, 25, 1, 30, tzinfo=UTC)  # 02:30 CET, the same edge again
     await schedules.edge(fan_id, opens=True)
     assert (await rig.get(f"/api/v1/devices/{fan_id}/commands"))["total"] == before + 1
+
+
+async def test_a_light_schedule_sets_its_brightness_while_open(rig: Rig) -> None:
+    light_id = await rig.actuator("light", "tasmota-dimmer", "grow")
+    now = datetime.now(UTC)
+    window = {
+        "enabled": True,
+        "start_time": (now - timedelta(hours=2)).strftime("%H:%M"),
+        "end_time": (now + timedelta(hours=2)).strftime("%H:%M"),
+        "value": 40,
+    }
+    async with rig.simulator("tasmota-dimmer", "grow") as sim:
+        await sim.wait_ready(10)
+        await rig.online(light_id)
+        answer = await _put_schedule(rig, light_id, window)
+        assert (answer["command"]["kind"], answer["command"]["value"]) == ("brightness", 40)
+        assert answer["command"]["outcome"] == "confirmed"
+        assert sim.state["brightness"] == 40
+        schedules = rig.agent.client.app[SCHEDULES]
+        record = await schedules.apply_at(light_id, now + timedelta(hours=3))
+        assert record is not None
+        assert (record.kind, record.value, record.outcome) == ("brightness", 0, "confirmed")
+
+
+async def test_disabling_a_device_stops_its_schedule_until_it_is_enabled(rig: Rig) -> None:
+    pump_id = await rig.actuator("pump", "tasmota-relay", "paused")
+    await _put_schedule(rig, pump_id, {"enabled": True, "start_time": "06:00", "end_time": "07:00"})
+    schedules = rig.agent.client.app[SCHEDULES]
+    assert len(schedules.job_ids(pump_id)) == 2
+    for status, jobs in (("disabled", 0), ("active", 2)):
+        resp = await rig.agent.client.put(
+            f"/api/v1/devices/{pump_id}/status", json={"status": status}, headers=rig.agent.auth()
+        )
+        assert resp.status == 200
+        assert len(schedules.job_ids(pump_id)) == jobs
+
+
+async def test_a_device_offline_at_start_up_gets_its_window_state_when_it_comes_online(
+    make_agent: Callable[..., Awaitable[Agent]], rig: Rig
+) -> None:
+    pump_id = await rig.actuator("pump", "tasmota-relay", "late")
+    now = datetime.now(UTC)
+    window = {
+        "enabled": True,
+        "start_time": (now - timedelta(hours=1)).strftime("%H:%M"),
+        "end_time": (now + timedelta(hours=1)).strftime("%H:%M"),
+    }
+    await _put_schedule(rig, pump_id, window)  # the pump is not there: timed out
+    await rig.agent.client.close()
+
+    agent = await start_live(make_agent, rig.broker)
+
+    async def outcomes(count: int) -> list[str] | None:
+        resp = await agent.client.get(f"/api/v1/devices/{pump_id}/commands", headers=agent.auth())
+        found = [c["outcome"] for c in (await resp.json())["commands"]]
+        return found if len(found) >= count else None
+
+    # Start-up applied the window, but nobody answered.
+    assert await eventually(lambda: outcomes(2)) == ["timed_out", "timed_out"]
+    async with rig.simulator("tasmota-relay", "late") as sim:
+        await sim.wait_ready(10)
+        assert sim.state["power"] is False
+
+        async def switched_on() -> bool:
+            return sim.state["power"] is True
+
+        await eventually(switched_on)
+    assert await eventually(lambda: outcomes(3)) == ["confirmed", "timed_out", "timed_out"]

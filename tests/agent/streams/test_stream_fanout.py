@@ -55,3 +55,18 @@ async def test_messages_of_every_frame_size_arrive_intact(agent: Agent) -> None:
     for padding in paddings:
         assert (await expect(ws, "status-update"))["data"]["padding"] == padding
     await ws.close()
+
+
+async def test_a_device_added_while_streaming_is_tagged_with_its_farm(agent: Agent) -> None:
+    north = (await farm(agent, "North"))["id"]
+    south = (await farm(agent, "South"))["id"]
+    first = await add_device(agent, north, "Probe", "temperature_humidity")
+    ws = await open_stream(agent, "sensor-data")
+    await store_readings(agent, (first, "temperature", 20.0))
+    assert (await expect(ws, "reading"))["farm_id"] == north
+
+    later = await add_device(agent, south, "Probe", "temperature_humidity")
+    await store_readings(agent, (later, "temperature", 21.0), (first, "temperature", 22.0))
+    got = [await expect(ws, "reading") for _ in range(2)]
+    assert [(m["data"]["device_id"], m["farm_id"]) for m in got] == [(later, south), (first, north)]
+    await ws.close()
