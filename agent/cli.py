@@ -12,7 +12,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from agent.app import create_app
-from agent.process_memory import periodic_trim, tune_malloc
+from agent.process_memory import freeze_startup_objects, periodic_trim, tune_malloc
 from agent.settings import AgentSettings
 from agent.sync.pairing import PairingFailed, pair
 
@@ -58,6 +58,7 @@ def _run(args: argparse.Namespace) -> None:
         announce(f"API docs: http://{shown_host}:{settings.port}/api/v1/docs")
 
     app.on_startup.append(show_url)
+    app.on_startup.append(freeze_startup_objects)
     app.cleanup_ctx.append(periodic_trim(settings.memory_trim_interval_s))
     web.run_app(
         app,

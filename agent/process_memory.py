@@ -1,4 +1,4 @@
-"""Resident memory of the agent process: glibc malloc tuning and periodic trimming.
+"""The agent process's memory: glibc malloc tuning, periodic trimming, and a frozen start-up heap.
 
 A Raspberry Pi with 1 GB runs the agent beside other services, so memory the agent has freed
 should go back to the system rather than stay resident. Everything here is a no-op where the C
@@ -11,13 +11,14 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import gc
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
 
-__all__ = ["periodic_trim", "tune_malloc"]
+__all__ = ["freeze_startup_objects", "periodic_trim", "tune_malloc"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,17 @@ def tune_malloc(arenas: int = 2, mmap_threshold: int = 1024 * 1024) -> None:
     if libc is not None:
         libc.mallopt(_M_ARENA_MAX, arenas)
         libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold)
+
+
+async def freeze_startup_objects(_: web.Application) -> None:
+    """Move everything built at start-up out of the garbage collector's sight (``gc.freeze``).
+
+    The modules, models and services live as long as the process; scanning them in every full
+    collection paused the event loop for up to ~50 ms under stream load, which a live reading
+    then waited out.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def periodic_trim(interval_s: float) -> Callable[[web.Application], AsyncIterator[None]]:

@@ -26,6 +26,7 @@ import gc
 import json
 import multiprocessing
 import os
+import signal
 import socket
 import sqlite3
 import statistics
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from asyncio import FIRST_COMPLETED
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -398,8 +400,13 @@ def main() -> None:
 
     async def bounded() -> None:
         task = asyncio.create_task(run(args))
-        done, _ = await asyncio.wait({task}, timeout=args.timeout)
-        if done:
+        # A SIGTERM (e.g. from `timeout`) must still stop the agent, broker and client process.
+        terminated = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminated.set)
+        waiter = asyncio.create_task(terminated.wait())
+        await asyncio.wait({task, waiter}, timeout=args.timeout, return_when=FIRST_COMPLETED)
+        waiter.cancel()
+        if task.done():
             task.result()
             return
         # Cancelled again every second: a library may swallow one cancellation (Python 3.11's
@@ -407,7 +414,8 @@ def main() -> None:
         while not task.done():
             task.cancel()
             await asyncio.wait({task}, timeout=1.0)
-        raise SystemExit(f"stopped after {args.timeout:g} s (--timeout)")
+        reason = "SIGTERM" if terminated.is_set() else f"--timeout {args.timeout:g} s"
+        raise SystemExit(f"stopped early ({reason})")
 
     asyncio.run(bounded())
 

@@ -15,9 +15,9 @@ from farm_client.errors import (
     StreamClosedError,
 )
 from farm_client.events import DeviceError, DeviceEvent, FarmStatus, Missed, Reading, StatusUpdate
-from farm_client.resources.devices import FanSchedule
 from farm_client.stream import EventStream, Reconnect
 from farm_client.transport import RetryPolicy
+from protocol.schemas.actuators import FanSchedule
 
 __all__ = [
     "DeviceError",

@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import Field
-
 from farm_client.resources.base import Id, Resource, body_of
-from protocol.schemas.common import ApiModel
+from protocol.schemas.actuators import (
+    CommandList,
+    CommandRecord,
+    CommandRequest,
+    FanControl,
+    FanControlResult,
+    FanSchedule,
+)
 from protocol.schemas.devices import (
     AdminStatus,
     Device,
@@ -25,27 +30,7 @@ from protocol.schemas.devices import (
     SensorDeviceList,
 )
 
-__all__ = ["Devices", "FanControl", "FanSchedule", "Fans", "SensorDevices"]
-
-
-class FanSchedule(ApiModel):
-    """When a fan runs on its own: daily from ``start_time`` to ``end_time`` (``HH:MM``)."""
-
-    enabled: bool
-    start_time: str | None = Field(None, pattern=r"^\d{2}:\d{2}(:\d{2})?$")
-    end_time: str | None = Field(None, pattern=r"^\d{2}:\d{2}(:\d{2})?$")
-
-
-class FanControl(ApiModel):
-    """Body of PUT /api/v1/fans/{fan_id}; the fields given change, the others stay.
-
-    Declared here until protocol/schemas/devices.py carries the server's own model; the server
-    has the last word on which values it accepts.
-    """
-
-    status: str | None = None
-    speed_percentage: int | None = Field(None, ge=0, le=100)
-    schedule: FanSchedule | None = None
+__all__ = ["Devices", "Fans", "SensorDevices"]
 
 
 class Devices(Resource):
@@ -98,6 +83,20 @@ class Devices(Resource):
     async def delete(self, device_id: Id) -> None:
         """Remove a device from the registry."""
         await self._t.delete(f"/api/v1/devices/{device_id}")
+
+    async def command(self, device_id: Id, kind: str, value: bool | int) -> CommandRecord:
+        """Command an actuator (``power``/``valve`` true or false, ``fan_speed``/``brightness``
+        0-100) and wait for the device to confirm; a device the agent cannot reach raises a
+        503 ``FarmApiError``."""
+        body = CommandRequest.model_validate({"kind": kind, "value": value})
+        return await self._t.send(
+            "POST", f"/api/v1/devices/{device_id}/commands", CommandRecord, body
+        )
+
+    async def commands(self, device_id: Id, *, limit: int = 50, offset: int = 0) -> CommandList:
+        """The actuator's command history, newest first, with each outcome."""
+        params = {"limit": limit, "offset": offset}
+        return await self._t.get(f"/api/v1/devices/{device_id}/commands", CommandList, params)
 
 
 class SensorDevices(Resource):
@@ -170,15 +169,17 @@ class Fans(Resource):
         status: str | None = None,
         speed_percentage: int | None = None,
         schedule: FanSchedule | dict[str, Any] | None = None,
-    ) -> Fan:
-        """Switch a fan, set its speed or its schedule; only the arguments given are sent."""
+    ) -> FanControlResult:
+        """Switch a fan (``running``, ``stopped``, ``auto``), set its speed or its schedule; only
+        the arguments given are sent. The answer carries the command's outcome (``confirmed``,
+        ``timed_out``, ``unavailable``...)."""
         fields: dict[str, Any] = {
             "status": status,
             "speed_percentage": speed_percentage,
             "schedule": schedule,
         }
         body = FanControl(**{key: value for key, value in fields.items() if value is not None})
-        return await self._t.send("PUT", f"/api/v1/fans/{fan_id}", Fan, body)
+        return await self._t.send("PUT", f"/api/v1/fans/{fan_id}", FanControlResult, body)
 
 
 def _filters(farm_id: Id | None, **others: str | None) -> dict[str, str | None]:

@@ -212,6 +212,33 @@ async def test_fan_control_rejects_a_bad_speed_before_sending(served: ServedAgen
             await client.fans.control("00000000-0000-4000-8000-000000000000", speed_percentage=150)
 
 
+async def test_fan_control_and_commands_report_their_outcome(served: ServedAgent) -> None:
+    async with FarmClient(served.base_url, **ADMIN) as client:
+        farm = await client.farms.create(name="North")
+        fan = await client.devices.create(
+            farm_id=farm.id,
+            name="Exhaust",
+            kind="fan",
+            profile="esphome-fan",
+            address={"transport": "mqtt", "topic_base": "exhaust"},
+        )
+        # The agent under test runs no broker: the settings are kept, the fan is unreachable.
+        result = await client.fans.control(
+            fan.id,
+            status="auto",
+            speed_percentage=70,
+            schedule={"enabled": True, "start_time": "22:00", "end_time": "06:00"},
+        )
+        with pytest.raises(FarmApiError) as refused:
+            await client.devices.command(fan.id, "fan_speed", 40)
+        history = await client.devices.commands(fan.id)
+
+    assert (result.id, result.mode) == (fan.id, "auto")
+    assert (result.schedule.start_time, result.schedule.end_time) == ("22:00", "06:00")
+    assert refused.value.status == 503 and refused.value.code == "SERVICE_UNAVAILABLE"
+    assert {(c.kind, c.outcome) for c in history.commands} >= {("fan_speed", "unavailable")}
+
+
 async def test_closing_the_client_logs_out(served: ServedAgent) -> None:
     async with FarmClient(served.base_url, **ADMIN) as client:
         await client.farms.list()
