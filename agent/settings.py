@@ -151,7 +151,7 @@ class AgentSettings(BaseSettings):
 
     # Event log and threshold alerts (issues 4 and 5)
     event_retention_days: float | None = Field(
-        365, gt=0, description="Keep events this many days; None: forever"
+        365, gt=0, description="Keep events this many days; unset keeps them forever"
     )
     event_retention_interval_s: float = Field(3600, gt=0, description="Seconds between prunes")
     event_queue_size: int = Field(10_000, ge=1, description="Events waiting to be written at most")
@@ -165,7 +165,7 @@ class AgentSettings(BaseSettings):
         10.0, gt=0, le=120, description="Wait this long for an actuator to confirm a command"
     )
     timezone: str = Field(
-        "UTC", description="IANA time zone of schedule windows (checked at start-up)"
+        "UTC", description="IANA time zone of schedules and plan days (checked at start-up)"
     )
 
     # Grow plans (issue 4)
