@@ -106,6 +106,9 @@ class ReplicaUser(BaseModel):
     plan: str
     status: str
     password_hash: str | None
+    mfa_enabled: bool = False
+    """With MFA on, the agent refuses the password alone: such a user signs in through the cloud
+    (which asks for the second factor) and the agent accepts the cloud's tokens."""
 
 
 class ReplicaPermission(BaseModel):

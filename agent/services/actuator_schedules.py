@@ -190,6 +190,8 @@ class ActuatorSchedules:
         if not online:
             self._confirmed.discard(device_id)
             return
+        if self._scheduler is not None and self._scheduler.get_job(f"{device_id}:open") is None:
+            return  # not scheduled: no database read for each of a farm's many sensors
         try:
             await self.apply_unconfirmed(device_id)
         except ApiError as err:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ class EventLogStats:
     stored: int = 0
     dropped: int = 0
     failed_batches: int = 0
+    rejected: int = 0
+    """Events the database refused (a constraint): logged and skipped, never retried."""
 
 
 class EventLog:
@@ -232,6 +235,10 @@ class EventLog:
                     break
                 except asyncio.CancelledError:
                     raise
+                except sqlite3.IntegrityError:
+                    # One bad event must not block every later one: write them one by one.
+                    await self._insert_each(batch)
+                    break
                 except Exception:
                     self.stats.failed_batches += 1
                     log.exception("event log: writing %d events failed; retrying", len(batch))
@@ -239,6 +246,14 @@ class EventLog:
                     delay = min(delay * 2, _RETRY_MAX_S)
             for _ in batch:
                 self._queue.task_done()
+
+    async def _insert_each(self, batch: list[EventRecord]) -> None:
+        for record in batch:
+            try:
+                self.stats.stored += await self._store.insert_many([record])
+            except sqlite3.IntegrityError:
+                self.stats.rejected += 1
+                log.exception("event log: event %s %s refused; skipped", record.kind, record.id)
 
     async def purge(self, keep: timedelta, chunk: int = 5000) -> int:
         """Delete events older than ``keep``; return how many went."""

@@ -207,6 +207,7 @@ class GrowPlanService:
             shares=shares,
             occupy=occupy,
             release=current == "active" and target in ("harvested", "cancelled"),
+            expected_status=current,
         )
         return await self._get(plan_id)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,7 +84,7 @@ class EventStore:
                         r.kind,
                         r.severity,
                         r.message,
-                        json.dumps(r.data, separators=(",", ":"), default=str),
+                        _json(r.data),
                         r.ts,
                         r.farm_id,
                     ),
@@ -140,3 +141,21 @@ class EventStore:
                 (ts, chunk),
             )
             return cursor.rowcount
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(key): _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _json(data: Mapping[str, Any]) -> str:
+    """Strict JSON (the outbox trigger's json() refuses NaN and Infinity): those become null."""
+    try:
+        return json.dumps(data, separators=(",", ":"), default=str, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(data), separators=(",", ":"), default=str, allow_nan=False)

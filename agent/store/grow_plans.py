@@ -140,9 +140,21 @@ class GrowPlanStore:
         shares: Sequence[ShelfShare] | None,
         occupy: ShelfOccupation | None = None,
         release: bool = False,
+        expected_status: str,
     ) -> None:
-        """Change a plan; optionally replace its shelves, occupy them, or release them."""
+        """Change a plan; optionally replace its shelves, occupy them, or release them.
+
+        The change was decided on the plan in ``expected_status``; if another request moved it
+        on meanwhile, nothing is written (409): two status changes must not both apply.
+        """
         async with self._db.transaction() as conn:
+            cursor = await conn.execute("SELECT status FROM grow_plans WHERE id = ?", (plan_id,))
+            row = await cursor.fetchone()
+            if row is None or row[0] != expected_status:
+                raise Conflict(
+                    "The grow plan changed meanwhile; read it again",
+                    {"expected_status": expected_status, "status": None if row is None else row[0]},
+                )
             if shares is not None:
                 await conn.execute("DELETE FROM grow_plan_shelves WHERE plan_id = ?", (plan_id,))
                 await self._write_shares(conn, plan_id, shares)

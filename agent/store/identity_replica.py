@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from agent.store.db import Database
-from protocol.sync import IdentityDelta
+from protocol.sync import IdentityDelta, ReplicaUser
 from protocol.timefmt import now_iso
 
 __all__ = ["IdentityReplicaStore"]
@@ -54,8 +54,8 @@ class IdentityReplicaStore:
                     " WHERE (email, password_hash, role, status, plan, origin)"
                     " IS NOT (excluded.email, excluded.password_hash, excluded.role,"
                     " excluded.status, excluded.plan, 'cloud')",
-                    (user.id, user.email, user.password_hash or _NO_PASSWORD, user.role,
-                     user.status, user.plan, now),
+                    (user.id, user.email, _replica_hash(user), user.role, user.status,
+                     user.plan, now),
                 )  # fmt: skip
             marks = ",".join("?" * len(kept))
             await conn.execute(
@@ -96,3 +96,11 @@ class IdentityReplicaStore:
                     (session.id, session.user_id, session.created_at, session.expires_at,
                      session.revoked_at, "revoked in the cloud" if session.revoked_at else None),
                 )  # fmt: skip
+
+
+def _replica_hash(user: ReplicaUser) -> str:
+    """The hash the agent checks a password against. A user with MFA in the cloud gets none:
+    the agent has no second factor for them, so a password alone must not open a session."""
+    if user.mfa_enabled or user.password_hash is None:
+        return _NO_PASSWORD
+    return user.password_hash

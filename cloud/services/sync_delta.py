@@ -45,6 +45,7 @@ class IdentityDeltaSource:
                     plan=u["plan"],
                     status=u["status"],
                     password_hash=u["password_hash"],
+                    mfa_enabled=u["mfa_enabled"],
                 )
                 for u in users
             ),

@@ -15,7 +15,8 @@ __all__ = ["agent_permissions", "agent_sessions", "agent_users"]
 # creators and permission holders. Suspended users are included, so the agent learns it.
 _USERS = """
     WITH mine AS (SELECT id, user_id FROM farms WHERE agent_id = $1)
-    SELECT u.id, u.email, u.role, u.plan, u.status, u.password_hash FROM users AS u
+    SELECT u.id, u.email, u.role, u.plan, u.status, u.password_hash, u.mfa_enabled
+    FROM users AS u
     WHERE u.role = 'admin'
        OR u.id = (SELECT a.owner_id FROM agents AS a WHERE a.id = $1)
        OR u.id IN (SELECT user_id FROM mine)

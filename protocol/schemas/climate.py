@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, Field, model_validator
+from pydantic import Field, model_validator
 
-from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, UtcDatetime, Uuid
 
 __all__ = [
     "ClimateControl",
@@ -215,8 +215,8 @@ class ClimateHistoryQuery(PageQuery):
 
     farm_id: UUID
     kind: ClimateHistoryKind | None = None
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
+    since: UtcDatetime | None = None
+    until: UtcDatetime | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> ClimateHistoryQuery:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, WithJsonSchema
 
 __all__ = [
     "ApiModel",
@@ -14,6 +15,7 @@ __all__ = [
     "PageQuery",
     "Schema",
     "Timestamp",
+    "UtcDatetime",
     "Uuid",
 ]
 
@@ -21,6 +23,17 @@ Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-tim
 """A timestamp as stored and sent: ISO 8601 UTC with milliseconds and a trailing Z."""
 
 Uuid = Annotated[str, WithJsonSchema({"type": "string", "format": "uuid"})]
+
+
+def _utc(moment: datetime) -> datetime:
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC time
+        raise ValueError("outside the range of dates this service handles") from None
+
+
+UtcDatetime = Annotated[AwareDatetime, AfterValidator(_utc)]
+"""A time with its offset, as UTC; one at the very ends of the calendar is a 422, not a 500."""
 
 
 class Schema(BaseModel):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, Field, model_validator
+from pydantic import Field, model_validator
 
-from protocol.schemas.common import PageQuery, Schema, Timestamp, Uuid
+from protocol.schemas.common import PageQuery, Schema, Timestamp, UtcDatetime, Uuid
 
 __all__ = ["Event", "EventList", "EventListQuery", "Severity"]
 
@@ -45,8 +45,8 @@ class EventListQuery(PageQuery):
     device_id: UUID | None = None
     severity: Severity | None = None
     kind: str | None = Field(None, max_length=64)
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
+    since: UtcDatetime | None = None
+    until: UtcDatetime | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> EventListQuery:

@@ -12,7 +12,6 @@ from typing import Annotated, Literal
 from uuid import UUID
 
 from pydantic import (
-    AwareDatetime,
     ConfigDict,
     Field,
     Strict,
@@ -20,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, UtcDatetime, Uuid
 from protocol.schemas.devices import DeviceStatus
 
 __all__ = [
@@ -135,8 +134,8 @@ class SensorDataQuery(ApiModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    start: AwareDatetime | None = None
-    end: AwareDatetime | None = None
+    start: UtcDatetime | None = None
+    end: UtcDatetime | None = None
     metric: Ident | None = None
     max_points: int = Field(
         500, ge=10, le=10_000, description="Point budget per metric; chooses the resolution"
@@ -183,8 +182,8 @@ class SensorMetricsQuery(ApiModel):
     model_config = ConfigDict(extra="ignore")
 
     farm_id: UUID
-    start: AwareDatetime | None = None
-    end: AwareDatetime | None = None
+    start: UtcDatetime | None = None
+    end: UtcDatetime | None = None
     device_type: Ident | None = None
 
     @model_validator(mode="after")

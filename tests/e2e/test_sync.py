@@ -252,3 +252,42 @@ async def test_full_outbox_rolls_raw_readings_up_and_keeps_configuration(
     )
     assert rolled > 0
     assert raw + rolled == 1200
+
+
+async def test_a_cloud_user_with_mfa_cannot_log_in_on_the_agent_with_the_password_alone(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    await paired_state(cloud, tmp_path / "state")
+    agent: Agent = await make_agent(**FAST_SYNC)
+    farm_id, _ = await _farm_with_device(agent)
+    worker_id = await cloud.add_user("operator", "worker@cloud.test")
+
+    async def farm_in_cloud() -> bool:
+        count = await _cloud_count(cloud, "SELECT count(*) FROM farms WHERE id = $1", UUID(farm_id))
+        return count == 1
+
+    await eventually(farm_in_cloud, "farm mirrored")
+    await cloud.sql(
+        "INSERT INTO permissions (user_id, farm_id, permission_type) VALUES ($1, $2, 'read_only')",
+        UUID(worker_id),
+        UUID(farm_id),
+    )
+    login = {"email": "worker@cloud.test", "password": CLOUD_PASSWORD}
+
+    async def status_of_login() -> int:
+        return (await agent.client.post("/api/v1/login", json=login)).status
+
+    async def can_log_in() -> bool:
+        return await status_of_login() == 200
+
+    await eventually(can_log_in, "cloud user replicated to the agent")
+    # MFA turned on in the cloud (what /auth/mfa/confirm stores).
+    await cloud.sql(
+        "UPDATE users SET mfa_enabled = true, mfa_secret = '\\x00'::bytea WHERE id = $1",
+        UUID(worker_id),
+    )
+
+    async def refused() -> bool:
+        return await status_of_login() == 400
+
+    await eventually(refused, "the password alone refused on the agent once MFA is on")

@@ -202,3 +202,25 @@ async def test_failed_commands_and_faults_are_stored_but_state_reports_are_not(
         ("command_failed", "Command fan_speed=40 timed_out"),
         ("device_fault", "no answer to R"),
     ]
+
+
+async def test_a_time_at_the_end_of_the_calendar_is_a_422_not_a_500(agent: Agent) -> None:
+    for bound in ("since=0001-01-01T00:00:00%2B01:00", "until=9999-12-31T23:59:00-01:00"):
+        resp = await agent.client.get(f"/api/v1/events?{bound}", headers=agent.auth())
+        assert resp.status == 422, await resp.text()
+
+
+async def test_an_event_the_database_refuses_does_not_block_the_ones_after_it(
+    agent: Agent,
+) -> None:
+    farm_id = await create_farm(agent)
+    log: EventLog = agent.client.app[EVENT_LOG]
+    odd = log.record(farm_id, None, "probe", "info", "not a number", {"value": float("nan")})
+    bad = log.record(farm_id, None, "probe", "loud", "no such severity", {})
+    good = log.record(farm_id, None, "probe", "warning", "fine", {"value": 1.5})
+    status, body = await events_of(agent, farm_id=farm_id)
+    assert status == 200
+    stored = {row["id"]: row for row in body["events"]}
+    assert stored[odd]["data"] == {"value": None}  # NaN is not JSON: stored as null
+    assert bad not in stored
+    assert stored[good]["data"] == {"value": 1.5}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -308,3 +309,21 @@ async def test_plans_are_synced_through_the_outbox(agent: Agent) -> None:
     # The plan's shelves travel with it, already on the insert.
     assert first["shelves"] == [{"shelf_id": the_farm.shelves[0], "plant_count": 10}]
     assert last["stages"][0]["name"] == "germination"
+
+
+async def test_two_status_changes_at_once_apply_one_and_refuse_the_other(agent: Agent) -> None:
+    the_farm = await farm_with_shelves(agent, 20)
+    plan = await send(agent, "POST", "/api/v1/grow-plans", plan_body(the_farm), expect=201)
+    url = f"/api/v1/grow-plans/{plan['id']}"
+
+    async def put(status: str) -> int:
+        resp = await agent.client.put(url, json={"status": status}, headers=agent.auth())
+        return resp.status
+
+    statuses = await asyncio.gather(put("active"), put("cancelled"))
+    assert sorted(statuses) == [200, 409]
+    final = await send(agent, "GET", f"/api/v1/grow-plans?farm_id={the_farm.id}", expect=200)
+    (stored,) = final["grow_plans"]
+    occupied = (await get_shelf(agent, the_farm, the_farm.shelves[0]))["current_plant_count"]
+    # The plan and its shelf agree, whichever change won.
+    assert (stored["status"], occupied) in (("active", 10), ("cancelled", 0))
