@@ -1,8 +1,9 @@
 """Fan control (PUT /fans/{id}, SPEC.md fan control input) and actuator schedules.
 
 Fan ``status``: ``running`` or ``stopped`` (or a bare ``speed_percentage``) set the fan by hand
-and pin it (mode ``manual``: schedule edges and the climate loop leave it alone); ``auto``
-hands it back to automation (its schedule, if enabled, applies at once). A ``schedule`` given
+(mode ``manual``): schedule edges leave it alone until it is handed back, and a climate loop
+driving it holds off for its ``manual_hold_s``; ``auto`` hands it back to automation (its
+schedule, if enabled, applies at once, and a climate loop's hold ends). A ``schedule`` given
 without a manual status also hands the fan to automation, with ``speed_percentage`` as the
 speed while the window is open. Everything is checked before anything is stored or sent.
 """

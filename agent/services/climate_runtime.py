@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -209,6 +209,12 @@ class ClimateRuntime:
             loop.config.mode == "auto" and device_id in loop.config.fan_ids
             for loop in self._loops.values()
         )
+
+    def handed_back(self, device_id: str) -> None:
+        """A person handed fan ``device_id`` back to automation: end the hold of its loops now."""
+        for loop in self._loops.values():
+            if device_id in loop.config.fan_ids and loop.state.hold_until is not None:
+                loop.state = replace(loop.state, hold_until=self._now())
 
     def manual_command(self, device_id: str) -> None:
         """A person commanded fan ``device_id``: pause the loops driving it for their hold time."""

@@ -8,7 +8,8 @@ the window is open at T when the latest edge at or before T is a start.
 Daylight saving time: on the spring-forward day an edge inside the missing hour fires once, at
 the same UTC offset as before the change (02:30 CET is 03:30 CEST). On the fall-back day a
 CronTrigger fires an edge in the repeated hour twice (APScheduler 3.x, seen with 3.11); only
-the first fire of an edge per local date counts, so no window opens or closes twice.
+the first fire of an edge per local date counts, so no window opens or closes twice. A window
+that lies wholly inside the missing hour (02:30-03:00) stays closed that day.
 """
 
 from __future__ import annotations
@@ -74,10 +75,28 @@ def edges(
 
     In UTC because aware datetimes of an ambiguous local hour never compare equal across zones.
     """
-    found = [(moment, True) for moment in _fires(window.trigger(True, tz), since, until)]
+    found = [
+        (moment, True)
+        for moment in _fires(window.trigger(True, tz), since, until)
+        # Through UTC: astimezone to the trigger's own zone keeps a non-existent local time.
+        if not _fell_in_the_gap(window, moment.astimezone(UTC).astimezone(tz))
+    ]
     found += [(moment, False) for moment in _fires(window.trigger(False, tz), since, until)]
     found = [(moment.astimezone(UTC), opens) for moment, opens in found]
     return sorted(found, key=lambda edge: edge[0])
+
+
+def _fell_in_the_gap(window: Window, opening: datetime) -> bool:
+    """Whether a spring-forward gap swallowed the whole window on ``opening``'s day.
+
+    An opening edge in the missing hour fires an hour late; if the window's end came in between
+    (02:30-03:00 when 02:00 jumps to 03:00), opening then would leave the window open until
+    the next day's end. Such a window is empty that day, as its wall-clock times never existed.
+    """
+    shifted = opening.time().replace(second=0, microsecond=0, tzinfo=None)
+    if shifted == window.start or window.end < window.start:
+        return False  # not moved by a gap, or a window crossing midnight (ends the next day)
+    return window.start < window.end <= shifted
 
 
 def is_open(window: Window, tz: tzinfo, at: datetime) -> bool:

@@ -45,7 +45,8 @@ class ActuatorFanDriver:
         except ApiError as err:  # a fan deleted, disabled or re-profiled under the loop
             log.warning("climate: fan %s not commanded: %s", device_id, err.message)
             return False
-        return record.outcome == "confirmed"
+        # "unconfirmed": the firmware reports no state for it; the command was sent all the same.
+        return record.outcome in ("confirmed", "unconfirmed")
 
 
 def climate_context(settings: AgentSettings, *, clock: Callable[[], float]) -> CleanupContext:
@@ -66,6 +67,7 @@ def climate_context(settings: AgentSettings, *, clock: Callable[[], float]) -> C
         app[CLIMATE_RUNTIME] = runtime
         # A person's command holds the loop off that fan; the loop's fans are not scheduled.
         app[ACTUATORS].add_manual_listener(runtime.manual_command)
+        app[ACTUATORS].add_auto_listener(runtime.handed_back)
         app[SCHEDULES].yield_to(runtime.drives)
         await runtime.start()
         yield

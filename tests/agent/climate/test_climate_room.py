@@ -257,3 +257,23 @@ async def test_a_schedule_leaves_a_fan_the_loop_drives_alone(rig: Rig) -> None:
     record = await schedules.apply_at(rig.fan_id, midnight)  # handed back: the window applies
     assert record is not None and record.outcome == "confirmed"
     assert fan_percent(rig.fan) == 80
+
+
+async def test_handing_a_fan_back_to_auto_ends_the_hold_at_once(rig: Rig) -> None:
+    rig.room.model.temperature = 24.5
+    await configure(rig, manual_hold_s=3600)
+    await rig.tick()
+    url, auth = f"/api/v1/fans/{rig.fan_id}", rig.agent.auth()
+    resp = await rig.agent.client.put(
+        url, json={"status": "running", "speed_percentage": 60}, headers=auth
+    )
+    assert resp.status == 200, await resp.text()
+    await rig.tick()
+    assert fan_percent(rig.fan) == 60  # held: the loop leaves the person's speed alone
+
+    resp = await rig.agent.client.put(url, json={"status": "auto"}, headers=auth)
+    assert resp.status == 200, await resp.text()
+    await rig.tick()
+    assert fan_percent(rig.fan) == 0  # the room is at target: the loop stops the fan
+    resumed = (await history(rig.agent, rig.farm_id, kind="action"))[0]
+    assert resumed["data"]["reasons"][0] == "hold_ended"

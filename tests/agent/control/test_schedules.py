@@ -180,6 +180,17 @@ def test_dst_days_have_exactly_one_opening_and_one_closing_edge() -> None:
     assert not is_open(autumn, BERLIN, datetime(2026, 10, 25, 1, 30, tzinfo=UTC))
 
 
+def test_a_window_inside_the_missing_hour_stays_closed_that_day() -> None:
+    # 02:30-03:00 does not exist on 2026-03-29 in Berlin; the opening edge fires at 03:30 CEST,
+    # after the closing one, and must not open the window until the next day.
+    gap = Window.of("02:30", "03:00")
+    day = (datetime(2026, 3, 28, 22, tzinfo=UTC), datetime(2026, 3, 29, 21, tzinfo=UTC))
+    assert [opens for _, opens in edges(gap, BERLIN, *day)] == [False]
+    for hour in (2, 6, 12, 20):  # 04:00 ... 22:00 CEST
+        assert not is_open(gap, BERLIN, datetime(2026, 3, 29, hour, tzinfo=UTC))
+    assert is_open(gap, BERLIN, datetime(2026, 3, 30, 0, 45, tzinfo=UTC))  # 02:45 CEST next day
+
+
 async def test_a_repeated_edge_in_the_fall_back_hour_is_not_applied(rig: Rig) -> None:
     fan_id = await rig.actuator("fan", "tasmota-ifan", "dst")
     await _put_schedule(
