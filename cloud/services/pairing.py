@@ -56,8 +56,13 @@ class PairingService:
             raise Forbidden("Only an administrator may create agents")
         code = base64.b32encode(secrets.token_bytes(20)).decode().rstrip("=")
         owner = UUID(body.owner_id) if body.owner_id else UUID(principal.user_id)
-        async with self._db.as_user(UUID(principal.user_id)) as conn:
-            row = await sync_agents.create_agent(conn, body.name, owner, code_hash(code), self._ttl)
+        try:
+            async with self._db.as_user(UUID(principal.user_id)) as conn:
+                row = await sync_agents.create_agent(
+                    conn, body.name, owner, code_hash(code), self._ttl
+                )
+        except asyncpg.ForeignKeyViolationError:
+            raise ValidationFailed.of([("owner_id", "no such user")]) from None
         log.info("agent %s created by %s", row["id"], principal.user_id)
         return AgentCreated(
             id=str(row["id"]),

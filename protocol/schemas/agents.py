@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from protocol.schemas.auth import UuidIn
 from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 
 __all__ = [
@@ -21,7 +22,7 @@ class AgentCreate(ApiModel):
     """POST /api/v1/agents: a farm site to be paired."""
 
     name: str = Field(min_length=1, max_length=200)
-    owner_id: Uuid | None = Field(None, description="The agent's owner; the caller by default")
+    owner_id: UuidIn | None = Field(None, description="The agent's owner; the caller by default")
 
 
 class AgentCreated(Schema):

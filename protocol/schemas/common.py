@@ -5,7 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+)
 
 __all__ = [
     "ApiModel",
@@ -45,9 +53,18 @@ class Schema(BaseModel):
 
 
 class ApiModel(Schema):
-    """Base of all request models: unknown fields are rejected, strings are trimmed."""
+    """Base of all request models: unknown fields are rejected, strings are trimmed, and a NUL
+    character anywhere in a string is a 422 (PostgreSQL text cannot hold one; it would be a 500
+    in the cloud and a truncated string in some SQLite readers)."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError("must not contain a NUL character")
+        return value
 
 
 class PageQuery(ApiModel):

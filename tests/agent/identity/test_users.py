@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from agent.store.one_time_tokens import OneTimeTokenStore
+from agent.web.keys import DATABASE
+from protocol.tokens import hash_secret, new_secret
 from tests.agent.identity.conftest import (
     PASSWORD,
     create_farm,
@@ -174,3 +177,25 @@ async def test_post_users_permissions_sets_role_and_grants(agent: Agent) -> None
         "/api/v1/users/permissions", json={"user_id": user["id"]}, headers=agent.auth()
     )
     await error_of(resp, 422)
+
+
+async def test_a_reset_mailed_to_the_old_address_dies_when_the_address_changes(
+    agent: Agent,
+) -> None:
+    user = await create_user(agent)
+    secret = new_secret("rp_")
+    await OneTimeTokenStore(agent.client.app[DATABASE]).issue(
+        hash_secret(secret), user["id"], "reset_password", 3600
+    )
+    token = (await tokens_of(agent, user["email"]))["access_token"]
+    resp = await agent.client.put(
+        "/api/v1/users/profile",
+        json={"email": "moved@farm.test", "current_password": PASSWORD},
+        headers=agent.auth(token),
+    )
+    assert resp.status == 200, await resp.text()
+    resp = await agent.client.post(
+        "/auth/reset-password/confirm",
+        json={"token": secret, "new_password": "an attacker's password"},
+    )
+    await error_of(resp, 400)

@@ -93,3 +93,14 @@ async def test_revoking_an_unknown_agent_is_a_404(cloud: Cloud, world: World) ->
     assert resp.status == 404
     resp = await cloud.client.delete("/api/v1/agents/not-a-uuid", headers=headers)
     assert resp.status == 422
+
+
+async def test_a_bad_or_unknown_owner_is_a_422(cloud: Cloud, world: World) -> None:
+    headers = {"Authorization": f"Bearer {await cloud.login('admin@example.com')}"}
+    for owner in ("x", "00000000-0000-4000-8000-000000000000"):
+        resp = await cloud.client.post(
+            "/api/v1/agents", json={"name": "Site", "owner_id": owner}, headers=headers
+        )
+        assert resp.status == 422, await resp.text()
+    resp = await cloud.client.post("/api/v1/agents", json={"name": "Si\u0000te"}, headers=headers)
+    assert resp.status == 422, await resp.text()

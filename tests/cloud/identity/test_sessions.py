@@ -135,3 +135,10 @@ async def test_a_users_sessions_are_invisible_to_another_user_in_sql(
         assert await conn.execute("UPDATE sessions SET revoked_at = now()") == "UPDATE 0"
     async with database.as_user(user.id) as conn:
         assert await conn.fetchval("SELECT count(*) FROM sessions") == 1
+
+
+async def test_a_nul_character_in_a_login_is_a_422_not_a_500(cloud: Cloud) -> None:
+    resp = await cloud.client.post(
+        "/api/v1/login", json={"email": "a\u0000@b.c", "password": "whatever-password"}
+    )
+    assert resp.status == 422, await resp.text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from protocol.tokens import hash_secret, new_secret
 from tests.cloud.api.conftest import PASSWORD, Cloud, Conn, World, assert_error
 from tests.cloud.users.conftest import answer, bearer
 
@@ -330,3 +331,28 @@ async def test_a_new_address_in_the_profile_needs_the_password_and_verification(
     )
     assert mailed == 1
     await cloud.login("rita.new@example.com")
+
+
+async def test_a_reset_mailed_to_the_old_address_dies_when_the_address_changes(
+    cloud: Cloud, world: World, system: Conn
+) -> None:
+    secret = new_secret("rp_")
+    await system.execute(
+        "INSERT INTO one_time_tokens (user_id, purpose, token_hash, expires_at)"
+        " VALUES ($1, 'reset_password', $2, now() + interval '1 hour')",
+        world.users["rita"],
+        bytes.fromhex(hash_secret(secret)),
+    )
+    token = await cloud.login(world.email("rita"))
+    resp = await cloud.client.put(
+        "/api/v1/users/profile",
+        json={"email": "rita.moved@example.com", "current_password": PASSWORD},
+        headers=bearer(token),
+    )
+    await answer(resp, 200)
+    resp = await cloud.client.post(
+        "/auth/reset-password/confirm",
+        json={"token": secret, "new_password": "an attacker's password"},
+    )
+    assert resp.status == 400, await resp.text()
+    await cloud.login("rita.moved@example.com")  # the password is still hers
