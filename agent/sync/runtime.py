@@ -102,13 +102,15 @@ class SyncRuntime:
             await asyncio.sleep(self._settings.sync_interval_s)
             try:
                 link = CloudLink.load(state_dir)
+                if link is None:
+                    continue
+                key = link.cloud_key  # a malformed key must not be trusted, nor stop the watch
+                self._attach(link)
             except (OSError, ValueError, TypeError) as err:
-                log.warning("unreadable cloud link in %s: %s", state_dir, err)
+                log.warning("unusable cloud link in %s: %s; checking again", state_dir, err)
+                self._uploader = None
                 continue
-            if link is None:
-                continue
-            self._verifier.trust(link.cloud_issuer, link.cloud_key)
-            self._attach(link)
+            self._verifier.trust(link.cloud_issuer, key)
             log.info("paired with %s as agent %s: sync starts", link.cloud_url, link.agent_id)
             assert self._uploader is not None  # sync_enabled, or this task would not run
             await self._uploader.run()
