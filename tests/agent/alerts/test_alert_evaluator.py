@@ -151,3 +151,14 @@ async def test_a_farm_status_client_receives_raise_and_clear(agent: Agent) -> No
     assert (cleared["data"]["kind"], cleared["data"]["state"]) == ("alert_cleared", "cleared")
     assert cleared["data"]["id"] == raised["data"]["id"]
     await ws.close()
+
+
+async def test_deleting_the_device_clears_its_active_alert(agent: Agent) -> None:
+    probe = await make_probe(agent)
+    probe.feed((0, 35))
+    await eventually(lambda: probe.alerts("active"))
+    resp = await agent.client.delete(f"/api/v1/devices/{probe.device_id}", headers=agent.auth())
+    assert resp.status == 204, await resp.text()
+    assert await probe.alerts("active") == []
+    (cleared,) = await probe.cleared()
+    assert cleared["cleared_reason"] == "device_deleted"
