@@ -242,3 +242,20 @@ async def test_the_loop_steps_on_its_own(
 
     entries = await eventually(failed_safe)
     assert entries[0]["data"]["speed"] == 40
+
+
+async def test_a_deleted_fan_or_sensor_leaves_the_settings(
+    make_climate_agent: ClimateAgentFactory,
+) -> None:
+    agent = await make_climate_agent()
+    farm_id = await create_farm(agent)
+    kept, gone = await fan(agent, farm_id, "fan1"), await fan(agent, farm_id, "fan2")
+    probe = await sensor(agent, farm_id, "probe1")
+    resp = await update(agent, settings_body(farm_id, [kept, gone], sensor_device_ids=[probe]))
+    assert resp.status == 200, await resp.text()
+    for device_id in (gone, probe):
+        resp = await agent.client.delete(f"/api/v1/devices/{device_id}", headers=agent.auth())
+        assert resp.status == 204, await resp.text()
+    (item,) = (await listing(agent, farm_id=farm_id))["climate_controls"]
+    assert item["settings"]["fan_ids"] == [kept]
+    assert item["settings"]["sensor_device_ids"] is None  # back to the farm's sensors
