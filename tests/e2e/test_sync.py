@@ -42,6 +42,25 @@ async def _healthz(agent: Agent) -> dict[str, str]:
     return checks
 
 
+async def _worker_on_a_synced_farm(cloud: LiveCloud, agent: Agent) -> tuple[str, str]:
+    """A farm made on the agent and mirrored, and a cloud operator who may read it: the farm's
+    and the worker's ids (the worker logs in as worker@cloud.test with CLOUD_PASSWORD)."""
+    farm_id, _ = await _farm_with_device(agent)
+    worker_id = await cloud.add_user("operator", "worker@cloud.test")
+
+    async def farm_in_cloud() -> bool:
+        count = await _cloud_count(cloud, "SELECT count(*) FROM farms WHERE id = $1", UUID(farm_id))
+        return count == 1
+
+    await eventually(farm_in_cloud, "farm mirrored")
+    await cloud.sql(
+        "INSERT INTO permissions (user_id, farm_id, permission_type) VALUES ($1, $2, 'read_only')",
+        UUID(worker_id),
+        UUID(farm_id),
+    )
+    return farm_id, worker_id
+
+
 async def test_paired_agent_syncs_hierarchy_and_readings_visible_to_owner_only(
     cloud: LiveCloud, make_agent: Any, tmp_path: Path
 ) -> None:
@@ -168,21 +187,7 @@ async def test_cloud_users_log_in_offline_and_are_locked_out_after_the_next_sync
 ) -> None:
     await paired_state(cloud, tmp_path / "state")
     agent: Agent = await make_agent(**FAST_SYNC)
-    farm_id, _ = await _farm_with_device(agent)
-    worker_id = await cloud.add_user("operator", "worker@cloud.test")
-
-    async def farm_in_cloud() -> bool:
-        return (
-            await _cloud_count(cloud, "SELECT count(*) FROM farms WHERE id = $1", UUID(farm_id))
-            == 1
-        )
-
-    await eventually(farm_in_cloud, "farm mirrored")
-    await cloud.sql(
-        "INSERT INTO permissions (user_id, farm_id, permission_type) VALUES ($1, $2, 'read_only')",
-        UUID(worker_id),
-        UUID(farm_id),
-    )
+    farm_id, worker_id = await _worker_on_a_synced_farm(cloud, agent)
     cloud_token = await cloud.login("worker@cloud.test")
     login = {"email": "worker@cloud.test", "password": CLOUD_PASSWORD}
 
@@ -259,19 +264,7 @@ async def test_a_cloud_user_with_mfa_cannot_log_in_on_the_agent_with_the_passwor
 ) -> None:
     await paired_state(cloud, tmp_path / "state")
     agent: Agent = await make_agent(**FAST_SYNC)
-    farm_id, _ = await _farm_with_device(agent)
-    worker_id = await cloud.add_user("operator", "worker@cloud.test")
-
-    async def farm_in_cloud() -> bool:
-        count = await _cloud_count(cloud, "SELECT count(*) FROM farms WHERE id = $1", UUID(farm_id))
-        return count == 1
-
-    await eventually(farm_in_cloud, "farm mirrored")
-    await cloud.sql(
-        "INSERT INTO permissions (user_id, farm_id, permission_type) VALUES ($1, $2, 'read_only')",
-        UUID(worker_id),
-        UUID(farm_id),
-    )
+    _, worker_id = await _worker_on_a_synced_farm(cloud, agent)
     login = {"email": "worker@cloud.test", "password": CLOUD_PASSWORD}
 
     async def status_of_login() -> int:
