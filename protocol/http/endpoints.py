@@ -24,7 +24,7 @@ from protocol.errors import (
     Unauthorized,
     ValidationFailed,
 )
-from protocol.http.keys import PRINCIPAL
+from protocol.http.keys import PRINCIPAL, PUBLIC_HANDLERS
 from protocol.identity import Principal
 
 __all__ = ["Api", "Endpoint", "issues_of", "parse_model", "principal_of", "read_json"]
@@ -163,8 +163,11 @@ class Api:
 
     def install(self, app: web.Application) -> None:
         """Add every endpoint to ``app``'s router."""
+        public = app.setdefault(PUBLIC_HANDLERS, set())
         for endpoint in self.endpoints:
             handler = _adapter(endpoint)
+            if not endpoint.auth:
+                public.add(handler)
             app.router.add_route(endpoint.method, endpoint.path, handler)
             # DESIGN.md section 3: "/farms and /farms/ both answer, without a redirect".
             twin = endpoint.path[:-1] if endpoint.path.endswith("/") else endpoint.path + "/"

@@ -20,7 +20,7 @@ from protocol.errors import (
     RateLimited,
     envelope,
 )
-from protocol.http.keys import PRINCIPAL, REQUEST_ID
+from protocol.http.keys import PRINCIPAL, PUBLIC_HANDLERS, REQUEST_ID
 from protocol.identity import Principal
 
 __all__ = ["auth_middleware", "error_middleware", "error_response", "request_id_middleware"]
@@ -87,11 +87,21 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 def auth_middleware(authenticate: Authenticate) -> Middleware:
-    """Resolve the caller (or ``None``) before the handler; invalid credentials are a 401."""
+    """Resolve the caller (or ``None``) before the handler; invalid credentials are a 401.
+
+    On an endpoint that needs no caller (login, refresh, reset...), invalid credentials are
+    ignored: a client holding an expired access token must still be able to refresh it.
+    """
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        request[PRINCIPAL] = await authenticate(request)
+        try:
+            request[PRINCIPAL] = await authenticate(request)
+        except ApiError as err:
+            public = request.app.get(PUBLIC_HANDLERS, set())
+            if err.status != 401 or request.match_info.handler not in public:
+                raise
+            request[PRINCIPAL] = None
         return await handler(request)
 
     return middleware

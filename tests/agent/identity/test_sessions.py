@@ -161,3 +161,19 @@ async def test_a_suspended_user_is_refused_at_once(agent: Agent) -> None:
     resp = await agent.client.get("/auth/verify", headers=agent.auth(str(tokens["access_token"])))
     await error_of(resp, 401)
     await error_of(await login(agent, user["email"]), 400)
+
+
+async def test_a_stale_access_token_does_not_stop_a_refresh_or_a_login(agent: Agent) -> None:
+    user = await create_user(agent)
+    first = await tokens_of(agent, user["email"])
+    stale = agent.auth("not-a-token")  # sent by a client that still holds its old token
+    resp = await agent.client.post(
+        "/auth/refresh", json={"refresh_token": first["refresh_token"]}, headers=stale
+    )
+    assert resp.status == 200, await resp.text()
+    resp = await agent.client.post(
+        "/api/v1/login", json={"email": user["email"], "password": PASSWORD}, headers=stale
+    )
+    assert resp.status == 200, await resp.text()
+    # An endpoint that needs a caller still refuses the bad token.
+    await error_of(await agent.client.get("/auth/verify", headers=stale), 401)
