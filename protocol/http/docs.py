@@ -20,6 +20,7 @@ def install_docs(app: web.Application, build: Callable[[], dict[str, Any]]) -> N
     of every model holds a few MB that a farm agent serving no docs reader should not carry.
     """
     built: list[bytes] = []
+    page = resources.files("protocol.http").joinpath("docs.html").read_text(encoding="utf-8")
 
     async def openapi_json(request: web.Request) -> web.Response:
         if not built:
@@ -27,7 +28,6 @@ def install_docs(app: web.Application, build: Callable[[], dict[str, Any]]) -> N
         return web.Response(body=built[0], content_type="application/json")
 
     async def docs_page(request: web.Request) -> web.Response:
-        page = resources.files("protocol.http").joinpath("docs.html").read_text(encoding="utf-8")
         return web.Response(text=page, content_type="text/html")
 
     app.router.add_get("/api/v1/openapi.json", openapi_json)
