@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agent.store.db import Database
-from agent.store.devices import MAX_OFFSET
 from protocol.timefmt import now_iso
 
 __all__ = ["ActuatorCommandStore", "ControlSettings", "NewCommand"]
@@ -85,15 +84,15 @@ class ActuatorCommandStore:
         self, device_id: str, limit: int, offset: int
     ) -> tuple[list[sqlite3.Row], int]:
         """A device's commands, newest first, and their total."""
-        total = await self._db.fetch_value(
-            "SELECT count(*) FROM actuator_commands WHERE device_id = ?", (device_id,)
+        return await self._db.fetch_page(
+            "actuator_commands",
+            "device_id = ?",
+            [device_id],
+            columns=_COMMAND_COLUMNS,
+            order="requested_at DESC, rowid DESC",
+            limit=limit,
+            offset=offset,
         )
-        rows = await self._db.fetch_all(
-            f"SELECT {_COMMAND_COLUMNS} FROM actuator_commands WHERE device_id = ?"
-            " ORDER BY requested_at DESC, rowid DESC LIMIT ? OFFSET ?",
-            (device_id, limit, min(offset, MAX_OFFSET)),
-        )
-        return list(rows), int(total)
 
     async def control(self, device_id: str) -> ControlSettings:
         """The actuator's control settings (defaults when never set)."""

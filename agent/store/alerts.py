@@ -85,14 +85,8 @@ class AlertStore:
     ) -> tuple[list[dict[str, Any]], int]:
         """Visible rules, oldest first, and their total."""
         condition, params = _where(principal, {"farm_id": farm_id, "device_id": device_id})
-        total = int(
-            await self._db.fetch_value(
-                f"SELECT count(*) FROM alert_rules WHERE {condition}", params
-            )
-        )
-        rows = await self._db.fetch_all(
-            f"SELECT * FROM alert_rules WHERE {condition} ORDER BY created_at, id LIMIT ? OFFSET ?",
-            [*params, limit, offset],
+        rows, total = await self._db.fetch_page(
+            "alert_rules", condition, params, order="created_at, id", limit=limit, offset=offset
         )
         return [_rule(row) for row in rows], total
 
@@ -190,11 +184,7 @@ class AlertStore:
     ) -> tuple[list[dict[str, Any]], int]:
         """Visible alerts matching ``filters`` (state, farm_id, device_id), newest first."""
         condition, params = _where(principal, filters)
-        total = int(
-            await self._db.fetch_value(f"SELECT count(*) FROM alerts WHERE {condition}", params)
-        )
-        rows = await self._db.fetch_all(
-            f"SELECT * FROM alerts WHERE {condition} ORDER BY raised_at DESC, id LIMIT ? OFFSET ?",
-            [*params, limit, offset],
+        rows, total = await self._db.fetch_page(
+            "alerts", condition, params, order="raised_at DESC, id", limit=limit, offset=offset
         )
         return [dict(row) for row in rows], total

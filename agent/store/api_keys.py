@@ -49,15 +49,15 @@ class ApiKeyStore:
         if not include_revoked:
             where.append("revoked_at IS NULL")
         condition = " AND ".join(where)
-        total = await self._db.fetch_value(
-            f"SELECT count(*) FROM api_keys WHERE {condition}", params
+        return await self._db.fetch_page(
+            "api_keys",
+            condition,
+            params,
+            columns=_COLUMNS,
+            order="created_at DESC, id",
+            limit=limit,
+            offset=offset,
         )
-        rows = await self._db.fetch_all(
-            f"SELECT {_COLUMNS} FROM api_keys WHERE {condition}"
-            " ORDER BY created_at DESC, id LIMIT ? OFFSET ?",
-            [*params, limit, offset],
-        )
-        return list(rows), int(total)
 
     async def revoke(self, key_id: str) -> bool:
         """Revoke a key at once; ``False`` if it was already revoked."""

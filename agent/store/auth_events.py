@@ -56,15 +56,14 @@ class AuthEventStore:
                 where.append(clause)
                 params.append(value)
         condition = " AND ".join(where)
-        total = await self._db.fetch_value(
-            f"SELECT count(*) FROM auth_events WHERE {condition}", params
+        return await self._db.fetch_page(
+            "auth_events",
+            condition,
+            params,
+            order="created_at DESC, rowid DESC",
+            limit=limit,
+            offset=offset,
         )
-        rows = await self._db.fetch_all(
-            f"SELECT * FROM auth_events WHERE {condition}"
-            " ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
-            [*params, limit, offset],
-        )
-        return list(rows), int(total)
 
     async def nth_recent_by_email(
         self, email: str, kinds: Collection[str], since: str, n: int, reset_kind: str

@@ -229,12 +229,11 @@ class ClimateStore:
             where.append("kind = ?")
             params.append(query.kind)
         condition = " AND ".join(where)
-        total = await self._db.fetch_value(
-            f"SELECT count(*) FROM climate_history WHERE {condition}", params
+        return await self._db.fetch_page(
+            "climate_history",
+            condition,
+            params,
+            order="at DESC, rowid DESC",
+            limit=query.limit,
+            offset=query.offset,
         )
-        rows = await self._db.fetch_all(
-            f"SELECT * FROM climate_history WHERE {condition}"
-            " ORDER BY at DESC, rowid DESC LIMIT ? OFFSET ?",
-            [*params, query.limit, query.offset],
-        )
-        return rows, int(total)

@@ -133,6 +133,26 @@ class Database:
         rows = await self._read_conn.execute_fetchall(sql, params)
         return next(iter(rows), None)
 
+    async def fetch_page(
+        self,
+        source: str,
+        where: str,
+        params: Sequence[Any],
+        *,
+        order: str,
+        limit: int,
+        offset: int,
+        columns: str = "*",
+    ) -> tuple[list[sqlite3.Row], int]:
+        """One page of ``SELECT columns FROM source WHERE where ORDER BY order``, and the total
+        number of matching rows before paging (every list endpoint answers both)."""
+        total = await self.fetch_value(f"SELECT count(*) FROM {source} WHERE {where}", params)
+        rows = await self.fetch_all(
+            f"SELECT {columns} FROM {source} WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        return list(rows), int(total)
+
     async def fetch_value(self, sql: str, params: Params = ()) -> Any:
         """Run a read query and return the first column of its first row (or ``None``)."""
         row = await self.fetch_one(sql, params)

@@ -108,12 +108,8 @@ class EventStore:
             if value is not None:
                 condition += f" AND {column} {op} ?"
                 params.append(value)
-        total = int(
-            await self._db.fetch_value(f"SELECT count(*) FROM events WHERE {condition}", params)
-        )
-        rows = await self._db.fetch_all(
-            f"SELECT * FROM events WHERE {condition} ORDER BY ts DESC, id LIMIT ? OFFSET ?",
-            [*params, limit, offset],
+        rows, total = await self._db.fetch_page(
+            "events", condition, params, order="ts DESC, id", limit=limit, offset=offset
         )
         return [event_row(row) for row in rows], total
 

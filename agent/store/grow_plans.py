@@ -78,15 +78,15 @@ class GrowPlanStore:
             conditions.append("id IN (SELECT plan_id FROM grow_plan_shelves WHERE shelf_id = ?)")
             params.append(where.shelf_id)
         condition = " AND ".join(conditions)
-        total = await self._db.fetch_value(
-            f"SELECT count(*) FROM grow_plans WHERE {condition}", params
+        return await self._db.fetch_page(
+            "grow_plans",
+            condition,
+            params,
+            columns=_COLUMNS,
+            order="start_date DESC, created_at DESC, id",
+            limit=limit,
+            offset=offset,
         )
-        rows = await self._db.fetch_all(
-            f"SELECT {_COLUMNS} FROM grow_plans WHERE {condition}"
-            " ORDER BY start_date DESC, created_at DESC, id LIMIT ? OFFSET ?",
-            [*params, limit, offset],
-        )
-        return list(rows), int(total)
 
     async def get(self, plan_id: str) -> sqlite3.Row | None:
         """One plan by id (the caller is authorized on its farm afterwards)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -13,21 +12,7 @@ from agent.app import create_app
 from agent.services.climate_runtime import ClimateRuntime
 from agent.web.keys import CLIMATE_RUNTIME
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, Agent, agent_settings
-
-
-class Clock:
-    """Wall-clock time that moves only when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> float:
-        """Move on ``seconds`` and return the new time."""
-        self.now += seconds
-        return self.now
+from tests.support.clock import Clock
 
 
 @pytest.fixture

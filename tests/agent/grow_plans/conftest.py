@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,23 +12,9 @@ import pytest
 from agent.app import create_app
 from tests.agent.hierarchy_helpers import farm, rack, row, send, shelf
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, Agent, agent_settings
+from tests.support.clock import Clock
 
 DAY_S = 86_400.0
-
-
-class Clock:
-    """Wall-clock time that moves only when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> float:
-        """Move on ``seconds`` and return the new time."""
-        self.now += seconds
-        return self.now
 
 
 @pytest.fixture
