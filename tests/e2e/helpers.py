@@ -41,10 +41,19 @@ async def paired_state(cloud: LiveCloud, state_dir: Path) -> tuple[str, str]:
     return owner_id, owner_email
 
 
-def add_readings(
+async def add_readings(
     db_path: Path, device_id: str, start_ms: int, count: int, step_ms: int = 1000
 ) -> None:
-    """Readings of one series written straight into the agent's SQLite (as the writer would)."""
+    """Readings of one series written straight into the agent's SQLite (as the writer would).
+
+    In a thread: the agent under test shares this event loop, and a write transaction it holds
+    finishes only when the loop runs; waiting for its lock on the loop would deadlock until the
+    busy timeout ("database is locked").
+    """
+    await asyncio.to_thread(_write_readings, db_path, device_id, start_ms, count, step_ms)
+
+
+def _write_readings(db_path: Path, device_id: str, start_ms: int, count: int, step_ms: int) -> None:
     conn = sqlite3.connect(db_path, timeout=30, isolation_level=None)
     try:
         conn.execute("PRAGMA busy_timeout=30000")

@@ -67,7 +67,7 @@ async def test_paired_agent_syncs_hierarchy_and_readings_visible_to_owner_only(
     owner_id, owner_email = await paired_state(cloud, tmp_path / "state")
     agent: Agent = await make_agent(**FAST_SYNC)
     farm_id, device_id = await _farm_with_device(agent)
-    add_readings(tmp_path / "state" / "agent.db", device_id, 1_700_000_000_000, 500)
+    await add_readings(tmp_path / "state" / "agent.db", device_id, 1_700_000_000_000, 500)
 
     async def arrived() -> bool:
         return await _cloud_count(cloud, "SELECT count(*) FROM readings") == 500
@@ -109,7 +109,7 @@ async def test_cloud_outage_then_every_reading_arrives_exactly_once(
     agent: Agent = await make_agent(**FAST_SYNC)
     _, device_id = await _farm_with_device(agent)
     db_path = tmp_path / "state" / "agent.db"
-    add_readings(db_path, device_id, 1_700_000_000_000, 100)
+    await add_readings(db_path, device_id, 1_700_000_000_000, 100)
 
     async def count_is(n: int) -> Any:
         async def check() -> bool:
@@ -119,7 +119,7 @@ async def test_cloud_outage_then_every_reading_arrives_exactly_once(
 
     await eventually(await count_is(100), "first readings synced")
     await cloud.stop()
-    add_readings(db_path, device_id, 1_700_000_100_000, 3000)
+    await add_readings(db_path, device_id, 1_700_000_100_000, 3000)
 
     async def disconnected() -> bool:
         checks = await _healthz(agent)
@@ -236,7 +236,7 @@ async def test_full_outbox_rolls_raw_readings_up_and_keeps_configuration(
     )
     assert resp.status == 200, await resp.text()
     # 1 reading a second for 20 minutes: far over a 40 kB outbox.
-    add_readings(tmp_path / "state" / "agent.db", device_id, 1_700_000_040_000, 1200)
+    await add_readings(tmp_path / "state" / "agent.db", device_id, 1_700_000_040_000, 1200)
 
     async def rolled_up() -> bool:
         checks = await _healthz(agent)

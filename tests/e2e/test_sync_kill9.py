@@ -68,7 +68,7 @@ async def test_agent_killed_mid_upload_resumes_without_loss_or_duplicates(
         )
     device_id = await add_device(db, farm_id)
     await db.close()
-    add_readings(state / "agent.db", device_id, 1_700_000_000_000, TOTAL)
+    await add_readings(state / "agent.db", device_id, 1_700_000_000_000, TOTAL)
 
     async def cloud_count() -> int:
         return int((await cloud.sql("SELECT count(*) FROM readings"))[0][0])
