@@ -119,13 +119,19 @@ async def test_a_pump_schedule_is_reloaded_and_applied_after_a_restart(
             f"{pump_id}:open",
         ]
 
-        async def switched_on_again() -> bool:
-            return sim.state["power"] is True
+        async def third_command() -> list[dict[str, Any]]:
+            # The agent stores a command once the device confirmed it, after the pump switched:
+            # wait for the stored command, not for the pump.
+            resp = await agent.client.get(
+                f"/api/v1/devices/{pump_id}/commands", headers=agent.auth()
+            )
+            commands: list[dict[str, Any]] = (await resp.json())["commands"]
+            return commands if len(commands) >= 3 else []
 
-        await eventually(switched_on_again)
-        resp = await agent.client.get(f"/api/v1/devices/{pump_id}/commands", headers=agent.auth())
-        sources = [c["source"] for c in (await resp.json())["commands"]]
-        assert sources == ["schedule", "manual", "schedule"]
+        commands = await eventually(third_command)
+        assert [c["source"] for c in commands] == ["schedule", "manual", "schedule"]
+        assert commands[0]["outcome"] == "confirmed"
+        assert sim.state["power"] is True
 
 
 async def test_a_schedule_with_equal_edges_is_422(rig: Rig) -> None:
