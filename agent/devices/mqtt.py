@@ -241,6 +241,12 @@ class MqttClient:
         for task in reversed(self._tasks):
             task.cancel()
         for task in reversed(self._tasks):
+            # Cancelled again until it ends: Python 3.11's wait_for (inside aiomqtt's publish)
+            # can swallow a cancellation that races with its completion, and a handler
+            # publishing a reply would then go back to waiting for the next message.
+            while not task.done():
+                await asyncio.wait({task}, timeout=1.0)
+                task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
