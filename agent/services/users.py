@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.services.auth_events import AuthEvents
 from agent.services.identity import check_password, new_password_hash
+from agent.services.identity_authority import IdentityAuthority
 from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
@@ -59,7 +60,9 @@ class UserService:
         sessions: SessionStore,
         flows: AuthFlows,
         events: AuthEvents,
+        authority: IdentityAuthority,
     ) -> None:
+        self._authority = authority
         self._users = users
         self._permissions = permissions
         self._sessions = sessions
@@ -83,6 +86,7 @@ class UserService:
     async def create(self, principal: Principal, body: UserCreate) -> User:
         """Create a user with a role and farm grants (admins only)."""
         require_role(principal, Role.ADMIN)
+        self._authority.refuse_new("create a user")
         await self._check_farms(body.farms_access, "farms_access")
         try:
             row = await self._users.create(
@@ -103,8 +107,11 @@ class UserService:
         """Change the given fields of a user (admins only)."""
         require_role(principal, Role.ADMIN)
         row = await self._row(user_id)
+        self._authority.refuse_for(row, "change a user")
         fields = body.model_dump(exclude_unset=True)
         farms_access = fields.pop("farms_access", None)
+        if farms_access is not None:
+            self._authority.refuse_new("grant farm access")
         password = fields.pop("password", None)
         changes: dict[str, Any] = {}
         for name, value in fields.items():
@@ -139,6 +146,9 @@ class UserService:
         """Set a user's role and/or replace their farm grants (admins only)."""
         require_role(principal, Role.ADMIN)
         row = await self._row(body.user_id)
+        self._authority.refuse_for(row, "change a role")
+        if body.permissions is not None:
+            self._authority.refuse_new("grant farm access")
         if body.role is not None:
             await self._keep_an_admin(row, body.role.value, None)
         if body.permissions is not None:
@@ -157,6 +167,7 @@ class UserService:
         if user_id == principal.user_id:
             raise BadRequest("Admins cannot delete their own account")
         row = await self._row(user_id)
+        self._authority.refuse_for(row, "delete a user")
         await self._keep_an_admin(row, Role.USER.value, None)
         await self._users.delete(user_id)
 
@@ -169,6 +180,7 @@ class UserService:
     ) -> User:
         """Change the caller's name, email or password (the last two need the password)."""
         row = await self._row(principal.user_id)
+        self._authority.refuse_for(row, "change your profile")
         changes: dict[str, Any] = {}
         if body.current_password is not None and not await check_password(
             body.current_password, row["password_hash"]

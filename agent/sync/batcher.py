@@ -1,5 +1,6 @@
 """Outbox rows into a batch's records: entities coalesced to their newest version, raw
-readings grouped per series into delta-encoded blocks, rollups resolved to their series."""
+readings grouped per series into delta-encoded blocks, rollups resolved to their series. Only
+kinds that flow up (protocol/sync_kinds.py) are sent."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from dataclasses import dataclass, field
 
 from agent.sync.outbox import READING, ROLLUP, OutboxRow
 from protocol.sync import Lane, ReadingBlock, Record, encode_readings, merge_ranges
+from protocol.sync_kinds import upload_kinds
 
 __all__ = ["Outgoing", "build_records", "cut_by_bytes"]
 
 Series = Mapping[int, tuple[str, str, str]]
+
+_UPLOAD_KINDS = upload_kinds()
 
 
 @dataclass
@@ -58,6 +62,9 @@ def build_records(rows: Sequence[OutboxRow], series: Series) -> Outgoing:
                 out.dropped += 1
             else:
                 out.records.append(record)
+        elif row.entity not in _UPLOAD_KINDS:
+            # Not the agent's to send (identity flows from the cloud only): accounted, dropped.
+            out.dropped += 1
         else:
             newest[(row.entity, row.entity_id)] = row
             first.setdefault((row.entity, row.entity_id), row.seq)

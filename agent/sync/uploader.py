@@ -36,7 +36,7 @@ class SyncPolicy:
     batch_max_records: int = 20_000
     batch_max_bytes: int = 2 * 1024 * 1024
     idle_interval_s: float = 5.0
-    heartbeat_s: float = 60.0
+    heartbeat_s: float = 4.0
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 300.0
     request_timeout_s: float = 30.0
@@ -113,7 +113,9 @@ class Uploader:
                     continue
                 failures = 0
                 if not more:
-                    await asyncio.sleep(self._policy.idle_interval_s)
+                    # Idle: wake at least every heartbeat, so a revocation made in the cloud
+                    # takes effect here within about one heartbeat (issue 16).
+                    await asyncio.sleep(min(self._policy.idle_interval_s, self._policy.heartbeat_s))
 
     def _backoff(self, failures: int, err: Exception) -> float:
         cap = self._policy.backoff_max_s
@@ -126,7 +128,8 @@ class Uploader:
         """One batch (or an identity refresh when idle); ``True`` if more is waiting."""
         await self._enforce_cap()
         rows, more = await self._select()
-        # With nothing to send, an empty batch now and then still fetches the identity delta.
+        # With nothing to send, an empty batch every heartbeat asks for a newer identity delta
+        # (the cloud answers none when the replica's version is current).
         if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:
             return False
         rows = cut_by_bytes(rows, self._policy.batch_max_bytes) if rows else []
@@ -162,6 +165,7 @@ class Uploader:
             sent_at=now_ms(),
             records=tuple(outgoing.records),
             ranges=tuple(outgoing.ranges),
+            identity_version=await self._replica.version(),
         )
         body, signature = encode_batch(batch, self._key)
         headers = {

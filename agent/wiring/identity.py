@@ -10,6 +10,7 @@ from agent.services.api_keys import ApiKeyService
 from agent.services.auth_events import AuthEvents
 from agent.services.auth_flows import AuthFlows
 from agent.services.identity import IdentityService, SessionIssuer
+from agent.services.identity_authority import IdentityAuthority
 from agent.services.login_throttle import LoginThrottle, ThrottlePolicy
 from agent.services.mfa import MfaService
 from agent.services.permissions import PermissionService
@@ -22,6 +23,7 @@ from agent.store.one_time_tokens import OneTimeTokenStore
 from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
+from agent.sync.link import link_path
 from agent.web.keys import API_KEYS, AUTH_EVENTS, AUTH_FLOWS, IDENTITY, MFA, PERMISSIONS, USERS
 from protocol.mail import FlowPolicy, LogMailSender, MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
@@ -53,6 +55,7 @@ def identity_services(
         ),
     )
     issuer = SessionIssuer(sessions, signer, settings.refresh_token_ttl_s)
+    authority = IdentityAuthority(lambda: link_path(settings.state_dir).exists())
     mfa_service = MfaService(
         users,
         tokens,
@@ -60,6 +63,7 @@ def identity_services(
         issuer,
         throttle,
         events,
+        authority,
         issuer_name=settings.farm_name,
         challenge_ttl_s=settings.mfa_challenge_ttl_s,
         clock=clock,
@@ -76,6 +80,7 @@ def identity_services(
             reset_token_ttl_s=settings.reset_token_ttl_s,
             site_name=settings.farm_name,
         ),
+        authority,
     )
     identity = IdentityService(
         users, sessions, api_key_store, issuer, verifier, throttle, events, mfa_service
@@ -84,7 +89,7 @@ def identity_services(
     app[AUTH_EVENTS] = events
     app[AUTH_FLOWS] = flows
     app[MFA] = mfa_service
-    app[API_KEYS] = ApiKeyService(api_key_store, users, events)
-    app[USERS] = UserService(users, permission_store, sessions, flows, events)
-    app[PERMISSIONS] = PermissionService(db, permission_store, users)
+    app[API_KEYS] = ApiKeyService(api_key_store, users, events, authority)
+    app[USERS] = UserService(users, permission_store, sessions, flows, events, authority)
+    app[PERMISSIONS] = PermissionService(db, permission_store, users, authority)
     return identity

@@ -6,6 +6,11 @@ The signature is checked with the agent's registered key before anything is deco
 (protocol.sync.decode_batch). Refusals: an unknown, unpaired or revoked agent or a bad signature
 is 401; a batch naming another agent is 403; the same batch sent twice or one signed too long
 ago (a replay) is 409; a batch that verifies but does not parse is 400, an oversized one 413.
+
+Within a verified batch, records are refused one by one and the rest applies: a kind the agent
+may not send (unknown, or identity, which flows from the cloud only: protocol/sync_kinds.py) is
+counted, logged with the agent's id and listed in the ack's ``rejections``; so is a record the
+mirror's confinement refuses (counted only).
 """
 
 from __future__ import annotations
@@ -28,10 +33,12 @@ from protocol.sync import (
     Batch,
     BatchRejected,
     Record,
+    Rejection,
     advance,
     decode_batch,
     decode_readings,
 )
+from protocol.sync_kinds import refusal
 
 __all__ = ["SyncService"]
 
@@ -100,7 +107,11 @@ class SyncService:
                 raise Unauthorized("Unknown or unpaired agent")
             if not await sync_agents.remember_batch(conn, agent_id, UUID(batch.batch_id)):
                 raise Conflict("Batch already applied (replay)")
-            rejected = await self._apply_records(conn, agent_id, agent["owner_id"], batch.records)
+            refused = _refused_kinds(agent_id, batch.records)
+            refused_seqs = {r.seq for r in refused}
+            allowed = tuple(r for r in batch.records if r.seq not in refused_seqs)
+            rejected = len(refused)
+            rejected += await self._apply_records(conn, agent_id, agent["owner_id"], allowed)
             stored = await sync_agents.add_coverage(conn, agent_id, [])
             acked, pending = advance(int(agent["acked_seq"]), [*stored, *batch.ranges])
             await sync_agents.set_progress(conn, agent_id, acked, pending)
@@ -108,7 +119,10 @@ class SyncService:
             await sync_agents.prune_batches(conn, cutoff)
         log.debug("agent %s: %d records, acked %d", agent_id, len(batch.records), acked)
         return Ack(
-            acked_seq=acked, rejected=rejected, identity=await self._delta.for_agent(agent_id)
+            acked_seq=acked,
+            rejected=rejected,
+            rejections=refused,
+            identity=await self._delta.newer_than(agent_id, batch.identity_version),
         )
 
     async def _apply_records(
@@ -127,18 +141,29 @@ class SyncService:
                 rejected += _collect_readings(record, readings)
             elif record.kind == ROLLUPS:
                 rejected += _collect_rollup(record, rollups)
-            elif record.kind in sync_mirror.ENTITIES:
-                rejected += not await _apply_entity(conn, agent_id, owner_id, record)
             else:
-                log.warning(
-                    "agent %s sent unknown kind %r (seq %d)", agent_id, record.kind, record.seq
-                )
-                rejected += 1
+                rejected += not await _apply_entity(conn, agent_id, owner_id, record)
         if readings.device_ids:
             rejected += await sync_mirror.insert_readings(conn, agent_id, readings)
         if rollups:
             rejected += await sync_mirror.merge_rollups(conn, agent_id, rollups)
         return rejected
+
+
+def _refused_kinds(agent_id: UUID, records: tuple[Record, ...]) -> tuple[Rejection, ...]:
+    """Records whose kind an agent may not send (protocol/sync_kinds.py): unknown kinds, and
+    identity, which flows from the cloud only. Each is refused alone and logged."""
+    refused = []
+    for record in records:
+        reason = refusal(record.kind)
+        if reason is None:
+            continue
+        log.warning(
+            "agent %s: %s %s (seq %d) refused: %s",
+            agent_id, record.kind, record.key, record.seq, reason,
+        )  # fmt: skip
+        refused.append(Rejection(seq=record.seq, kind=record.kind, key=record.key, reason=reason))
+    return tuple(refused)
 
 
 def _collect_readings(record: Record, into: sync_mirror.ReadingRows) -> int:

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import asyncpg
@@ -55,18 +56,18 @@ class Migration:
 
 
 def load_migrations(directory: Path = MIGRATIONS_DIR) -> tuple[Migration, ...]:
-    """Read the migration files of a directory, checking names and numbering (1, 2, 3...)."""
+    """Read the migration files of a directory, checking names and numbering: increasing and
+    unique. Gaps are allowed: parallel work streams hold ranges of numbers, and a gap filled
+    later is applied then (the applied set is recorded, not a high-water mark)."""
     migrations: list[Migration] = []
     for path in sorted(directory.glob("*.sql")):
         match = _NAME.match(path.name)
         if match is None:
             raise MigrationError(f"{path}: migration files are named NNNN_description.sql")
         migrations.append(Migration(int(match.group(1)), match.group(2), path.read_text()))
-    for expected, migration in enumerate(migrations, start=1):
-        if migration.version != expected:
-            raise MigrationError(
-                f"{directory}: expected migration {expected:04d}, found {migration.version:04d}"
-            )
+    for before, migration in pairwise(migrations):
+        if migration.version == before.version:
+            raise MigrationError(f"{directory}: two migrations numbered {before.version:04d}")
     if not migrations:
         raise MigrationError(f"{directory}: no migration files")
     return tuple(migrations)
