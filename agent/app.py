@@ -56,6 +56,7 @@ from protocol.http.ratelimit import (
 from protocol.identity import Principal
 from protocol.mail import MailSender
 from protocol.version import distribution_version
+from webui import ASSET_PREFIX, PAGE_PATHS, install_webui
 
 __all__ = ["api_of_agent", "create_app"]
 
@@ -104,6 +105,8 @@ def create_app(
         per_user=settings.rate_limit_per_user,
         per_premium_user=settings.rate_limit_per_premium_user,
         per_address=settings.rate_limit_per_address,
+        unmetered_paths=PAGE_PATHS,
+        unmetered_prefixes=(ASSET_PREFIX,),
     )
     app = web.Application(
         client_max_size=settings.max_body_bytes,
@@ -121,6 +124,7 @@ def create_app(
     api = api_of_agent()
     api.install(app)
     streams.install(app)
+    install_webui(app, "agent")
     install_docs(
         app,
         lambda: openapi_document(

@@ -56,6 +56,7 @@ from protocol.mail import MailSender
 from protocol.schemas.jwks import Jwk, JwkSet
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
+from webui import ASSET_PREFIX, PAGE_PATHS, install_webui
 
 __all__ = ["api_of_cloud", "create_app"]
 
@@ -97,7 +98,8 @@ def create_app(
         per_user=settings.rate_limit_per_user,
         per_premium_user=settings.rate_limit_per_premium_user,
         per_address=settings.rate_limit_per_address,
-        unmetered_paths=frozenset({sync.BATCHES_PATH, sync.BATCHES_PATH + "/"}),
+        unmetered_paths=frozenset({sync.BATCHES_PATH, sync.BATCHES_PATH + "/"}) | PAGE_PATHS,
+        unmetered_prefixes=(ASSET_PREFIX,),
     )
     app = web.Application(
         client_max_size=settings.max_body_bytes,
@@ -118,6 +120,7 @@ def create_app(
     version = distribution_version()
     api = api_of_cloud()
     api.install(app)
+    install_webui(app, "cloud")
     install_docs(
         app,
         lambda: openapi_document(

@@ -187,6 +187,15 @@ class DeviceStore:
             cursor = await conn.execute("DELETE FROM devices WHERE id = ?", (device_id,))
             return cursor.rowcount > 0
 
+    async def rename(self, device_id: str, name: str | None, location: str | None) -> None:
+        """Change a device's name and/or location (``None`` keeps the stored value)."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE devices SET name = coalesce(?, name), location = coalesce(?, location),"
+                " updated_at = ? WHERE id = ?",
+                (name, location, now_iso(), device_id),
+            )
+
     async def set_admin_status(self, device_id: str, admin_status: str) -> None:
         """Record the operator's status override."""
         async with self._db.transaction() as conn:
