@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import sqlite3
 import uuid
 from collections.abc import Iterable, Mapping
@@ -65,9 +64,9 @@ class FarmStore:
         )
         return list(rows), int(total)
 
-    async def ids(self) -> builtins.list[str]:
-        """Every farm's id, unfiltered: for what concerns the whole agent (a stuck sync)."""
-        return [str(row[0]) for row in await self._db.fetch_all("SELECT id FROM farms")]
+    async def ids(self) -> tuple[str, ...]:
+        """Every farm's id (system events concern them all)."""
+        return tuple(str(row[0]) for row in await self._db.fetch_all("SELECT id FROM farms"))
 
     async def get(self, farm_id: str) -> sqlite3.Row | None:
         """One farm by id (the caller has already been authorized on it)."""
