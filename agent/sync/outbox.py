@@ -12,11 +12,13 @@ batch the cloud may already hold is never folded into a rollup (which would coun
 twice). Compaction (:mod:`agent.sync.compactor`) runs as aggregate statements inside SQLite over
 bounded ranges, each in a short transaction.
 
-Sequence ranges: a batch claims, for each of its rows, ``(prev, seq]`` where ``prev`` is the
-highest number still queued below it. A number that is no longer queued was either committed
-in the cloud or folded into a rollup that took the lowest number of what it replaced, so the
-cloud's contiguous acknowledgement always advances and never passes a number whose content is
-still queued.
+Sequence ranges: a batch claims, for each of its rows, ``(prev, next - 1]`` where ``prev`` is
+the highest number still queued below it and ``next`` the lowest above it (or the next number
+to be given). A number no longer queued was either committed in the cloud or folded into a
+rollup that took the lowest number of what it replaced (so a queued row at or below it holds
+its content, and that row's own number stays unclaimed until it is sent). So the cloud's
+contiguous acknowledgement always advances, even when a row above was sent before compaction
+folded the rows below it, and it never passes a number whose content is still queued.
 """
 
 from __future__ import annotations
@@ -168,6 +170,12 @@ _PREV = (
     " coalesce((SELECT max(seq) FROM outbox_readings WHERE seq < ?1), 0),"
     " coalesce((SELECT max(seq) FROM outbox_rollups WHERE seq < ?1), 0))"
 )
+# The lowest number still queued above ?1, or the next number to be given.
+_NEXT = (
+    "min(coalesce((SELECT min(seq) FROM outbox WHERE seq > ?1), ?2),"
+    " coalesce((SELECT min(seq) FROM outbox_readings WHERE seq > ?1), ?2),"
+    " coalesce((SELECT min(seq) FROM outbox_rollups WHERE seq > ?1), ?2))"
+)
 _STAGE = """
     CREATE TEMP TABLE IF NOT EXISTS outbox_stage (
         seq INTEGER, series_id INTEGER, width_ms INTEGER, ts INTEGER,
@@ -282,11 +290,14 @@ class OutboxStore:
         """The sequence ranges a batch of ``seqs`` accounts for (see the module docstring)."""
         ranges: list[tuple[int, int]] = []
         for chunk in _chunks(list(seqs)):
+            prev = _PREV.replace("?1", "j.value")
+            upto = _NEXT.replace("?1", "j.value").replace("?2", "n.given + 1")
             rows = await self._db.fetch_all(
-                f"SELECT value, (SELECT {_PREV.replace('?1', 'j.value')}) FROM json_each(?) AS j",
+                f"SELECT {prev}, {upto} - 1 FROM json_each(?) AS j, (SELECT coalesce((SELECT seq"
+                " FROM sqlite_sequence WHERE name = 'outbox'), 0) AS given) AS n",
                 (f"[{','.join(map(str, chunk))}]",),
             )
-            ranges.extend((int(r[1]), int(r[0])) for r in rows)
+            ranges.extend((int(r[0]), int(r[1])) for r in rows)
         return merge_ranges(ranges)
 
     async def series(self, ids: list[int]) -> dict[int, tuple[str, str, str]]:

@@ -167,6 +167,27 @@ async def test_claims_let_the_cloud_ack_advance_over_what_compaction_replaced(
     assert (await outbox.figures()).records == 0
 
 
+async def test_claims_cover_what_compaction_folds_below_a_row_sent_first(db: Database) -> None:
+    """After an outage the newest reading of a series goes first; compaction then folds the
+    readings below it into a rollup numbered lower still: the numbers between are claimed."""
+    outbox = OutboxStore(db)
+    series = await _series(db)
+    async with db.transaction() as conn:
+        await conn.execute("DELETE FROM outbox")
+    await _readings(db, series, [T0 + s * 1000 for s in range(120)])
+    cloud: list[tuple[int, int]] = []
+    latest = await outbox.take(10, latest_first=True)
+    assert [r.ts for r in latest.readings] == [T0 + 119_000]
+    cloud += await outbox.claims(latest.seqs)
+    await outbox.acknowledge(latest, 0, 0)
+    await outbox.roll_up_readings(1000)
+    while len(rest := await outbox.take(1000)):
+        cloud += await outbox.claims(rest.seqs)
+        await outbox.acknowledge(rest, 0, 0)
+    newest = int(await db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'"))
+    assert advance(0, cloud) == (newest, [])
+
+
 async def test_the_oldest_unsent_age_counts_when_one_kind_of_row_is_empty(db: Database) -> None:
     """SQLite's two-argument min() is NULL when either side is: the age read 0 with millions
     of readings queued and no priority record."""
