@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from agent.services.actuator_schedules import ActuatorSchedules
-from agent.services.schedule_windows import Window, edges, is_open
+from agent.services.control.schedule_windows import Window, edges, is_open
+from agent.services.control.schedules import ActuatorSchedules
 from agent.store.actuator_commands import ActuatorCommandStore
 from agent.web.keys import ACTUATORS, DATABASE, DEVICES, SCHEDULES
 from tests.agent.control.conftest import Rig, start_live
