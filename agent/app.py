@@ -32,6 +32,7 @@ from agent.wiring.control import control_context
 from agent.wiring.devices import device_runtime_context
 from agent.wiring.events import events_context
 from agent.wiring.grow_plans import grow_plans_context
+from agent.wiring.ops import ops_context
 from agent.wiring.readings import readings_context
 from agent.wiring.services import services_context
 from agent.wiring.store import store_context
@@ -134,6 +135,7 @@ def create_app(
             services_context(settings, announce=announce, clock=clock, mail=mail),
             readings_context(settings),
             events_context(settings),
+            ops_context(settings),
             streams_context(settings),
             device_runtime_context(settings),
             control_context(settings),

@@ -5,16 +5,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from aiohttp import web
 from pydantic import ValidationError
 
 from agent.app import create_app
+from agent.ops import commands as ops_commands
+from agent.ops.serve import serve
+from agent.ops.systemd_notify import notifier_from_environment, watchdog_interval
 from agent.process_memory import freeze_startup_objects, periodic_trim, tune_malloc
 from agent.settings import AgentSettings
 from agent.sync.pairing import PairingFailed, pair
+from agent.web.keys import HEALTH as HEALTH_KEY
+from protocol.version import distribution_version
 
 __all__ = ["main"]
 
@@ -60,19 +67,25 @@ def _run(args: argparse.Namespace) -> None:
     app.on_startup.append(show_url)
     app.on_startup.append(freeze_startup_objects)
     app.cleanup_ctx.append(periodic_trim(settings.memory_trim_interval_s))
-    web.run_app(
-        app,
-        host=settings.host,
-        port=settings.port,
-        print=None,
-        access_log=None,
-        shutdown_timeout=10,
+    notifier = notifier_from_environment(os.environ)
+    notifier.status("Starting: opening the database")
+
+    asyncio.run(
+        serve(
+            app,
+            host=settings.host,
+            port=settings.port,
+            notifier=notifier,
+            watchdog_s=watchdog_interval(os.environ),
+            # Called only once start-up is complete, when the health service exists.
+            problem=lambda: app[HEALTH_KEY].problem(),
+            status=lambda: app[HEALTH_KEY].summary(),
+        )
     )
 
 
 def _pair(args: argparse.Namespace) -> None:
-    overrides: dict[str, object] = {"state_dir": args.state_dir} if args.state_dir else {}
-    settings = _settings(overrides)
+    settings = _settings(_state_overrides(args))
     try:
         link = asyncio.run(pair(args.cloud, args.code, settings.state_dir))
     except PairingFailed as err:
@@ -83,9 +96,30 @@ def _pair(args: argparse.Namespace) -> None:
     )
 
 
+def _state_overrides(args: argparse.Namespace) -> dict[str, object]:
+    return {"state_dir": args.state_dir} if args.state_dir else {}
+
+
+def _backup(args: argparse.Namespace) -> None:
+    settings = _settings(_state_overrides(args))
+    try:
+        print(ops_commands.backup(settings, Path(args.path), distribution_version()))
+    except ops_commands.CommandFailed as err:
+        sys.exit(str(err))
+
+
+def _restore(args: argparse.Namespace) -> None:
+    settings = _settings(_state_overrides(args))
+    try:
+        print(ops_commands.restore(settings, Path(args.path)))
+    except ops_commands.CommandFailed as err:
+        sys.exit(str(err))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``farm-agent`` console script."""
     parser = argparse.ArgumentParser(prog="farm-agent", description="Vertical farm edge agent")
+    parser.add_argument("--version", action="version", version=distribution_version())
     commands = parser.add_subparsers(dest="command")
     run = commands.add_parser("run", help="run the agent (default)")
     for target in (parser, run):
@@ -106,11 +140,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     pair.add_argument("--cloud", required=True, help="the cloud's base URL")
     pair.add_argument("--code", required=True, help="the one-time pairing code from an admin")
     pair.add_argument("--state-dir", help="directory for the database and keys")
+    backup = commands.add_parser(
+        "backup", help="write a backup (consistent while the agent runs) to PATH"
+    )
+    backup.add_argument("path", help="the archive to write, or a directory to write it in")
+    backup.add_argument("--state-dir", help="directory for the database and keys")
+    restore = commands.add_parser(
+        "restore", help="restore a backup (the agent must be stopped; the current state is kept)"
+    )
+    restore.add_argument("path", help="a backup archive written by farm-agent backup")
+    restore.add_argument("--state-dir", help="directory for the database and keys")
     args = parser.parse_args(argv)
-    if args.command == "pair":
-        _pair(args)
-        return
-    _run(args)
+    handlers = {"pair": _pair, "backup": _backup, "restore": _restore}
+    handlers.get(args.command, _run)(args)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from cloud.services.admins import AdminAccounts
 from cloud.services.api_keys import API_KEY_HEADER
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
@@ -73,8 +74,11 @@ def create_app(
     *,
     clock: Callable[[], float] = time.time,
     mail: MailSender | None = None,
+    announce: Callable[[str], None] = print,
 ) -> web.Application:
     """Build the cloud application; resources open in ``cleanup_ctx`` order.
+
+    ``announce`` shows the operator what they must see once (the first admin's password).
 
     Start-up fails if a database role could escape row-level security (``UnsafeRoleError``).
     """
@@ -152,6 +156,14 @@ def create_app(
             db, settings.issuer, signer.public_key, settings.sync_revoked_session_window_s
         )
         app[SYNC] = SyncService(db, delta, max_skew_s=settings.sync_max_skew_s, clock=clock)
+        if settings.admin_email is not None:
+            password = settings.admin_password
+            first = await AdminAccounts(db).ensure_first_admin(
+                settings.admin_email, password.get_secret_value() if password else None
+            )
+            if first is not None:
+                shown = first.generated_password or "(from CLOUD_ADMIN_PASSWORD)"
+                announce(f"First admin: {first.email}  password: {shown}")
         log.info("cloud ready: issuer %s, signing key %s", settings.issuer, kid)
         yield
 
