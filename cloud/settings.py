@@ -82,6 +82,13 @@ class CloudSettings(BaseSettings):
     secret_key_path: Path | None = Field(
         None, description="File of that key; created (mode 0600) if missing"
     )
+    metrics_token: SecretStr | None = Field(
+        None, description="Bearer token that may read /metrics from any address"
+    )
+    metrics_allowed_networks: str = Field(
+        "127.0.0.1/32,::1/128",
+        description="Comma-separated networks that may read /metrics without the token",
+    )
 
     @field_validator("admin_email")
     @classmethod
