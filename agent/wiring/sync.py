@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 
-from agent.services.event_log import EventLog
+from agent.services.events.log import EventLog
 from agent.store.farms import FarmStore
 from agent.sync.uploader import StuckAlert, SyncStatus
 from agent.web.keys import SYNC
