@@ -32,6 +32,7 @@ from agent.wiring.control import control_context
 from agent.wiring.devices import device_runtime_context
 from agent.wiring.events import events_context
 from agent.wiring.grow_plans import grow_plans_context
+from agent.wiring.metrics import install_agent_metrics
 from agent.wiring.ops import ops_context
 from agent.wiring.readings import readings_context
 from agent.wiring.services import services_context
@@ -117,6 +118,7 @@ def create_app(
         ],
     )
     app[SETTINGS] = settings
+    install_agent_metrics(app, settings)
     app.on_response_prepare.append(add_rate_limit_headers)
 
     api = api_of_agent()

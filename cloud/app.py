@@ -41,6 +41,7 @@ from cloud.wiring.users import user_services
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
+from protocol.http.metrics import MetricsAccess, install_metrics, parse_networks
 from protocol.http.middleware import auth_middleware, error_middleware, request_id_middleware
 from protocol.http.openapi import openapi_document
 from protocol.http.ratelimit import (
@@ -110,6 +111,10 @@ def create_app(
         ],
     )
     app[SETTINGS] = settings
+    token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
+    install_metrics(
+        app, MetricsAccess(token, parse_networks(settings.metrics_allowed_networks)), "farm_cloud"
+    )
     app.on_response_prepare.append(add_rate_limit_headers)
 
     version = distribution_version()

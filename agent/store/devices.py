@@ -95,6 +95,13 @@ class DeviceStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
+    async def availability_counts(self) -> dict[str, int]:
+        """Devices by observed availability (online, offline, unknown), for metrics."""
+        rows = await self._db.fetch_all(
+            "SELECT coalesce(availability, 'unknown'), count(*) FROM devices GROUP BY 1"
+        )
+        return {str(row[0]): int(row[1]) for row in rows}
+
     async def list_visible(
         self, principal: Principal, where: DeviceFilter, limit: int, offset: int
     ) -> tuple[list[sqlite3.Row], int]:

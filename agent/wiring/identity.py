@@ -23,7 +23,8 @@ from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
 from agent.web.keys import API_KEYS, AUTH_EVENTS, AUTH_FLOWS, IDENTITY, MFA, PERMISSIONS, USERS
-from protocol.mail import FlowPolicy, LogMailSender, MailSender
+from agent.wiring.mail import mail_sender
+from protocol.mail import FlowPolicy, MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
 
 __all__ = ["identity_services"]
@@ -68,7 +69,7 @@ def identity_services(
         users,
         tokens,
         sessions,
-        mail or LogMailSender(),
+        mail or mail_sender(settings),
         events,
         FlowPolicy(
             registration_enabled=settings.registration_enabled,
