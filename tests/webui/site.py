@@ -23,7 +23,7 @@ from aiohttp import web
 
 from agent.app import create_app
 from agent.devices.profiles import load_profiles
-from agent.services.device_simulation import DeviceSimulation
+from agent.services.devices.simulation import DeviceSimulation
 from agent.store.farms import FarmStore
 from agent.store.users import UserStore
 from agent.web.keys import DATABASE, DEVICES
