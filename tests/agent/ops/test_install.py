@@ -72,6 +72,6 @@ def test_the_config_template_uncommented_gives_the_defaults():
     values = tomllib.loads("\n".join(lines))
     assert values, "the template shows the settings"
     settings = AgentSettings(**values)
-    for name, value in values.items():
+    for name in values:
         default = AgentSettings.model_fields[name].default
         assert getattr(settings, name) == default or str(getattr(settings, name)) == default, name
