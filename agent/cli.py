@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from agent.app import create_app
 from agent.ops import commands as ops_commands
+from agent.ops.doctor import diagnose, render
 from agent.ops.install import InstallError, install, uninstall
 from agent.ops.serve import serve
 from agent.ops.systemd_notify import notifier_from_environment, watchdog_interval
@@ -115,6 +116,14 @@ def _restore(args: argparse.Namespace) -> None:
         sys.exit(str(err))
 
 
+def _doctor(args: argparse.Namespace) -> None:
+    findings = asyncio.run(diagnose(_settings(_state_overrides(args))))
+    print(render(findings))
+    failed = [item.check for item in findings if item.status == "fail"]
+    if failed:
+        sys.exit(f"doctor: {len(failed)} problem(s) to fix: {', '.join(failed)}")
+
+
 def _installed_executable() -> Path:
     beside = Path(sys.executable).with_name("farm-agent")
     return beside if beside.is_file() else Path(sys.argv[0]).absolute()
@@ -178,8 +187,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "uninstall", help="as root: stop and remove the service; keeps data, settings and user"
     )
     remove.add_argument("--root", default="/", help="uninstall from this directory tree instead")
+    doctor = commands.add_parser("doctor", help="check this site and say what to fix")
+    doctor.add_argument("--state-dir", help="directory for the database and keys")
     args = parser.parse_args(argv)
     handlers = {
+        "doctor": _doctor,
         "pair": _pair,
         "backup": _backup,
         "restore": _restore,
