@@ -52,6 +52,7 @@ KINDS: tuple[RecordKind, ...] = (
     RecordKind("climate_settings", Direction.UP),
     RecordKind("readings", Direction.UP),
     RecordKind("readings_1m", Direction.UP),
+    RecordKind("readings_1h", Direction.UP),
     RecordKind("users", Direction.DOWN, identity=True),
     RecordKind("permissions", Direction.DOWN, identity=True),
     RecordKind("sessions", Direction.DOWN, identity=True),

@@ -6,15 +6,15 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from agent.services.api_keys import ApiKeyService
-from agent.services.auth_events import AuthEvents
-from agent.services.auth_flows import AuthFlows
-from agent.services.identity import IdentityService, SessionIssuer
-from agent.services.identity_authority import IdentityAuthority
-from agent.services.login_throttle import LoginThrottle, ThrottlePolicy
-from agent.services.mfa import MfaService
-from agent.services.permissions import PermissionService
-from agent.services.users import UserService
+from agent.services.identity.api_keys import ApiKeyService
+from agent.services.identity.auth_events import AuthEvents
+from agent.services.identity.auth_flows import AuthFlows
+from agent.services.identity.authority import IdentityAuthority
+from agent.services.identity.login_throttle import LoginThrottle, ThrottlePolicy
+from agent.services.identity.mfa import MfaService
+from agent.services.identity.permissions import PermissionService
+from agent.services.identity.sessions import IdentityService, SessionIssuer
+from agent.services.identity.users import UserService
 from agent.settings import AgentSettings
 from agent.store.api_keys import ApiKeyStore
 from agent.store.auth_events import AuthEventStore

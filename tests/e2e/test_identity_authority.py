@@ -380,15 +380,17 @@ async def test_a_signed_batch_carrying_identity_has_those_records_refused_and_th
     ack = Ack.model_validate(body)
     assert ack.acked_seq == 6
     assert ack.rejected == 5
-    assert [(r.seq, r.kind) for r in ack.rejections] == [
+    assert [(r.seq, r.kind) for r in ack.refused] == [
         (2, "permissions"),
         (3, "users"),
         (4, "sessions"),
         (5, "api_keys"),
         (6, "no_such_kind"),
     ]
-    assert {r.reason for r in ack.rejections[:4]} == {"identity flows from the cloud only"}
-    assert ack.rejections[4].reason == "unknown record kind"
+    assert {r.reason for r in ack.refused[:4]} == {"identity flows from the cloud only"}
+    assert ack.refused[4].reason == "unknown record kind"
+    letters = await cloud.sql("SELECT seq, kind FROM sync_dead_letters ORDER BY seq")
+    assert [tuple(r) for r in letters] == [(r.seq, r.kind) for r in ack.refused]
     # The farm applied; nothing of the identity did.
     owner = await cloud.sql("SELECT user_id FROM farms WHERE id = $1", UUID(farm_id))
     assert str(owner[0][0]) != intruder

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from agent.sync.batcher import build_records
-from agent.sync.outbox import OutboxRow
+from agent.sync.outbox import EntityRow, Selection
+from cloud.services.sync import ROLLUPS
 from cloud.store.sync_mirror import ENTITIES
 from protocol.sync_kinds import identity_kinds, refusal, upload_kinds
 
@@ -19,17 +20,18 @@ def test_identity_flows_down_only_and_unknown_kinds_are_refused() -> None:
 
 
 def test_the_cloud_mirror_applies_exactly_the_kinds_that_flow_up() -> None:
-    assert ENTITIES | {"readings", "readings_1m"} == upload_kinds()
+    assert ENTITIES | {"readings", *ROLLUPS} == upload_kinds()
 
 
 def test_the_agent_never_puts_an_identity_row_in_a_batch() -> None:
-    rows = [
-        OutboxRow(seq=1, lane=0, kind="permission", entity="permissions", entity_id="p",
-                  op="upsert", payload="{}", bytes=2, prev=0),
-        OutboxRow(seq=2, lane=0, kind="farm", entity="farms", entity_id="f", op="upsert",
-                  payload='{"id": "f"}', bytes=11, prev=1),
-    ]  # fmt: skip
+    rows = Selection(
+        entities=[
+            EntityRow(seq=1, lane=0, kind="permission", entity="permissions", entity_id="p",
+                      op="upsert", payload="{}", bytes=2),
+            EntityRow(seq=2, lane=0, kind="farm", entity="farms", entity_id="f", op="upsert",
+                      payload='{"id": "f"}', bytes=11),
+        ]
+    )  # fmt: skip
     out = build_records(rows, {})
     assert [r.kind for r in out.records] == ["farms"]
     assert out.dropped == 1
-    assert out.ranges == [(0, 2)]
