@@ -10,13 +10,8 @@ import logging
 import sqlite3
 
 from agent.services.identity.auth_events import AuthEvents
-<<<<<<< HEAD
 from agent.services.identity.authority import IdentityAuthority
-from agent.services.identity.sessions import new_password_hash
-from agent.services.identity.users import user_model
-=======
 from agent.services.identity.views import user_model
->>>>>>> main
 from agent.store.one_time_tokens import OneTimeTokenStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
