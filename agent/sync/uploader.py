@@ -185,21 +185,23 @@ class Uploader:
             await self._probe_until_reachable(delay)
 
     async def _probe_until_reachable(self, delay: float) -> None:
-        """Wait ``delay``, or less as soon as a cheap request finds the cloud answering."""
+        """Wait at least ``delay`` and until a cheap request finds the cloud answering, probing
+        every ``probe_interval_s`` (or ``delay``, if shorter): an unreachable cloud costs no
+        batch building, and its return is noticed within one probe interval."""
         assert self._session is not None, "run() owns the HTTP session"
+        interval = min(delay, self._policy.probe_interval_s)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + delay
-        while (left := deadline - loop.time()) > 0:
-            await asyncio.sleep(min(left, self._policy.probe_interval_s))
-            if loop.time() >= deadline:
-                return
+        while True:
+            await asyncio.sleep(interval)
             try:
                 async with self._session.get(
                     self._link.cloud_url + PROBE_PATH,
                     timeout=aiohttp.ClientTimeout(total=min(5.0, self._policy.probe_interval_s)),
                 ) as resp:
                     if resp.status < 500:
-                        log.info("cloud answers again: resuming sync")
+                        if loop.time() < deadline:
+                            log.info("cloud answers again: resuming sync")
                         return
             except (aiohttp.ClientError, TimeoutError):
                 continue
