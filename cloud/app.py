@@ -41,6 +41,7 @@ from cloud.wiring.users import user_services
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
+from protocol.http.metrics import MetricsAccess, install_metrics, parse_networks
 from protocol.http.middleware import auth_middleware, error_middleware, request_id_middleware
 from protocol.http.openapi import openapi_document
 from protocol.http.ratelimit import (
@@ -55,6 +56,7 @@ from protocol.mail import MailSender
 from protocol.schemas.jwks import Jwk, JwkSet
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
+from webui import ASSET_PREFIX, PAGE_PATHS, install_webui
 
 __all__ = ["api_of_cloud", "create_app"]
 
@@ -96,7 +98,8 @@ def create_app(
         per_user=settings.rate_limit_per_user,
         per_premium_user=settings.rate_limit_per_premium_user,
         per_address=settings.rate_limit_per_address,
-        unmetered_paths=frozenset({sync.BATCHES_PATH, sync.BATCHES_PATH + "/"}),
+        unmetered_paths=frozenset({sync.BATCHES_PATH, sync.BATCHES_PATH + "/"}) | PAGE_PATHS,
+        unmetered_prefixes=(ASSET_PREFIX,),
     )
     app = web.Application(
         client_max_size=settings.max_body_bytes,
@@ -108,11 +111,16 @@ def create_app(
         ],
     )
     app[SETTINGS] = settings
+    token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
+    install_metrics(
+        app, MetricsAccess(token, parse_networks(settings.metrics_allowed_networks)), "farm_cloud"
+    )
     app.on_response_prepare.append(add_rate_limit_headers)
 
     version = distribution_version()
     api = api_of_cloud()
     api.install(app)
+    install_webui(app, "cloud")
     install_docs(
         app,
         lambda: openapi_document(
@@ -155,7 +163,13 @@ def create_app(
         delta = IdentityDeltaSource(
             db, settings.issuer, signer.public_key, settings.sync_revoked_session_window_s
         )
-        app[SYNC] = SyncService(db, delta, max_skew_s=settings.sync_max_skew_s, clock=clock)
+        app[SYNC] = SyncService(
+            db,
+            delta,
+            max_skew_s=settings.sync_max_skew_s,
+            max_body_bytes=settings.max_body_bytes,
+            clock=clock,
+        )
         if settings.admin_email is not None:
             password = settings.admin_password
             first = await AdminAccounts(db).ensure_first_admin(

@@ -36,9 +36,12 @@ __all__ = [
     "Lane",
     "ReadingBlock",
     "Record",
+    "Refusal",
+    "ReplicaApiKey",
     "ReplicaPermission",
     "ReplicaSession",
     "ReplicaUser",
+    "batch_size",
     "decode_batch",
     "decode_readings",
     "encode_batch",
@@ -93,6 +96,14 @@ class Batch(BaseModel):
             "over these, so holes in the agent's sequence never stall it."
         ),
     )
+    identity_version: int = Field(
+        0,
+        ge=0,
+        description=(
+            "The identity version the agent holds: the cloud leaves the delta out of its answer "
+            "when it has nothing newer"
+        ),
+    )
 
 
 class ReplicaUser(BaseModel):
@@ -134,26 +145,77 @@ class ReplicaSession(BaseModel):
     revoked_at: str | None
 
 
+class ReplicaApiKey(BaseModel):
+    """A cloud API key of a replicated user: the agent accepts it until it is revoked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    user_id: str
+    name: str
+    prefix: str
+    key_hash: str = Field(description="protocol.tokens.hash_secret of the key (hex)")
+    created_at: str
+    expires_at: str | None
+    revoked_at: str | None
+
+
 class IdentityDelta(BaseModel):
-    """Who may use the agent's farms, as the cloud (the identity authority) sees it now."""
+    """Who may use the agent's farms, as the cloud (the identity authority) sees it now.
+
+    Identity flows only this way (protocol/sync_kinds.py): the agent keeps a replica and never
+    sends it back. ``version`` is the cloud's identity version of the snapshot the delta was read
+    in; the agent applies only a delta newer than the one it holds.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     issuer: str
     public_key: str = Field(description="The cloud's token key, JWK `x` (base64url raw Ed25519)")
+    version: int = Field(0, ge=0, description="The cloud's identity version; 0 from old clouds")
     users: tuple[ReplicaUser, ...] = ()
     permissions: tuple[ReplicaPermission, ...] = ()
     sessions: tuple[ReplicaSession, ...] = ()
+    api_keys: tuple[ReplicaApiKey, ...] = ()
+
+
+class Refusal(BaseModel):
+    """A record of a batch the cloud could not apply: kept in its dead-letter table, never
+    retried; the rest of the batch commits."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seq: int = Field(ge=1)
+    kind: str
+    key: str
+    reason: str
 
 
 class Ack(BaseModel):
-    """What the cloud answers: progress, and the identity the agent needs offline."""
+    """What the cloud answers: progress, the records it refused, its batch limit, and the
+    identity the agent needs offline."""
 
     model_config = ConfigDict(extra="forbid")
 
     acked_seq: int = Field(ge=0)
     rejected: int = Field(0, ge=0, description="Records of this batch the cloud refused")
-    identity: IdentityDelta | None = None
+    refused: tuple[Refusal, ...] = Field(
+        default=(), description="The refused records and why (at most the first 100)"
+    )
+    max_batch_bytes: int = Field(
+        MAX_BATCH_BYTES, ge=1, description="The cloud's limit on a batch, decompressed JSON"
+    )
+    max_body_bytes: int | None = Field(
+        None, ge=1, description="The cloud's limit on a request body (the gzip bytes)"
+    )
+    identity: IdentityDelta | None = Field(
+        None, description="Left out when the agent already holds the current identity version"
+    )
+
+
+def batch_size(batch: Batch) -> int:
+    """A batch's size as the cloud measures it against its limit: the decompressed JSON."""
+    return len(batch.model_dump_json().encode())
 
 
 def encode_batch(batch: Batch, key: Ed25519PrivateKey) -> tuple[bytes, str]:

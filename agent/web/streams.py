@@ -8,15 +8,15 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import WSMsgType, web
 
-from agent.services.stream_outbox import Stream
-from agent.services.stream_protocol import (
+from agent.services.live.outbox import Stream
+from agent.web.keys import SETTINGS, STREAMS
+from protocol.errors import BadRequest
+from protocol.streams import (
     CLOSE_GOING_AWAY,
     CLOSE_POLICY,
     StreamClosed,
     text_frames,
 )
-from agent.web.keys import SETTINGS, STREAMS
-from protocol.errors import BadRequest
 
 __all__ = ["PATHS", "install"]
 

@@ -6,14 +6,16 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from agent.services.api_keys import ApiKeyService
-from agent.services.auth_events import AuthEvents
-from agent.services.auth_flows import AuthFlows
-from agent.services.identity import IdentityService, SessionIssuer
-from agent.services.login_throttle import LoginThrottle, ThrottlePolicy
-from agent.services.mfa import MfaService
-from agent.services.permissions import PermissionService
-from agent.services.users import UserService
+from agent.services.identity.api_keys import ApiKeyService
+from agent.services.identity.auth_events import AuthEvents
+from agent.services.identity.auth_flows import AuthFlows
+from agent.services.identity.authority import IdentityAuthority
+from agent.services.identity.login_throttle import LoginThrottle, ThrottlePolicy
+from agent.services.identity.mfa import MfaService
+from agent.services.identity.permissions import PermissionService
+from agent.services.identity.session_issuer import SessionIssuer
+from agent.services.identity.sessions import IdentityService
+from agent.services.identity.users import UserService
 from agent.settings import AgentSettings
 from agent.store.api_keys import ApiKeyStore
 from agent.store.auth_events import AuthEventStore
@@ -22,8 +24,10 @@ from agent.store.one_time_tokens import OneTimeTokenStore
 from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
+from agent.sync.link import link_path
 from agent.web.keys import API_KEYS, AUTH_EVENTS, AUTH_FLOWS, IDENTITY, MFA, PERMISSIONS, USERS
-from protocol.mail import FlowPolicy, LogMailSender, MailSender
+from agent.wiring.mail import mail_sender
+from protocol.mail import FlowPolicy, MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
 
 __all__ = ["identity_services"]
@@ -53,6 +57,7 @@ def identity_services(
         ),
     )
     issuer = SessionIssuer(sessions, signer, settings.refresh_token_ttl_s)
+    authority = IdentityAuthority(lambda: link_path(settings.state_dir).exists())
     mfa_service = MfaService(
         users,
         tokens,
@@ -60,6 +65,7 @@ def identity_services(
         issuer,
         throttle,
         events,
+        authority,
         issuer_name=settings.farm_name,
         challenge_ttl_s=settings.mfa_challenge_ttl_s,
         clock=clock,
@@ -68,7 +74,7 @@ def identity_services(
         users,
         tokens,
         sessions,
-        mail or LogMailSender(),
+        mail or mail_sender(settings),
         events,
         FlowPolicy(
             registration_enabled=settings.registration_enabled,
@@ -76,6 +82,7 @@ def identity_services(
             reset_token_ttl_s=settings.reset_token_ttl_s,
             site_name=settings.farm_name,
         ),
+        authority,
     )
     identity = IdentityService(
         users, sessions, api_key_store, issuer, verifier, throttle, events, mfa_service
@@ -84,7 +91,7 @@ def identity_services(
     app[AUTH_EVENTS] = events
     app[AUTH_FLOWS] = flows
     app[MFA] = mfa_service
-    app[API_KEYS] = ApiKeyService(api_key_store, users, events)
-    app[USERS] = UserService(users, permission_store, sessions, flows, events)
-    app[PERMISSIONS] = PermissionService(db, permission_store, users)
+    app[API_KEYS] = ApiKeyService(api_key_store, users, events, authority)
+    app[USERS] = UserService(users, permission_store, sessions, flows, events, authority)
+    app[PERMISSIONS] = PermissionService(db, permission_store, users, authority)
     return identity
