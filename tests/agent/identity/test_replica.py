@@ -47,6 +47,9 @@ def _delta(
 ) -> IdentityDelta:
     """The cloud's view: one grower with a grant, a session and an API key."""
     now = now_iso()
+    if permission is None and not listed_session and not key_listed:
+        # No grant left: the cloud no longer counts the grower among the agent's users.
+        return IdentityDelta(issuer="farm-cloud", public_key="A" * 43, version=version)
     return IdentityDelta(
         issuer="farm-cloud",
         public_key="A" * 43,
@@ -257,3 +260,21 @@ async def test_a_paired_agent_leaves_identity_changes_to_the_cloud(
     )
     assert resp.status == 201, await resp.text()
     assert (await login(agent, local["email"])).status == 200
+
+
+async def test_a_grower_who_loses_and_regains_a_grant_keeps_their_cloud_session(
+    agent: Agent,
+) -> None:
+    db = agent.client.app[DATABASE]
+    farm_id = await _farm(agent)
+    store = IdentityReplicaStore(db)
+    await store.apply(_delta(2, farm_id))
+    await store.apply(_delta(3, farm_id, permission=None, listed_session=False, key_listed=False))
+    status = await db.fetch_value("SELECT status FROM users WHERE id = ?", (GROWER,))
+    assert status == "inactive"
+    key = {"X-API-Key": CLOUD_KEY}
+    assert (await agent.client.get(f"/api/v1/farms/{farm_id}", headers=key)).status == 401
+    await store.apply(_delta(4, farm_id))
+    revoked = await db.fetch_value("SELECT revoked_at FROM sessions WHERE id = ?", (SESSION,))
+    assert revoked is None
+    assert (await agent.client.get(f"/api/v1/farms/{farm_id}", headers=key)).status == 200
