@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -12,9 +13,13 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from agent.app import create_app
+from agent.ops.serve import serve
+from agent.ops.systemd_notify import notifier_from_environment, watchdog_interval
 from agent.process_memory import freeze_startup_objects, periodic_trim, tune_malloc
 from agent.settings import AgentSettings
 from agent.sync.pairing import PairingFailed, pair
+from agent.web.keys import HEALTH as HEALTH_KEY
+from protocol.version import distribution_version
 
 __all__ = ["main"]
 
@@ -66,13 +71,20 @@ def _run(args: argparse.Namespace) -> None:
     app.on_startup.append(show_url)
     app.on_startup.append(freeze_startup_objects)
     app.cleanup_ctx.append(periodic_trim(settings.memory_trim_interval_s))
-    web.run_app(
-        app,
-        host=settings.host,
-        port=settings.port,
-        print=None,
-        access_log=None,
-        shutdown_timeout=10,
+    notifier = notifier_from_environment(os.environ)
+    notifier.status("Starting: opening the database")
+
+    asyncio.run(
+        serve(
+            app,
+            host=settings.host,
+            port=settings.port,
+            notifier=notifier,
+            watchdog_s=watchdog_interval(os.environ),
+            # Called only once start-up is complete, when the health service exists.
+            problem=lambda: app[HEALTH_KEY].problem(),
+            status=lambda: app[HEALTH_KEY].summary(),
+        )
     )
 
 
@@ -92,6 +104,7 @@ def _pair(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``farm-agent`` console script."""
     parser = argparse.ArgumentParser(prog="farm-agent", description="Vertical farm edge agent")
+    parser.add_argument("--version", action="version", version=distribution_version())
     commands = parser.add_subparsers(dest="command")
     run = commands.add_parser("run", help="run the agent (default)")
     for target in (parser, run):

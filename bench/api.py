@@ -1,6 +1,6 @@
 """API throughput: GET /api/v1/farms/ and POST /api/v1/shelves/ next to a bare aiohttp handler.
 
-Run: .venv/bin/python bench/api.py [--seconds 10] [--connections 50]
+Run: .venv/bin/python bench/api.py [--seconds 10] [--connections 50] [--farms 50]
 Targets: farm list >= 40 % of the bare handler's requests/s with p99 <= 25 ms; shelf creation
 (a durable write) >= 15 % of the bare handler with p99 <= 50 ms, both at 50 connections; agent
 resident memory after the run <= 80 MB.
@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support import free_port, request_json, rss_mb, start_agent, wait_http, wrk
 
-FARMS, ROWS, RACKS, SHELVES = 50, 2, 2, 3
+ROWS, RACKS, SHELVES = 2, 2, 3
 
 SHELF_SCRIPT = """
 local racks = {%s}
@@ -44,11 +44,11 @@ end
 """
 
 
-def seed(base: str, token: str) -> list[str]:
-    """Create the farms with their hierarchy; return every rack id."""
+def seed(base: str, token: str, farms: int) -> list[str]:
+    """Create ``farms`` farms with their hierarchy; return every rack id."""
     auth = {"Authorization": f"Bearer {token}"}
     racks = []
-    for f in range(FARMS):
+    for f in range(farms):
         farm = request_json(
             f"{base}/api/v1/farms/", "POST", {"name": f"Farm {f:02d}", "location": "Bench"}, auth
         )
@@ -95,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--farms", type=int, default=50, help="farms in the listed table")
     parser.add_argument(
         "--settle", type=float, default=0, help="also measure memory after this many idle seconds"
     )
@@ -113,7 +114,7 @@ def main() -> None:
             {"email": "bench@farm.local", "password": "bench-password-1"},
         )
         token = login["access_token"]
-        racks = seed(agent.base_url, token)
+        racks = seed(agent.base_url, token, args.farms)
         auth = {"Authorization": f"Bearer {token}"}
 
         base = wrk(f"http://127.0.0.1:{port}/", connections=args.connections, seconds=args.seconds)
@@ -143,7 +144,7 @@ def main() -> None:
     print(f"{'endpoint':32} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'ratio':>7}")
     for name, result in (
         ("bare aiohttp JSON handler", base),
-        ("GET /api/v1/farms/ (50 farms)", farms),
+        (f"GET /api/v1/farms/ ({args.farms} farms)", farms),
         ("POST /api/v1/shelves/", shelves),
     ):
         ratio = result.requests_per_s / base.requests_per_s

@@ -143,8 +143,25 @@ def wrk(
         cmd += ["-s", lua.name]
     out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True).stdout
     os.unlink(lua.name)
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p50 = _ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    non_2xx_match = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-    return WrkResult(rps, p50, p99, int(non_2xx_match.group(1)) if non_2xx_match else 0)
+    return parse_wrk(out)
+
+
+def parse_wrk(out: str) -> WrkResult:
+    """Requests/s, p50, p99 and non-2xx count from wrk's ``--latency`` report.
+
+    The percentiles are read only from the "Latency Distribution" block, one anchored line each:
+    the "Thread Stats" table above it ends its Req/Sec line in a "+/- Stdev" column such as
+    ``72.50%``, which an unanchored ``50%`` search would take for the median.
+    """
+    rps = re.search(r"^Requests/sec:\s+([\d.]+)\s*$", out, re.MULTILINE)
+    block = out.partition("Latency Distribution")[2]
+    percentiles = dict(re.findall(r"^\s*(50|75|90|99)(?:\.0+)?%\s+(\S+)\s*$", block, re.MULTILINE))
+    if rps is None or not block or not {"50", "99"} <= percentiles.keys():
+        raise ValueError(f"unexpected wrk output (was it run with --latency?):\n{out}")
+    non_2xx = re.search(r"^\s*Non-2xx or 3xx responses:\s+(\d+)\s*$", out, re.MULTILINE)
+    return WrkResult(
+        float(rps.group(1)),
+        _ms(percentiles["50"]),
+        _ms(percentiles["99"]),
+        int(non_2xx.group(1)) if non_2xx else 0,
+    )

@@ -34,6 +34,29 @@ class HealthService:
         self._process.cpu_percent(None)  # prime: the first reading is always 0.0
         self._mqtt: Callable[[], str] | None = None
         self._sync: Callable[[], Awaitable[SyncReport]] | None = None
+        self._components: dict[str, Callable[[], bool]] = {}
+        self._checks: dict[str, Callable[[], str]] = {}
+
+    def watch_component(self, name: str, alive: Callable[[], bool]) -> None:
+        """A part without which the agent must be restarted (the systemd watchdog asks)."""
+        self._components[name] = alive
+
+    def add_check(self, name: str, check: Callable[[], str]) -> None:
+        """Report ``check()`` as the /healthz check ``name`` (disk, mail, database salvage)."""
+        self._checks[name] = check
+
+    def problem(self) -> str | None:
+        """Why the agent needs a restart, or None while every watched part is alive."""
+        dead = [name for name, alive in self._components.items() if not alive()]
+        return f"{', '.join(dead)} stopped" if dead else None
+
+    def summary(self) -> str:
+        """One line for ``systemctl status``."""
+        parts = [f"Serving, up {int(self._clock() - self._started)} s"]
+        if self._mqtt is not None:
+            parts.append(f"MQTT {self._mqtt()}")
+        parts.extend(f"{name} {check()}" for name, check in self._checks.items())
+        return "; ".join(parts)
 
     def watch_sync(self, report: Callable[[], Awaitable[SyncReport]]) -> None:
         """Report the cloud link and the outbox (DESIGN.md section 8) from ``report``."""
@@ -77,9 +100,14 @@ class HealthService:
             "mqtt": "not_configured" if self._mqtt is None else self._mqtt(),
         }
         checks.update(_sync_checks(await self._sync_report()))
+        checks.update((name, check()) for name, check in self._checks.items())
+        problem = self.problem()
+        if problem is not None:
+            checks["runtime"] = problem
         memory = self._process.memory_info().rss
         # Without the broker the agent still serves and keeps its schedules: degraded, not down.
-        status = "healthy" if checks["mqtt"] != "disconnected" else "degraded"
+        degraded = checks["mqtt"] == "disconnected" or problem is not None
+        status = "degraded" if degraded else "healthy"
         return DetailedHealth(
             status=status if database_ok else "unhealthy",
             timestamp=now_iso(),

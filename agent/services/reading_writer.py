@@ -252,6 +252,11 @@ class ReadingWriter:
             received_ts=received if skewed else None,
         )
 
+    @property
+    def running(self) -> bool:
+        """Whether the commit task is alive (the systemd watchdog stops pinging when not)."""
+        return self._task is not None and not self._task.done()
+
     async def start(self) -> None:
         """Start the commit task."""
         if self._task is None:

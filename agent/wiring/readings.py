@@ -13,7 +13,7 @@ from agent.services.reading_writer import ReadingWriter
 from agent.services.sensor_readings import SensorReadings
 from agent.settings import AgentSettings
 from agent.store.readings import ReadingStore
-from agent.web.keys import CALIBRATION, DATABASE, DEVICES, READINGS, SENSORS
+from agent.web.keys import CALIBRATION, DATABASE, DEVICES, HEALTH, READINGS, SENSORS
 from agent.wiring.context import CleanupContext
 
 __all__ = ["readings_context"]
@@ -61,6 +61,7 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
         app[CALIBRATION].attach(latest_raw=runtime.latest)
         await runtime.start()
         app[READINGS] = runtime
+        app[HEALTH].watch_component("reading writer", lambda: writer.running)
         yield
         await runtime.stop()
 

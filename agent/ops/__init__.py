@@ -1,0 +1,1 @@
+"""Running the agent as a service: systemd notification, serving, backups, salvage, install."""

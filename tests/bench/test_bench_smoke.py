@@ -1,0 +1,61 @@
+"""Every benchmark in bench/ runs to its end at a tiny size and prints its figures.
+
+The figures themselves are not checked (no timed assertions in the suite): a benchmark that
+crashes, hangs or stops printing what it measures fails here instead of on the day its figures
+are needed. Add a case for every new benchmark.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# (script and its tiny-size arguments, a pattern every figure line of its report matches)
+BENCHES = {
+    "api": (
+        ["bench/api.py", "--seconds", "1", "--connections", "2", "--farms", "2"],
+        [r"bare aiohttp JSON handler\s+\d+", r"GET /api/v1/farms/ .*%", r"POST /api/v1/shelves/"],
+    ),
+    "ingest": (
+        ["bench/ingest.py", "--devices", "4", "--rate", "40", "--seconds", "1"],
+        [r"ratio agent / bare subscriber: \d", r"messages lost at QoS 1: \d+"],
+    ),
+    "readings_query": (
+        ["bench/readings_query.py", "--repeat", "3", "--days", "2"],
+        [r"whole year: \d+ points", r"ratio whole-year query / baseline .*: \d"],
+    ),
+    "stream": (
+        [
+            "bench/stream.py",
+            *("--devices", "2", "--rate", "40", "--seconds", "1"),
+            *("--flood", "40", "--clients", "1", "--timeout", "120"),
+        ],
+        [
+            r"latency publish -> message: p50 [\d.]+ ms, p99 [\d.]+ ms",
+            r"ingest at the offered load: .*: \d+%",
+            r"flood .*: \d+%",
+        ],
+    ),
+    "sync": (
+        ["-m", "bench.sync", "--readings", "2000"],
+        [r"sync drain: +[\d,]+ readings/s", r"ratio: +[\d.]+%", r"wire: +[\d.]+ bytes/reading"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BENCHES))
+def test_the_benchmark_runs_to_its_end_and_prints_its_figures(name: str) -> None:
+    args, figures = BENCHES[name]
+    done = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=240
+    )
+    report = f"exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    assert done.returncode == 0, report
+    for figure in figures:
+        assert re.search(figure, done.stdout), f"no line matches {figure!r}\n{report}"
