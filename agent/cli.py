@@ -7,13 +7,14 @@ import asyncio
 import logging
 import os
 import sys
+import tomllib
 from collections.abc import Sequence
 
-from aiohttp import web
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from agent.app import create_app
-from agent.ops.serve import serve
+from agent.ops.serve import StartupFailed, serve
 from agent.ops.systemd_notify import notifier_from_environment, watchdog_interval
 from agent.process_memory import freeze_startup_objects, periodic_trim, tune_malloc
 from agent.settings import AgentSettings
@@ -27,13 +28,22 @@ _GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 def _settings(overrides: dict[str, object]) -> AgentSettings:
+    """The settings, or exit with one line naming every bad one."""
     try:
         return AgentSettings(**overrides)  # type: ignore[arg-type]
     except ValidationError as err:
-        lines = [
-            f"  {'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in err.errors()
-        ]
-        sys.exit("Invalid agent settings:\n" + "\n".join(lines))
+        problems = "; ".join(
+            f"{_variable(e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in err.errors()
+        )
+        sys.exit(f"farm-agent: invalid settings: {problems}")
+    except (SettingsError, tomllib.TOMLDecodeError) as err:  # unparseable value or TOML file
+        sys.exit(f"farm-agent: invalid settings: {err}")
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    """The environment variable a validation error is about."""
+    name = ".".join(map(str, loc))
+    return f"FARM_{name.upper()}" if name else "settings"
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -62,30 +72,26 @@ def _run(args: argparse.Namespace) -> None:
         print(line, flush=True)
 
     app = create_app(settings, announce=announce)
-    shown_host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-
-    async def show_url(_: web.Application) -> None:
-        announce(f"Farm agent listening on http://{shown_host}:{settings.port}/")
-        announce(f"API docs: http://{shown_host}:{settings.port}/api/v1/docs")
-
-    app.on_startup.append(show_url)
     app.on_startup.append(freeze_startup_objects)
     app.cleanup_ctx.append(periodic_trim(settings.memory_trim_interval_s))
     notifier = notifier_from_environment(os.environ)
     notifier.status("Starting: opening the database")
-
-    asyncio.run(
-        serve(
-            app,
-            host=settings.host,
-            port=settings.port,
-            notifier=notifier,
-            watchdog_s=watchdog_interval(os.environ),
-            # Called only once start-up is complete, when the health service exists.
-            problem=lambda: app[HEALTH_KEY].problem(),
-            status=lambda: app[HEALTH_KEY].summary(),
+    try:
+        asyncio.run(
+            serve(
+                app,
+                host=settings.host,
+                port=settings.port,
+                notifier=notifier,
+                watchdog_s=watchdog_interval(os.environ),
+                # Called only once start-up is complete, when the health service exists.
+                problem=lambda: app[HEALTH_KEY].problem(),
+                status=lambda: app[HEALTH_KEY].summary(),
+                announce=announce,
+            )
         )
-    )
+    except StartupFailed as err:
+        sys.exit(f"farm-agent: start-up failed: {err}")
 
 
 def _pair(args: argparse.Namespace) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -15,8 +16,8 @@ from pydantic_settings import (
 __all__ = ["AgentSettings"]
 
 DEFAULT_CONFIG_FILE = Path("/etc/farm-agent/agent.toml")
-# The profiles shipped beside the packages (the repository or the installed data files).
-DEFAULT_PROFILES_DIR = Path(__file__).resolve().parents[1] / "firmware_profiles"
+# The profiles shipped inside the package (package data: a wheel carries them).
+DEFAULT_PROFILES_DIR = Path(__file__).resolve().parent / "firmware_profiles"
 
 
 class AgentSettings(BaseSettings):
@@ -178,6 +179,15 @@ class AgentSettings(BaseSettings):
     crop_catalogue_path: Path | None = Field(
         None, description="A crop catalogue TOML replacing the one shipped with the agent"
     )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, name: str) -> str:
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            raise ValueError(f"{name!r} is not an IANA time zone (e.g. Europe/Berlin)") from None
+        return name
 
     @classmethod
     def settings_customise_sources(

@@ -8,12 +8,12 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from aiohttp import web
 from pydantic import ValidationError
 
 from cloud.app import create_app
 from cloud.settings import CloudSettings
 from cloud.store.migrations import migrate
+from protocol.http.server import ListenError, serve_until_stopped
 
 __all__ = ["main"]
 
@@ -46,19 +46,17 @@ def _migrate(settings: CloudSettings) -> None:
 
 def _serve(settings: CloudSettings) -> None:
     app = create_app(settings)
-
-    async def show_url(_: web.Application) -> None:
-        log.info("farm-cloud listening on http://%s:%d/", settings.host, settings.port)
-
-    app.on_startup.append(show_url)
-    web.run_app(
-        app,
-        host=settings.host,
-        port=settings.port,
-        print=None,
-        access_log=None,
-        shutdown_timeout=10,
-    )
+    try:
+        asyncio.run(
+            serve_until_stopped(
+                app,
+                host=settings.host,
+                port=settings.port,
+                announce=lambda url: log.info("farm-cloud listening on %s", url),
+            )
+        )
+    except ListenError as err:
+        sys.exit(f"farm-cloud: {err}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

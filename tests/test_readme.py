@@ -11,7 +11,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 # Defaults that are not literal values.
 SPECIAL = {
     "admin_password": "generated, printed once",
-    "profiles_dir": "firmware_profiles/ of the checkout",
+    "profiles_dir": "the set shipped in the package",
 }
 
 
