@@ -9,11 +9,13 @@ import os
 import sys
 import tomllib
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from agent.app import create_app
+from agent.ops import commands as ops_commands
 from agent.ops.serve import StartupFailed, serve
 from agent.ops.systemd_notify import notifier_from_environment, watchdog_interval
 from agent.process_memory import freeze_startup_objects, periodic_trim, tune_malloc
@@ -95,8 +97,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _pair(args: argparse.Namespace) -> None:
-    overrides: dict[str, object] = {"state_dir": args.state_dir} if args.state_dir else {}
-    settings = _settings(overrides)
+    settings = _settings(_state_overrides(args))
     try:
         link = asyncio.run(pair(args.cloud, args.code, settings.state_dir))
     except PairingFailed as err:
@@ -105,6 +106,26 @@ def _pair(args: argparse.Namespace) -> None:
         f"Paired with {link.cloud_url} as agent {link.agent_id};"
         " a running agent starts syncing within seconds."
     )
+
+
+def _state_overrides(args: argparse.Namespace) -> dict[str, object]:
+    return {"state_dir": args.state_dir} if args.state_dir else {}
+
+
+def _backup(args: argparse.Namespace) -> None:
+    settings = _settings(_state_overrides(args))
+    try:
+        print(ops_commands.backup(settings, Path(args.path), distribution_version()))
+    except ops_commands.CommandFailed as err:
+        sys.exit(str(err))
+
+
+def _restore(args: argparse.Namespace) -> None:
+    settings = _settings(_state_overrides(args))
+    try:
+        print(ops_commands.restore(settings, Path(args.path)))
+    except ops_commands.CommandFailed as err:
+        sys.exit(str(err))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -131,11 +152,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     pair.add_argument("--cloud", required=True, help="the cloud's base URL")
     pair.add_argument("--code", required=True, help="the one-time pairing code from an admin")
     pair.add_argument("--state-dir", help="directory for the database and keys")
+    backup = commands.add_parser(
+        "backup", help="write a backup (consistent while the agent runs) to PATH"
+    )
+    backup.add_argument("path", help="the archive to write, or a directory to write it in")
+    backup.add_argument("--state-dir", help="directory for the database and keys")
+    restore = commands.add_parser(
+        "restore", help="restore a backup (the agent must be stopped; the current state is kept)"
+    )
+    restore.add_argument("path", help="a backup archive written by farm-agent backup")
+    restore.add_argument("--state-dir", help="directory for the database and keys")
     args = parser.parse_args(argv)
-    if args.command == "pair":
-        _pair(args)
-        return
-    _run(args)
+    handlers = {"pair": _pair, "backup": _backup, "restore": _restore}
+    handlers.get(args.command, _run)(args)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
+from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, field_validator
@@ -179,6 +181,45 @@ class AgentSettings(BaseSettings):
     crop_catalogue_path: Path | None = Field(
         None, description="A crop catalogue TOML replacing the one shipped with the agent"
     )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="text, or json: one JSON object a line (journald, log shippers)"
+    )
+    disk_low_free_bytes: int = Field(
+        512 * 1024 * 1024, ge=0, description="Free space under this is a disk_low event and health"
+    )
+    disk_check_interval_s: float = Field(60.0, gt=0, description="Seconds between disk checks")
+    wal_checkpoint_interval_s: float = Field(
+        300.0, gt=0, description="Seconds between WAL checkpoints (the WAL is truncated)"
+    )
+    backup_dir: Path | None = Field(
+        None, description="Automatic backups go here; unset: no automatic backups"
+    )
+    backup_interval_s: float = Field(86_400.0, ge=60, description="Seconds between backups")
+    backup_keep: int = Field(7, ge=1, description="Automatic backups kept; older ones deleted")
+    metrics_token: SecretStr | None = Field(
+        None, description="Bearer token that may read /metrics from any address"
+    )
+    metrics_allowed_networks: str = Field(
+        "127.0.0.1/32,::1/128",
+        description="Comma-separated networks that may read /metrics without the token",
+    )
+    smtp_host: str | None = Field(None, description="Mail server; unset: mail is not sent")
+    smtp_port: int = Field(587, ge=1, le=65535, description="Mail server port")
+    smtp_security: Literal["starttls", "tls", "none"] = Field(
+        "starttls", description="starttls, tls (implicit, port 465) or none"
+    )
+    smtp_username: str | None = Field(None, description="Mail server login")
+    smtp_password: SecretStr | None = Field(None, description="Mail server password")
+    smtp_sender: str = Field("farm-agent@localhost", description="From: address of mail")
+    smtp_timeout_s: float = Field(15.0, gt=0, description="One message's time limit")
+
+    @field_validator("metrics_allowed_networks")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        for part in value.split(","):
+            if part.strip():
+                ipaddress.ip_network(part.strip())  # a ValueError names the bad entry
+        return value
 
     @field_validator("timezone")
     @classmethod

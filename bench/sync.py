@@ -113,6 +113,7 @@ async def _setup_cloud(
         rate_limit_per_address=0,
         rate_limit_per_user=0,
         rate_limit_per_premium_user=0,
+        admin_email=None,
     )
     runner = web.AppRunner(create_app(settings), access_log=None)
     await runner.setup()

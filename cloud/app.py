@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from cloud.services.admins import AdminAccounts
 from cloud.services.api_keys import API_KEY_HEADER
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
@@ -40,6 +41,7 @@ from cloud.wiring.users import user_services
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
+from protocol.http.metrics import MetricsAccess, install_metrics, parse_networks
 from protocol.http.middleware import auth_middleware, error_middleware, request_id_middleware
 from protocol.http.openapi import openapi_document
 from protocol.http.ratelimit import (
@@ -54,6 +56,7 @@ from protocol.mail import MailSender
 from protocol.schemas.jwks import Jwk, JwkSet
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
+from webui import ASSET_PREFIX, PAGE_PATHS, install_webui
 
 __all__ = ["api_of_cloud", "create_app"]
 
@@ -73,8 +76,11 @@ def create_app(
     *,
     clock: Callable[[], float] = time.time,
     mail: MailSender | None = None,
+    announce: Callable[[str], None] = print,
 ) -> web.Application:
     """Build the cloud application; resources open in ``cleanup_ctx`` order.
+
+    ``announce`` shows the operator what they must see once (the first admin's password).
 
     Start-up fails if a database role could escape row-level security (``UnsafeRoleError``).
     """
@@ -92,7 +98,8 @@ def create_app(
         per_user=settings.rate_limit_per_user,
         per_premium_user=settings.rate_limit_per_premium_user,
         per_address=settings.rate_limit_per_address,
-        unmetered_paths=frozenset({sync.BATCHES_PATH, sync.BATCHES_PATH + "/"}),
+        unmetered_paths=frozenset({sync.BATCHES_PATH, sync.BATCHES_PATH + "/"}) | PAGE_PATHS,
+        unmetered_prefixes=(ASSET_PREFIX,),
     )
     app = web.Application(
         client_max_size=settings.max_body_bytes,
@@ -104,11 +111,16 @@ def create_app(
         ],
     )
     app[SETTINGS] = settings
+    token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
+    install_metrics(
+        app, MetricsAccess(token, parse_networks(settings.metrics_allowed_networks)), "farm_cloud"
+    )
     app.on_response_prepare.append(add_rate_limit_headers)
 
     version = distribution_version()
     api = api_of_cloud()
     api.install(app)
+    install_webui(app, "cloud")
     install_docs(
         app,
         lambda: openapi_document(
@@ -152,6 +164,14 @@ def create_app(
             db, settings.issuer, signer.public_key, settings.sync_revoked_session_window_s
         )
         app[SYNC] = SyncService(db, delta, max_skew_s=settings.sync_max_skew_s, clock=clock)
+        if settings.admin_email is not None:
+            password = settings.admin_password
+            first = await AdminAccounts(db).ensure_first_admin(
+                settings.admin_email, password.get_secret_value() if password else None
+            )
+            if first is not None:
+                shown = first.generated_password or "(from CLOUD_ADMIN_PASSWORD)"
+                announce(f"First admin: {first.email}  password: {shown}")
         log.info("cloud ready: issuer %s, signing key %s", settings.issuer, kid)
         yield
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["CloudSettings"]
@@ -18,12 +18,12 @@ class CloudSettings(BaseSettings):
     owner_dsn: SecretStr = Field(description="Schema owner: runs the migrations, nothing else")
     app_dsn: SecretStr = Field(description="farm_app: every request acting for a user (RLS)")
     sync_dsn: SecretStr = Field(description="farm_sync: sync apply and pre-login lookups")
-    db_io_timeout_s: float = Field(10.0, gt=0, le=300)
-    db_pool_min: int = Field(1, ge=0, le=100)
-    db_pool_max: int = Field(10, ge=1, le=200)
+    db_io_timeout_s: float = Field(10.0, gt=0, le=300, description="Time limit of one query")
+    db_pool_min: int = Field(1, ge=0, le=100, description="Connections kept open per role")
+    db_pool_max: int = Field(10, ge=1, le=200, description="Connections at most per role")
 
     host: str = Field("127.0.0.1", description="Listen address (a reverse proxy fronts it)")
-    port: int = Field(8000, ge=1, le=65535)
+    port: int = Field(8000, ge=1, le=65535, description="Listen port")
     issuer: str = Field("farm-cloud", min_length=1, description="`iss` of the cloud's tokens")
     signing_key: SecretStr | None = Field(
         None, description="Ed25519 private key, PEM; takes precedence over signing_key_path"
@@ -31,16 +31,27 @@ class CloudSettings(BaseSettings):
     signing_key_path: Path | None = Field(
         None, description="PEM file of the Ed25519 private key; created (mode 0600) if missing"
     )
-    access_token_ttl_s: int = Field(3600, ge=60, le=86_400)
-    refresh_token_ttl_s: int = Field(30 * 86_400, ge=3600)
+    admin_email: str | None = Field(
+        "admin@cloud.local",
+        description="First admin, on an empty database; empty: create none",
+    )
+    admin_password: SecretStr | None = Field(
+        None, description="First admin's password; generated and printed once when unset"
+    )
+    access_token_ttl_s: int = Field(3600, ge=60, le=86_400, description="Access token lifetime")
+    refresh_token_ttl_s: int = Field(
+        30 * 86_400, ge=3600, description="Session lifetime, extended by each refresh"
+    )
 
     rate_limit_per_user: int = Field(100, ge=0, description="Requests a minute; 0 disables")
-    rate_limit_per_premium_user: int = Field(1000, ge=0)
+    rate_limit_per_premium_user: int = Field(
+        1000, ge=0, description="Requests a minute for premium users and their API keys"
+    )
     rate_limit_per_address: int = Field(100, ge=0, description="Anonymous requests an hour")
     login_failures_per_account: int = Field(5, ge=1, description="Before a lockout")
     login_lockout_s: int = Field(900, ge=1, description="How long a locked account waits")
 
-    max_body_bytes: int = Field(1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Larger bodies get a 413")
     pairing_code_ttl_s: int = Field(24 * 3600, ge=60, description="How long a pairing code lives")
     sync_max_skew_s: float = Field(
         300.0, gt=0, description="A batch signed longer ago than this is refused as a replay"
@@ -48,7 +59,9 @@ class CloudSettings(BaseSettings):
     sync_revoked_session_window_s: int = Field(
         30 * 86_400, ge=3600, description="How long revoked sessions are sent to agents"
     )
-    log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+    log_level: str = Field(
+        "INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="DEBUG, INFO, WARNING, ERROR"
+    )
 
     # Identity flows: refresh, registration, password reset, MFA, login throttling.
     registration_enabled: bool = Field(True, description="Allow POST /auth/register")
@@ -69,6 +82,22 @@ class CloudSettings(BaseSettings):
     secret_key_path: Path | None = Field(
         None, description="File of that key; created (mode 0600) if missing"
     )
+    metrics_token: SecretStr | None = Field(
+        None, description="Bearer token that may read /metrics from any address"
+    )
+    metrics_allowed_networks: str = Field(
+        "127.0.0.1/32,::1/128",
+        description="Comma-separated networks that may read /metrics without the token",
+    )
+
+    @field_validator("admin_email")
+    @classmethod
+    def _admin_email(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if "@" not in value:
+            raise ValueError("not an e-mail address")
+        return value.strip()
 
     @model_validator(mode="after")
     def _has_key(self) -> CloudSettings:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agent.devices.calibration import CalibrationError, DevicePoint
-from agent.devices.calibration_runner import StepGate, resolve_points
+from agent.devices.calibration_runner import Stability, StepGate, resolve_points
+from agent.devices.errors import DeviceError
 from agent.devices.ezo import EzoCircuit
 from agent.services.calibration import CalibrationService, Procedure, device_points
 from protocol.errors import ApiError, Conflict, NotFound, UpstreamTimeout, ValidationFailed
@@ -30,6 +32,7 @@ from protocol.schemas.sensors import (
     CalibrationPointRecord,
     CalibrationSession,
     CalibrationSessionStep,
+    LiveProbe,
     SessionState,
 )
 from protocol.timefmt import iso, utcnow
@@ -58,6 +61,9 @@ class _Session:
     expires_at: datetime | None = None
     stop_reason: str | None = None
     task: asyncio.Task[Calibration | None] | None = None
+    live: deque[float] = field(default_factory=lambda: deque(maxlen=10))
+    live_at: datetime | None = None
+    live_error: str | None = None
 
 
 class CalibrationSessions:
@@ -69,9 +75,14 @@ class CalibrationSessions:
         *,
         timeout: float = 1800.0,
         step_timeout: float = 300.0,
+        live_interval: float = 1.0,
         now: Callable[[], datetime] = utcnow,
     ) -> None:
         self._calibration = calibration
+        # While a point waits for the technician the probe is read this often, so the wizard
+        # can show the value settling (the device is the session's alone: polling is paused).
+        self._live_interval = live_interval
+        self._stability = calibration.stability or Stability()
         self._timeout = timeout
         # A point takes at most the runner's stability readings plus the command; past this
         # the request answers 504 and the session goes on (GET shows where it is).
@@ -184,7 +195,7 @@ class CalibrationSessions:
                 ezo,
                 session.points,
                 temperature_c,
-                gate=self._gate(session),
+                gate=self._gate(session, ezo),
             )
         except _Stopped as stop:
             number = session.waiting_step or 0
@@ -207,15 +218,17 @@ class CalibrationSessions:
         finally:
             session.lock.release()
 
-    def _gate(self, session: _Session) -> StepGate:
+    def _gate(self, session: _Session, ezo: EzoCircuit) -> StepGate:
         async def gate(number: int, point: DevicePoint) -> None:
             session.expires_at = self._now() + timedelta(seconds=self._timeout)
             session.completed = number - 1
             session.waiting_step = number
+            session.live.clear()
+            session.live_at = None
             session.at_gate.set()
             try:
                 async with asyncio.timeout(self._timeout):
-                    await session.go.wait()
+                    await self._watch_probe(session, ezo)
             except TimeoutError:
                 raise _Stopped(f"not confirmed within {self._timeout:g} s") from None
             session.go.clear()
@@ -225,6 +238,41 @@ class CalibrationSessions:
             session.expires_at = None
 
         return gate
+
+    async def _watch_probe(self, session: _Session, ezo: EzoCircuit) -> None:
+        """Read the probe about every ``live_interval`` until the technician confirms."""
+        metric = session.procedure.metric
+        while not session.go.is_set():
+            try:
+                session.live.append(await ezo.read_metric(metric))
+                session.live_at = self._now()
+                session.live_error = None
+            except DeviceError as err:
+                session.live_error = str(err)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._live_interval):
+                    await session.go.wait()
+
+    def _live(self, session: _Session) -> LiveProbe:
+        readings = list(session.live)
+        samples = self._stability.samples
+        window = readings[-samples:]
+        spread = max(window) - min(window) if len(window) == samples else None
+        tolerance = self._stability.tolerance
+        if window:
+            mean = sum(window) / len(window)
+            tolerance = max(tolerance, self._stability.relative_tolerance * abs(mean))
+        return LiveProbe(
+            value=readings[-1] if readings else None,
+            unit=session.unit,
+            at=iso(session.live_at) if session.live_at else None,
+            readings=readings,
+            samples=samples,
+            spread=spread,
+            tolerance=tolerance,
+            stable=spread is not None and spread <= tolerance,
+            error=session.live_error,
+        )
 
     async def _advance(self, session: _Session) -> CalibrationSession:
         """Wait until the run waits at a gate or ends; answer its state or raise its error."""
@@ -276,6 +324,7 @@ class CalibrationSessions:
             next_step=next_step,
             instructions=session.procedure.spec.instructions,
             calibration=calibration,
+            live=self._live(session) if next_step is not None else None,
         )
 
 

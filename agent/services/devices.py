@@ -36,7 +36,11 @@ from protocol.schemas.devices import (
     DeviceCreate,
     DeviceList,
     DeviceListQuery,
+    DeviceProfile,
+    DeviceProfileList,
+    DeviceProfileMetric,
     DeviceStatusUpdate,
+    DeviceUpdate,
     FanList,
     FanListQuery,
     MqttAddress,
@@ -261,6 +265,30 @@ class DeviceService:
         elif body.status != "disabled" and was_disabled:
             await self._notify_bound(device_id)
         return await self._device(device_id)
+
+    async def update(self, principal: Principal, device_id: str, body: DeviceUpdate) -> Device:
+        """Rename a device or change where it is."""
+        await self.device_for(principal, device_id, Action.MANAGE)
+        await self._devices.rename(device_id, body.name, body.location)
+        return await self._device(device_id)
+
+    def profile_list(self) -> DeviceProfileList:
+        """Every loaded firmware profile, for choosing one when adding a device."""
+        profiles = [
+            DeviceProfile(
+                id=p.id,
+                name=p.name,
+                firmware=p.firmware,
+                kind=p.kind,
+                device_type=p.device_type,
+                transport=p.transport,
+                variables=dict(p.variables),
+                metrics=[DeviceProfileMetric(name=m.name, unit=m.unit) for m in p.metrics],
+                commands=sorted(p.commands),
+            )
+            for p in (self.profiles[key] for key in self.profiles)
+        ]
+        return DeviceProfileList(profiles=profiles, total=len(profiles))
 
     async def delete(self, principal: Principal, device_id: str) -> None:
         """Remove a device and its calibration history."""

@@ -253,6 +253,11 @@ class ReadingWriter:
         )
 
     @property
+    def queued(self) -> int:
+        """Readings waiting for a commit."""
+        return self._queued
+
+    @property
     def running(self) -> bool:
         """Whether the commit task is alive (the systemd watchdog stops pinging when not)."""
         return self._task is not None and not self._task.done()

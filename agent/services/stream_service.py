@@ -64,6 +64,11 @@ class StreamService:
         )
         self._feed.start()
 
+    @property
+    def connections(self) -> int:
+        """Open stream connections of all users."""
+        return sum(self._connections.values())
+
     def connections_of(self, user_id: str) -> int:
         """Open stream connections of a user, all streams together."""
         return self._connections[user_id]

@@ -154,6 +154,8 @@ class Database:
             "PRAGMA synchronous=FULL",
             "PRAGMA foreign_keys=ON",
             "PRAGMA busy_timeout=5000",
+            # After a checkpoint the WAL file is cut back to this size (bounded on the SD card).
+            "PRAGMA journal_size_limit=67108864",
         ):
             await conn.execute(pragma)
         return conn
@@ -177,6 +179,18 @@ class Database:
             except sqlite3.Error:
                 await conn.execute("ROLLBACK") if conn.in_transaction else None
                 raise
+
+    async def checkpoint(self) -> tuple[int, int, int]:
+        """Copy the WAL into the database and truncate it; (busy, wal pages, checkpointed).
+
+        SQLite's automatic checkpoints never reset the WAL while readers keep it busy; this one
+        waits for the writer lock, so no write of ours is in flight, and truncates the file."""
+        if self._writer is None:
+            raise RuntimeError("database is not open")
+        async with self._write_lock:
+            rows = await self._writer.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
+        busy, pages, done = next(iter(rows))
+        return int(busy), int(pages), int(done)
 
     @property
     def _write_conn(self) -> aiosqlite.Connection:

@@ -64,6 +64,10 @@ class FarmStore:
         )
         return list(rows), int(total)
 
+    async def ids(self) -> tuple[str, ...]:
+        """Every farm's id (system events concern them all)."""
+        return tuple(str(row[0]) for row in await self._db.fetch_all("SELECT id FROM farms"))
+
     async def get(self, farm_id: str) -> sqlite3.Row | None:
         """One farm by id (the caller has already been authorized on it)."""
         return await self._db.fetch_one(

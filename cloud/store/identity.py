@@ -22,8 +22,11 @@ __all__ = [
     "accept_mfa_step",
     "caller",
     "consume_one_time_token",
+    "count_users",
+    "create_admin",
     "create_user",
     "issue_one_time_token",
+    "lock_admin_creation",
     "nth_recent_failure",
     "one_time_token_holder",
     "open_session",
@@ -70,6 +73,29 @@ async def create_user(
         password_hash,
         full_name,
     )
+
+
+async def lock_admin_creation(conn: Connection) -> None:
+    """Serialize admin creation until the transaction ends (several processes may start at once
+    on one database: only one of them creates the first admin)."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('farm-cloud first admin'))")
+
+
+async def count_users(conn: Connection) -> int:
+    """Every account (system path)."""
+    count: int = await conn.fetchval("SELECT count(*) FROM users")
+    return count
+
+
+async def create_admin(conn: Connection, email: str, password_hash: str) -> UUID | None:
+    """A new verified admin; ``None`` if the address is taken (system path)."""
+    user_id: UUID | None = await conn.fetchval(
+        "INSERT INTO users (email, password_hash, role, email_verified, password_changed_at)"
+        " VALUES ($1, $2, 'admin', true, now()) ON CONFLICT DO NOTHING RETURNING id",
+        email,
+        password_hash,
+    )
+    return user_id
 
 
 async def set_password(conn: Connection, user_id: UUID, password_hash: str) -> None:

@@ -8,13 +8,10 @@ answers in the error envelope like every other error (DESIGN.md section 3).
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import logging
-import signal
 import socket
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import psutil
@@ -29,7 +26,6 @@ __all__ = [
     "EnvelopeAppRunner",
     "ListenError",
     "listen",
-    "serve_until_stopped",
     "served_urls",
 ]
 
@@ -128,33 +124,3 @@ def _local_addresses(*, ipv6: bool) -> list[str]:
         if entry.family == family and not entry.address.lower().startswith("fe80")
     ]
     return sorted(found, key=lambda a: (not ipaddress.ip_address(a).is_loopback, a))
-
-
-async def serve_until_stopped(
-    app: web.Application,
-    *,
-    host: str,
-    port: int,
-    announce: Callable[[str], None],
-    shutdown_timeout_s: float = 10.0,
-) -> None:
-    """Serve ``app`` until SIGINT or SIGTERM; announce each URL once it listens.
-
-    What opened before a failure (the app's cleanup contexts) is closed before raising.
-    """
-    runner = EnvelopeAppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout_s)
-    try:
-        await runner.setup()
-        for url in await listen(runner, host, port):
-            announce(url)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        try:
-            await stop.wait()
-        finally:
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(signum)
-    finally:
-        await runner.cleanup()

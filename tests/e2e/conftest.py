@@ -127,6 +127,7 @@ async def cloud(
         rate_limit_per_premium_user=0,
         rate_limit_per_address=0,
         db_pool_max=4,
+        admin_email=None,  # the tests make their own users
     )
     live = LiveCloud(settings, cloud_db, _free_port())
     await live.start()

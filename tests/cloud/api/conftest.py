@@ -39,6 +39,7 @@ def cloud_settings(cloud_db: CloudDatabase, key_path: Path, **overrides: Any) ->
         "rate_limit_per_user": 100_000,
         "rate_limit_per_premium_user": 100_000,
         "rate_limit_per_address": 100_000,
+        "admin_email": None,  # the tests make their own users
     }
     values.update(overrides)
     return CloudSettings(**values)

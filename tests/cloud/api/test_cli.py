@@ -24,7 +24,7 @@ def cloud_env(**values: str) -> dict[str, str]:
     return env
 
 
-async def farm_cloud(*args: str, env: dict[str, str]) -> tuple[int, str]:
+async def farm_cloud(*args: str, env: dict[str, str], stdin: bytes = b"") -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -32,10 +32,11 @@ async def farm_cloud(*args: str, env: dict[str, str]) -> tuple[int, str]:
         *args,
         cwd=REPO,
         env=env,
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    output, _ = await asyncio.wait_for(process.communicate(), 60)
+    output, _ = await asyncio.wait_for(process.communicate(stdin), 60)
     assert process.returncode is not None
     return process.returncode, output.decode()
 
@@ -71,6 +72,16 @@ async def test_missing_settings_are_named(tmp_path: Path) -> None:
     assert "CLOUD_SIGNING_KEY" in output
 
 
+async def owned_by_migrator(cloud_db: CloudDatabase) -> None:
+    """As docs/cloud-rls.md sets a database up: owned by the migrating role (the fixture's copy
+    of the template is owned by the superuser who made it)."""
+    conn = await asyncpg.connect(cloud_db.superuser_dsn, timeout=10)
+    try:
+        await conn.execute(f'ALTER DATABASE "{cloud_db.name}" OWNER TO farm_owner', timeout=10)
+    finally:
+        await conn.close(timeout=10)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -79,13 +90,7 @@ def free_port() -> int:
 
 
 async def test_run_migrates_then_serves(cloud_db: CloudDatabase, tmp_path: Path) -> None:
-    # As docs/cloud-rls.md sets a database up: owned by the migrating role (the fixture's copy
-    # of the template is owned by the superuser who made it).
-    conn = await asyncpg.connect(cloud_db.superuser_dsn, timeout=10)
-    try:
-        await conn.execute(f'ALTER DATABASE "{cloud_db.name}" OWNER TO farm_owner', timeout=10)
-    finally:
-        await conn.close(timeout=10)
+    await owned_by_migrator(cloud_db)
     port = free_port()
     env = cloud_env(
         owner_dsn=cloud_db.owner_dsn,

@@ -1,0 +1,69 @@
+"""Operations: a salvaged database reported, the disk watched, WAL checkpoints, daily backups."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from agent.ops.maintenance import Maintenance, MaintenancePolicy
+from agent.settings import AgentSettings
+from agent.store.farms import FarmStore
+from agent.web.keys import DATABASE, EVENT_LOG, HEALTH
+from agent.wiring.context import CleanupContext
+from agent.wiring.store import SALVAGE
+from protocol.version import distribution_version
+
+__all__ = ["MAINTENANCE", "ops_context"]
+
+MAINTENANCE = web.AppKey("maintenance", Maintenance)
+
+
+def ops_context(settings: AgentSettings) -> CleanupContext:
+    """Report a salvage and run the upkeep chores for the application's lifetime."""
+
+    async def ops(app: web.Application) -> AsyncIterator[None]:
+        db = app[DATABASE]
+        farms = FarmStore(db)
+
+        async def notify(kind: str, severity: str, message: str, data: dict[str, object]) -> None:
+            # A system event concerns every farm this agent runs.
+            for farm_id in await farms.ids():
+                app[EVENT_LOG].notice(farm_id, kind, data, severity=severity, message=message)
+
+        report = app.get(SALVAGE)
+        if report is not None:
+            summary = (
+                f"salvaged at {report.at}: {report.total_rows} rows kept;"
+                f" damaged file in {report.quarantined}"
+            )
+            app[HEALTH].add_check("database_salvage", lambda: summary)
+            await notify(
+                "database_salvaged",
+                "critical",
+                "The database was damaged; its readable rows were salvaged",
+                {
+                    "quarantined": report.quarantined,
+                    "rows": report.rows,
+                    "damaged_spots": report.damaged_spots,
+                    "problems": report.problems[:5],
+                },
+            )
+        policy = MaintenancePolicy(
+            disk_low_free_bytes=settings.disk_low_free_bytes,
+            disk_check_interval_s=settings.disk_check_interval_s,
+            checkpoint_interval_s=settings.wal_checkpoint_interval_s,
+            backup_dir=settings.backup_dir,
+            backup_interval_s=settings.backup_interval_s,
+            backup_keep=settings.backup_keep,
+        )
+        maintenance = Maintenance(
+            db, settings.state_dir, policy, notify, version=distribution_version()
+        )
+        app[HEALTH].add_check("disk", maintenance.disk_check)
+        await maintenance.start()
+        app[MAINTENANCE] = maintenance
+        yield
+        await maintenance.stop()
+
+    return ops
