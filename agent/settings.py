@@ -49,10 +49,14 @@ class AgentSettings(BaseSettings):
         1000, ge=0, description="Requests a minute for premium users and their API keys"
     )
     rate_limit_per_address: int = Field(100, ge=0, description="Anonymous requests an hour")
-    login_failures_per_account: int = Field(5, ge=1, description="Before a 15 min lockout")
-    login_failures_per_address: int = Field(20, ge=1, description="The same per client address")
+    login_failures_per_account: int = Field(
+        5, ge=1, description="Failures of one account from one address before it waits"
+    )
+    login_failures_per_address: int = Field(
+        20, ge=1, description="Failures from one address, all accounts together"
+    )
     login_failure_window_s: int = Field(
-        900, ge=1, description="Failures counted over this window; also the longest lockout"
+        900, ge=1, description="Failures counted over this window; also the longest wait"
     )
     verify_token_ttl_s: int = Field(48 * 3600, ge=60, description="Email verification token")
     reset_token_ttl_s: int = Field(3600, ge=60, description="Password reset token")

@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -32,17 +31,9 @@ from protocol.tokens import InvalidToken, TokenExpiredError, TokenVerifier
 if TYPE_CHECKING:
     from cloud.services.mfa import MfaService
 
-__all__ = ["Client", "IdentityService", "LoginPolicy", "LoginThrottle"]
+__all__ = ["Client", "IdentityService", "LoginThrottle"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LoginPolicy:
-    """The lockout after repeated wrong passwords of one account."""
-
-    failures_per_account: int
-    lockout_s: int
 
 
 async def check_password(password: str, encoded: str | None) -> bool:
@@ -75,7 +66,7 @@ class LoginThrottle:
             by_account = await store.nth_recent_failure(
                 conn,
                 email=email,
-                ip=None,
+                ip=client.ip,
                 kinds=FAILURE_KINDS,
                 since=since,
                 n=self._policy.per_account,
@@ -109,7 +100,6 @@ class IdentityService:
         throttle: LoginThrottle,
         events: AuthEventRecorder,
         mfa: MfaService,
-        policy: LoginPolicy,
     ) -> None:
         self._db = db
         self._verifier = verifier
@@ -117,7 +107,6 @@ class IdentityService:
         self._throttle = throttle
         self._events = events
         self._mfa = mfa
-        self._policy = policy
 
     async def login(self, body: LoginRequest, client: Client) -> LoginResult | MfaChallenge:
         """Check credentials; open a session, or answer an MFA challenge if MFA is on.
@@ -156,21 +145,11 @@ class IdentityService:
     async def _record_failure(
         self, user: asyncpg.Record | None, email: str, reason: str, client: Client
     ) -> None:
+        # No lock on the account: anyone who knows the address could keep its owner out.
+        # LoginThrottle counts the failures per (account, address) and per address instead.
         user_id: UUID | None = user["id"] if user is not None else None
-        details: dict[str, str] = {"reason": reason}
-        if user_id is not None and reason == "wrong_password":
-            async with self._db.as_system() as conn:
-                locked_until = await store.record_login_failure(
-                    conn,
-                    user_id,
-                    self._policy.failures_per_account,
-                    timedelta(seconds=self._policy.lockout_s),
-                )
-            if locked_until is not None:
-                details["locked_until"] = locked_until.isoformat()
-                log.warning("account %s locked after repeated failed logins", user_id)
         await self._events.record(
-            "login_failed", user_id=user_id, email=email, address=client.ip, **details
+            "login_failed", user_id=user_id, email=email, address=client.ip, reason=reason
         )
 
     async def principal_from_token(self, token: str) -> Principal:

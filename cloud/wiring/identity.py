@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from cloud.services.auth_events import AuthEvents
 from cloud.services.auth_flows import AuthFlows
-from cloud.services.identity import IdentityService, LoginPolicy, LoginThrottle
+from cloud.services.identity import IdentityService, LoginThrottle
 from cloud.services.mfa import MfaService
 from cloud.services.sessions import SessionService
 from cloud.settings import CloudSettings
@@ -91,8 +91,4 @@ def identity_services(
         throttle,
         events,
         mfa,
-        LoginPolicy(
-            failures_per_account=settings.login_failures_per_account,
-            lockout_s=settings.login_lockout_s,
-        ),
     )
