@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -59,6 +60,9 @@ class CloudSettings(BaseSettings):
     )
     log_level: str = Field(
         "INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="DEBUG, INFO, WARNING, ERROR"
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="text, or json: one JSON object a line (journald, log shippers)"
     )
 
     # Identity flows: refresh, registration, password reset, MFA, login throttling.

@@ -10,15 +10,15 @@ from aiohttp import web
 from agent.devices.calibration_runner import Stability
 from agent.devices.profiles import load_profiles
 from agent.keys import load_or_create_signing_key
-from agent.services.calibration import CalibrationService
-from agent.services.calibration_session import CalibrationSessions
-from agent.services.devices import DeviceService
-from agent.services.event_hub import EventHub
-from agent.services.farms import FarmService
+from agent.services.calibration.service import CalibrationService
+from agent.services.calibration.session import CalibrationSessions
+from agent.services.devices.registry import DeviceService
+from agent.services.devices.sensors import SensorService
 from agent.services.health import HealthService
-from agent.services.hierarchy import HierarchyService
-from agent.services.sample_data import create_sample_farm
-from agent.services.sensors import SensorService
+from agent.services.hierarchy.farms import FarmService
+from agent.services.hierarchy.levels import HierarchyService
+from agent.services.hierarchy.sample_data import create_sample_farm
+from agent.services.live.hub import EventHub
 from agent.settings import AgentSettings
 from agent.store.calibrations import CalibrationStore
 from agent.store.devices import DeviceStore
@@ -42,6 +42,7 @@ from agent.web.keys import (
 from agent.wiring.context import Announce, CleanupContext
 from agent.wiring.events import build_event_log, fan_out
 from agent.wiring.identity import identity_services
+from agent.wiring.sync import stuck_sync_alert
 from protocol.identity import Principal, Role
 from protocol.mail import MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
@@ -90,7 +91,9 @@ def services_context(
         )
         app[HIERARCHY] = HierarchyService(db, HierarchyStore(db))
         app[HEALTH] = HealthService(db, distribution_version())
-        app[SYNC] = SyncRuntime(settings, db, verifier, cloud_link)
+        app[SYNC] = SyncRuntime(
+            settings, db, verifier, cloud_link, alert=stuck_sync_alert(FarmStore(db), event_log)
+        )
         app[HEALTH].watch_sync(app[SYNC].report)
         profiles = load_profiles(settings.profiles_dir)
         device_store, calibration_store = DeviceStore(db), CalibrationStore(db)

@@ -26,9 +26,30 @@ BENCHES = {
         ["bench/ingest.py", "--devices", "4", "--rate", "40", "--seconds", "1"],
         [r"ratio agent / bare subscriber: \d", r"messages lost at QoS 1: \d+"],
     ),
+    "outage": (
+        [
+            *("-m", "bench.outage", "--devices", "3", "--hours", "0.25"),
+            *("--cap-mib", "0.01", "--timeout", "120"),
+        ],
+        [
+            r"readings offered: [\d,]+  stored: [\d,]+",
+            r"outbox peak: [\d.]+ MiB against a cap",
+            r"drain: [\d.]+ s, [\d,]+ readings/s",
+            r"device-minutes missing: 0  doubled: 0",
+            r"fan command during the outage: p50 [\d.na]+ ms",
+        ],
+    ),
     "readings_query": (
         ["bench/readings_query.py", "--repeat", "3", "--days", "2"],
         [r"whole year: \d+ points", r"ratio whole-year query / baseline .*: \d"],
+    ),
+    "startup": (
+        ["bench/startup.py", "--readings", "2000", "--devices", "2", "--runs", "1"],
+        [
+            r"agent start -> READY=1: +[\d.]+ s",
+            r"agent RSS at READY: +[\d.]+ MiB",
+            r"ratio agent / bare: start [\d.]+x, RSS [\d.]+x",
+        ],
     ),
     "stream": (
         [

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent.services.calibration_session import CalibrationSessions
+from agent.services.calibration.session import CalibrationSessions
 from agent.web.keys import CALIBRATION, DATABASE
 from protocol.identity import Principal, Role
 from protocol.schemas.sensors import Calibrate

@@ -1,6 +1,6 @@
 """Starting the agent as a new user does: the URLs printed are the ones served, once they are
 open; a busy port, a bad setting or a resource that does not open is one line and a non-zero
-exit, never a traceback or a hang; an installed wheel carries its firmware profiles."""
+exit, never a traceback or a hang (tests/test_packaging.py starts an installed wheel)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ import socket
 import subprocess
 import sys
 import urllib.request
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agent.settings import DEFAULT_PROFILES_DIR
 from protocol.http.server import served_urls
 from tests.conftest import ADMIN_PASSWORD
 
@@ -138,59 +136,3 @@ def test_a_failed_start_up_exits_at_once(tmp_path: Path) -> None:
         )
     )
     _assert_one_line_failure(result, "start-up failed")
-
-
-def test_the_installed_package_carries_its_profiles_and_crop_catalogue(tmp_path: Path) -> None:
-    """A wheel is all a Pi gets (no checkout beside it): build one, start the agent from it."""
-    wheels = tmp_path / "wheels"
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert built.returncode == 0, built.stderr[-2000:]
-    (wheel,) = wheels.glob("*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
-    profiles = {f"agent/firmware_profiles/{p.name}" for p in DEFAULT_PROFILES_DIR.glob("*.toml")}
-    assert profiles and profiles <= names
-    assert "agent/crops/catalogue.toml" in names
-
-    site = tmp_path / "site"
-    installed = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), wheel],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert installed.returncode == 0, installed.stderr[-2000:]
-    port = _free_port()
-    env = _env(tmp_path, FARM_HOST="127.0.0.1", FARM_PORT=str(port), PYTHONPATH=str(site))
-    where = subprocess.run(
-        [sys.executable, "-c", "import agent.settings as s; print(s.DEFAULT_PROFILES_DIR)"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert Path(where.stdout.strip()).is_relative_to(site), where  # the wheel, not the checkout
-    log = tmp_path / "agent.log"
-    with (
-        log.open("w") as log_file,
-        subprocess.Popen(
-            [sys.executable, "-m", "agent", "run"],
-            env=env,
-            cwd=tmp_path,  # not the checkout: nothing of it is on the path but the wheel
-            stdout=subprocess.PIPE,
-            stderr=log_file,
-            text=True,
-        ) as agent,
-    ):
-        try:
-            assert agent.stdout is not None
-            lines = [agent.stdout.readline() for _ in range(2)]  # first admin, then the URL
-            assert lines[-1].startswith("Farm agent listening on"), (lines, log.read_text())
-        finally:
-            agent.send_signal(signal.SIGTERM)
-            agent.wait(30)

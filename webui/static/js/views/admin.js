@@ -3,6 +3,7 @@
 
 import { all, call, currentUser, get } from "../api.js";
 import { field, h, mount, when } from "../dom.js";
+import { optional } from "../farmdata.js";
 import { confirmDialog, messageOf, showError, toast } from "../notify.js";
 
 const ROLES = ["admin", "farm_manager", "operator", "analyst", "user"];
@@ -16,7 +17,7 @@ export async function render(ctx) {
   }
   const [users, permissions, keys] = await Promise.all([
     all("/api/v1/users/", "users"),
-    all("/api/v1/permissions/", "permissions"),
+    optional(all("/api/v1/permissions/", "permissions"), []),
     all("/api/v1/api-keys", "api_keys"),
   ]);
   const farms = new Map(ctx.farms.map((/** @type {any} */ f) => [f.id, f.name]));
@@ -70,7 +71,7 @@ function usersPanel(ctx, users) {
     "section",
     { class: "panel", "aria-labelledby": "users-title" },
     h("h2", { id: "users-title" }, "Users"),
-    h("div", { class: "table-wrap" }, h("table", null,
+    h("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Scrollable table" }, h("table", null,
       h("thead", null, h("tr", null, ["Email", "Role", "Status", "MFA", "Last sign-in", "Actions"].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", null, users.map((u) => {
         const select = h("select", { "aria-label": `Role of ${u.email}` }, ROLES.map((r) => h("option", { value: r, selected: r === u.role }, r)));

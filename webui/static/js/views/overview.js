@@ -5,7 +5,7 @@
 import { h, mount, num, when } from "../dom.js";
 import { SHELF_METRICS, latestValues, loadFarm, placeSensors, shelfMetric } from "../farmdata.js";
 import { get } from "../api.js";
-import { LiveStream } from "../streams.js";
+import { LIVE, LiveStream } from "../streams.js";
 
 /** @param {any} ctx */
 export async function render(ctx) {
@@ -32,7 +32,14 @@ export async function render(ctx) {
     mount(others, unplaced.length ? [h("h2", null, "Other sensors"), h("div", { class: "sensor-list" }, unplaced.map((s) => sensorCard(s, values, data)))] : null);
   };
   draw();
-  mount(ctx.main, h("h1", { class: "screen-title" }, farm.name, h("small", null, farm.location)), summary, grid, others);
+  mount(
+    ctx.main,
+    h("h1", { class: "screen-title" }, farm.name, h("small", null, farm.location)),
+    LIVE ? null : h("p", { class: "hint" }, "Synced from the farm's agent: reload for the latest readings; control it from the farm's own app."),
+    summary,
+    grid,
+    others,
+  );
 
   let pending = 0;
   const redraw = () => {
@@ -75,7 +82,7 @@ function summaryCards(data) {
     stat("Active alerts", String(data.alerts.length), data.alerts.length ? "bad" : ""),
     stat("Growing", `${data.plans.length} plan${data.plans.length === 1 ? "" : "s"}`, ""),
     live && live.temperature ? stat("Air", `${num(live.temperature.value)} °C · ${live.humidity ? num(live.humidity.value, 0) + " %" : "–"}`, "") : null,
-    live ? stat("Climate", `${live.mode || "–"}${live.failsafe ? " · fail-safe" : ""}${live.fan_speed !== null ? ` · fans ${live.fan_speed}%` : ""}`, live.failsafe ? "bad" : "") : null,
+    live ? stat("Climate", `${live.mode || "not set"}${live.failsafe ? " · fail-safe" : ""}${live.fan_speed !== null ? ` · fans ${live.fan_speed}%` : ""}`, live.failsafe ? "bad" : "") : null,
     offline.length ? h("div", { class: "stat warn wide" }, h("span", null, "Offline"), h("strong", null, offline.map((d) => d.name).join(", "))) : null,
   ];
 }
