@@ -70,10 +70,30 @@ def _run(args: argparse.Namespace) -> None:
     sys.setswitchinterval(_GIL_SWITCH_INTERVAL_S)
     configure_logging(settings.log_level, settings.log_format)
 
+    first_admin: list[str] = []
+
     def announce(line: str) -> None:
+        if line.startswith("First admin:"):
+            first_admin.append(line)
         print(line, flush=True)
 
     app = create_app(settings, announce=announce)
+
+    def show_urls(urls: list[str]) -> None:
+        """Once the socket is open: where the agent answers, and how to sign in."""
+        for url in urls:
+            announce(f"Farm agent listening on {url}")
+        announce(f"API docs: {urls[0]}api/v1/docs")
+        # The last lines say where to point a browser and how to sign in.
+        announce(f"Web app: {urls[-1]}")  # a LAN address when there is one: for the tablets
+        if first_admin:
+            announce("Sign in: " + first_admin[-1].removeprefix("First admin: "))
+        else:
+            announce(
+                f"Sign in as {settings.admin_email} with the password printed when the"
+                " database was created (or FARM_ADMIN_PASSWORD)"
+            )
+
     app.on_startup.append(freeze_startup_objects)
     app.cleanup_ctx.append(periodic_trim(settings.memory_trim_interval_s))
     notifier = notifier_from_environment(os.environ)
@@ -89,7 +109,7 @@ def _run(args: argparse.Namespace) -> None:
                 # Called only once start-up is complete, when the health service exists.
                 problem=lambda: app[HEALTH_KEY].problem(),
                 status=lambda: app[HEALTH_KEY].summary(),
-                announce=announce,
+                on_listening=show_urls,
             )
         )
     except StartupFailed as err:

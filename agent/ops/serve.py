@@ -39,12 +39,12 @@ async def serve(
     watchdog_s: float | None,
     problem: Callable[[], str | None],
     status: Callable[[], str],
-    announce: Callable[[str], None] = lambda _: None,
+    on_listening: Callable[[list[str]], None] = lambda _: None,
 ) -> None:
     """Run ``app`` on ``host:port`` until a termination signal.
 
-    The URLs are announced once the socket listens; a failed start-up (a resource that does
-    not open, a busy port) closes what did open and raises :class:`StartupFailed`.
+    ``on_listening`` gets the URLs served once the socket listens; a failed start-up (a resource
+    that does not open, a busy port) closes what did open and raises :class:`StartupFailed`.
     """
     runner = EnvelopeAppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT_S)
     try:
@@ -56,9 +56,7 @@ async def serve(
         except Exception as err:
             log.debug("start-up failed", exc_info=True)
             raise StartupFailed(f"{type(err).__name__}: {err}") from err
-        for url in urls:
-            announce(f"Farm agent listening on {url}")
-        announce(f"API docs: {urls[0]}api/v1/docs")
+        on_listening(urls)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -111,8 +111,9 @@ class Database:
     other connections and, under WAL, never wait for a writer.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, check_integrity: bool = True) -> None:
         self.path = path
+        self._check_on_open = check_integrity
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
         self._next_reader = 0
@@ -128,7 +129,8 @@ class Database:
         """Open both connections, check integrity, and apply pending migrations."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = await self._connect()
-        await self._check_integrity(self._writer)
+        if self._check_on_open:
+            await self._check_integrity(self._writer)
         await self._migrate(self._writer)
         for _ in range(_READERS):
             self._readers.append(await self._connect())

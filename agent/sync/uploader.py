@@ -26,6 +26,7 @@ from agent.sync.batcher import build_records, now_ms, series_ids
 from agent.sync.link import CloudLink
 from agent.sync.outbox import OutboxStore, Selection
 from agent.sync.replica import IdentityReplica
+from protocol.backoff import Backoff
 from protocol.sync import (
     AGENT_HEADER,
     MAX_BATCH_BYTES,
@@ -57,7 +58,7 @@ class SyncPolicy:
     batch_max_body_bytes: int = 768 * 1024
     """Until the cloud announces its limits: the largest gzip body."""
     idle_interval_s: float = 5.0
-    heartbeat_s: float = 60.0
+    heartbeat_s: float = 4.0
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 300.0
     request_timeout_s: float = 30.0
@@ -112,7 +113,7 @@ class Uploader:
         policy: SyncPolicy,
         *,
         on_stuck: StuckAlert | None = None,
-        jitter: Callable[[float, float], float] = random.uniform,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         self._link = link
         self._key = key
@@ -120,7 +121,7 @@ class Uploader:
         self._replica = replica
         self._policy = policy
         self._on_stuck = on_stuck
-        self._jitter = jitter
+        self._rand = rand
         self._last_post = 0.0
         self._max_json = policy.batch_max_bytes
         self._max_body = policy.batch_max_body_bytes
@@ -145,7 +146,9 @@ class Uploader:
                     continue
                 self._succeeded()
                 if not more:
-                    await asyncio.sleep(self._policy.idle_interval_s)
+                    # Idle: wake at least every heartbeat, so a revocation made in the cloud
+                    # takes effect here within about one heartbeat (issue 16).
+                    await asyncio.sleep(min(self._policy.idle_interval_s, self._policy.heartbeat_s))
 
     def _succeeded(self) -> None:
         if self.status.stuck_since_ms is not None:
@@ -209,8 +212,7 @@ class Uploader:
         cap = self._policy.backoff_max_s
         if isinstance(err, UploadRefused) and err.retry_after is not None:
             return min(cap, err.retry_after)
-        ceiling = min(cap, self._policy.backoff_initial_s * 2 ** min(failures - 1, 30))
-        return self._jitter(ceiling / 2, ceiling)
+        return Backoff(self._policy.backoff_initial_s, cap).delay(failures - 1, self._rand)
 
     async def step(self) -> bool:
         """One batch (or an identity refresh when idle); ``True`` if more is waiting."""
@@ -221,7 +223,8 @@ class Uploader:
             latest = self._catching_up and await self._outbox.bulk_waiting() > limit
             self._catching_up = False
             rows = await self._outbox.take(limit, latest_first=latest)
-        # With nothing to send, an empty batch now and then still fetches the identity delta.
+        # With nothing to send, an empty batch every heartbeat asks for a newer identity delta
+        # (the cloud answers none when the replica's version is current).
         if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:
             return False
         while True:
@@ -275,6 +278,7 @@ class Uploader:
                 sent_at=now_ms(),
                 records=tuple(outgoing.records),
                 ranges=tuple(await self._outbox.claims(rows.seqs)),
+                identity_version=await self._replica.version(),
             )
             size = batch_size(batch)
             body, signature = encode_batch(batch, self._key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ from agent.services.climate.loop import (
 from agent.services.live.outbox import Stream, StreamEvent
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.store.climate import ClimateStore, SettingsRecord
+from protocol.backoff import Backoff, Retry
 from protocol.timefmt import iso
 
 __all__ = ["ClimateRuntime", "FanDriver", "ReadingSource", "clock_iso", "config_of"]
@@ -129,6 +131,8 @@ class ClimateRuntime:
         self._writes: set[asyncio.Task[None]] = set()
         self._subscription: ReadingSubscription | None = None
         self.received = 0
+        self.actions: Counter[str] = Counter()
+        """Decisions recorded, by kind (action, failsafe, hold...), for /metrics."""
         """Readings the loop has taken in (tests wait on it)."""
 
     # Lifecycle ---------------------------------------------------------------------------------
@@ -163,6 +167,8 @@ class ClimateRuntime:
             self.observe(await subscription.get())
 
     async def _tick(self) -> None:
+        # After a failed step: twice the interval (at least 1 s), doubling up to four intervals.
+        retry = Retry(Backoff(max(self._interval * 2, 1.0), self._interval * 4, jitter=False))
         delay = self._interval
         while True:
             await asyncio.sleep(delay)
@@ -170,12 +176,13 @@ class ClimateRuntime:
                 # Settings also change underneath (a farm or fan deleted): start from the store.
                 await self.reload()
                 await self.step(self._now())
+                retry.reset()
                 delay = self._interval
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("climate step failed; retrying")
-                delay = min(self._interval * 4, max(delay * 2, 1.0))
+                delay = retry.next_delay()
 
     # Inputs ------------------------------------------------------------------------------------
 
@@ -332,6 +339,7 @@ class ClimateRuntime:
         await self._store.record(
             config.settings_id, config.farm_id, config.row_id, kind, clock_iso(now), data
         )
+        self.actions[kind] += 1
         self._publish(
             StreamEvent(
                 stream=Stream.FARM_STATUS,

@@ -10,9 +10,10 @@ import pytest
 
 from agent.devices.ezo import EzoEc, EzoPh, ezo_port
 from agent.devices.profiles import FirmwareProfile, load_profiles
-from agent.devices.serial_port import Backoff, SerialPort
+from agent.devices.serial_port import SerialPort
 from agent.devices.simulator.ezo import EzoSimulator
 from agent.settings import DEFAULT_PROFILES_DIR
+from protocol.backoff import Backoff
 
 PROFILES = load_profiles(DEFAULT_PROFILES_DIR)
 PH_PROFILE: FirmwareProfile = PROFILES["atlas-ezo-ph"]
