@@ -24,7 +24,14 @@ from protocol.sync import (
 )
 from protocol.timefmt import now_iso
 from protocol.tokens import hash_secret
-from tests.agent.identity.conftest import PASSWORD, create_user, error_of, login, tokens_of
+from tests.agent.identity.conftest import (
+    PASSWORD,
+    CapturedMail,
+    create_user,
+    error_of,
+    login,
+    tokens_of,
+)
 from tests.conftest import Agent
 
 GROWER = str(uuid.uuid4())
@@ -203,7 +210,7 @@ async def _pair(agent_state: Any) -> None:
 
 
 async def test_a_paired_agent_leaves_identity_changes_to_the_cloud(
-    make_agent: Any, tmp_path: Any
+    make_agent: Any, tmp_path: Any, mail: CapturedMail
 ) -> None:
     agent: Agent = await make_agent(sync_enabled=False)
     db = agent.client.app[DATABASE]
@@ -241,6 +248,15 @@ async def test_a_paired_agent_leaves_identity_changes_to_the_cloud(
     assert (
         await agent.client.get(f"/api/v1/farms/{farm_id}", headers={"X-API-Key": CLOUD_KEY})
     ).status == 200
+
+    resp = await agent.client.post(
+        "/auth/register", json={"email": "walk-in@farm.test", "password": PASSWORD}
+    )
+    assert (await error_of(resp, 409))["code"] == "MANAGED_BY_CLOUD"
+    # A cloud user resets their password in the cloud: the answer is the same, no mail is sent.
+    resp = await agent.client.post("/auth/reset-password", json={"email": GROWER_EMAIL})
+    assert resp.status == 202, await resp.text()
+    assert [m for m in mail.messages if m.to == GROWER_EMAIL] == []
 
     # A cloud user cannot change their own profile or MFA here either.
     grower = await tokens_of(agent, GROWER_EMAIL)
