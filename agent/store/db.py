@@ -43,8 +43,9 @@ class Database:
     connection and, under WAL, never wait for a writer.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, check_integrity: bool = True) -> None:
         self.path = path
+        self._check_on_open = check_integrity
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
@@ -55,7 +56,8 @@ class Database:
         """Open both connections, check integrity, and apply pending migrations."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = await self._connect()
-        await self._check_integrity(self._writer)
+        if self._check_on_open:
+            await self._check_integrity(self._writer)
         await self._migrate(self._writer)
         self._reader = await self._connect()
 
