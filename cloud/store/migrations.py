@@ -55,18 +55,17 @@ class Migration:
 
 
 def load_migrations(directory: Path = MIGRATIONS_DIR) -> tuple[Migration, ...]:
-    """Read the migration files of a directory, checking names and numbering (1, 2, 3...)."""
+    """Read the migration files of a directory, checking names and numbering: each number once,
+    in ascending order; gaps are allowed (parallel work is given ranges of numbers)."""
     migrations: list[Migration] = []
     for path in sorted(directory.glob("*.sql")):
         match = _NAME.match(path.name)
         if match is None:
             raise MigrationError(f"{path}: migration files are named NNNN_description.sql")
         migrations.append(Migration(int(match.group(1)), match.group(2), path.read_text()))
-    for expected, migration in enumerate(migrations, start=1):
-        if migration.version != expected:
-            raise MigrationError(
-                f"{directory}: expected migration {expected:04d}, found {migration.version:04d}"
-            )
+    for before, migration in zip(migrations, migrations[1:], strict=False):
+        if migration.version == before.version:
+            raise MigrationError(f"{directory}: two migrations numbered {migration.version:04d}")
     if not migrations:
         raise MigrationError(f"{directory}: no migration files")
     return tuple(migrations)
