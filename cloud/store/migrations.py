@@ -10,6 +10,7 @@ error rather than silently ignored.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import re
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ def load_migrations(directory: Path = MIGRATIONS_DIR) -> tuple[Migration, ...]:
         if match is None:
             raise MigrationError(f"{path}: migration files are named NNNN_description.sql")
         migrations.append(Migration(int(match.group(1)), match.group(2), path.read_text()))
-    for before, migration in zip(migrations, migrations[1:], strict=False):
+    for before, migration in itertools.pairwise(migrations):
         if migration.version == before.version:
             raise MigrationError(f"{directory}: two migrations numbered {migration.version:04d}")
     if not migrations:

@@ -9,13 +9,12 @@ from uuid import UUID
 from pydantic import Field, SecretStr, create_model, model_validator
 
 from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, UtcDatetime, Uuid
+from protocol.schemas.grow_plans import HarvestUnit
 
 __all__ = [
-    "HARVEST_UNITS",
     "POS_PAGES",
     "POS_RESOURCES",
     "CropMapping",
-    "HarvestUnit",
     "PosConfig",
     "PosConfigCreate",
     "PosConfigList",
@@ -35,8 +34,6 @@ __all__ = [
 
 PosEnvironment = Literal["sandbox", "production"]
 PosSyncKind = Literal["all", "customers", "orders", "payments", "products"]
-HarvestUnit = Literal["g", "kg", "lb", "oz", "each", "bunch"]
-HARVEST_UNITS: tuple[str, ...] = ("g", "kg", "lb", "oz", "each", "bunch")
 
 ProviderId = Annotated[str, Field(min_length=1, max_length=192, pattern=r"^[A-Za-z0-9_:#.-]+$")]
 Species = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$")]

@@ -129,6 +129,11 @@ class FakeMerchant:
             "updated_at": stamp(EPOCH),
         }
 
+    def add_customers(self, count: int) -> None:
+        """``count`` more customers."""
+        start = len(self.customers) + 1
+        self.customers += [self._customer(n) for n in range(start, start + count)]
+
     def tick(self) -> datetime:
         """Advance the fake's clock by a millisecond: every change has a distinct time."""
         self.clock += timedelta(milliseconds=1)

@@ -116,11 +116,12 @@ def config_body(fake: FakeProvider, **extra: Any) -> dict[str, Any]:
     return body
 
 
-async def wait_for(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60) -> None:
-    """Poll ``check`` until it holds (the background work is asynchronous)."""
+async def wait_for(check: Callable[[], Awaitable[bool]], what: str, limit_s: float = 60) -> None:
+    """Poll ``check`` until it holds (the background work is asynchronous); ``limit_s`` only
+    keeps a broken run from hanging."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + limit_s
     while not await check():
         if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"gave up waiting for {what}")
         await asyncio.sleep(0.05)

@@ -35,7 +35,7 @@ async def finished_job(owners: Owners, config_id: str, job_id: str) -> dict[str,
         job = next(j for j in body["jobs"] if j["id"] == job_id)
         return job["state"] in ("succeeded", "failed")
 
-    await wait_for(done, f"job {job_id}", timeout=240)
+    await wait_for(done, f"job {job_id}", limit_s=240)
     return job
 
 
