@@ -32,6 +32,7 @@ from agent.wiring.control import control_context
 from agent.wiring.devices import device_runtime_context
 from agent.wiring.events import events_context
 from agent.wiring.grow_plans import grow_plans_context
+from agent.wiring.metrics import install_agent_metrics
 from agent.wiring.ops import ops_context
 from agent.wiring.readings import readings_context
 from agent.wiring.services import services_context
@@ -55,6 +56,7 @@ from protocol.http.ratelimit import (
 from protocol.identity import Principal
 from protocol.mail import MailSender
 from protocol.version import distribution_version
+from webui import ASSET_PREFIX, PAGE_PATHS, install_webui
 
 __all__ = ["api_of_agent", "create_app"]
 
@@ -103,6 +105,8 @@ def create_app(
         per_user=settings.rate_limit_per_user,
         per_premium_user=settings.rate_limit_per_premium_user,
         per_address=settings.rate_limit_per_address,
+        unmetered_paths=PAGE_PATHS,
+        unmetered_prefixes=(ASSET_PREFIX,),
     )
     app = web.Application(
         client_max_size=settings.max_body_bytes,
@@ -114,11 +118,13 @@ def create_app(
         ],
     )
     app[SETTINGS] = settings
+    install_agent_metrics(app, settings)
     app.on_response_prepare.append(add_rate_limit_headers)
 
     api = api_of_agent()
     api.install(app)
     streams.install(app)
+    install_webui(app, "agent")
     install_docs(
         app,
         lambda: openapi_document(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from agent.process_memory import freeze_startup_objects, periodic_trim, tune_mal
 from agent.settings import AgentSettings
 from agent.sync.pairing import PairingFailed, pair
 from agent.web.keys import HEALTH as HEALTH_KEY
+from protocol.logs import configure_logging
 from protocol.version import distribution_version
 
 __all__ = ["main"]
@@ -50,9 +50,7 @@ def _run(args: argparse.Namespace) -> None:
         overrides["simulate_devices"] = True
     settings = _settings(overrides)
     tune_malloc()
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_level, settings.log_format)
 
     def announce(line: str) -> None:
         print(line, flush=True)

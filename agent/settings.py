@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -210,6 +211,14 @@ class AgentSettings(BaseSettings):
     smtp_password: SecretStr | None = Field(None, description="Mail server password")
     smtp_sender: str = Field("farm-agent@localhost", description="From: address of mail")
     smtp_timeout_s: float = Field(15.0, gt=0, description="One message's time limit")
+
+    @field_validator("metrics_allowed_networks")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        for part in value.split(","):
+            if part.strip():
+                ipaddress.ip_network(part.strip())  # a ValueError names the bad entry
+        return value
 
     @classmethod
     def settings_customise_sources(

@@ -22,8 +22,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.services.reading_query import ReadingQuery
-from agent.services.reading_retention import RetentionPolicy
+from agent.services.readings.query import ReadingQuery
+from agent.services.readings.retention import RetentionPolicy
 from agent.store.db import Database
 from agent.store.readings import ReadingStore
 from protocol.identity import Principal, Role

@@ -42,6 +42,7 @@ from cloud.wiring.users import user_services
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
+from protocol.http.metrics import MetricsAccess, install_metrics, parse_networks
 from protocol.http.middleware import auth_middleware, error_middleware, request_id_middleware
 from protocol.http.openapi import openapi_document
 from protocol.http.ratelimit import (
@@ -57,6 +58,7 @@ from protocol.schemas.jwks import Jwk, JwkSet
 from protocol.secretbox import SecretBox
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
+from webui import ASSET_PREFIX, PAGE_PATHS, install_webui
 
 __all__ = ["api_of_cloud", "create_app"]
 
@@ -100,7 +102,9 @@ def create_app(
         per_address=settings.rate_limit_per_address,
         unmetered_paths=frozenset(
             {sync.BATCHES_PATH, sync.BATCHES_PATH + "/", pos.WEBHOOK_PATH, pos.WEBHOOK_PATH + "/"}
-        ),
+        )
+        | PAGE_PATHS,
+        unmetered_prefixes=(ASSET_PREFIX,),
     )
     app = web.Application(
         client_max_size=settings.max_body_bytes,
@@ -112,11 +116,16 @@ def create_app(
         ],
     )
     app[SETTINGS] = settings
+    token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
+    install_metrics(
+        app, MetricsAccess(token, parse_networks(settings.metrics_allowed_networks)), "farm_cloud"
+    )
     app.on_response_prepare.append(add_rate_limit_headers)
 
     version = distribution_version()
     api = api_of_cloud()
     api.install(app)
+    install_webui(app, "cloud")
     install_docs(
         app,
         lambda: openapi_document(

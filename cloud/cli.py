@@ -23,6 +23,7 @@ from cloud.settings import CloudSettings
 from cloud.store.db import Database
 from cloud.store.migrations import migrate
 from protocol.errors import Conflict
+from protocol.logs import configure_logging
 
 __all__ = ["main"]
 
@@ -46,9 +47,7 @@ def _settings(overrides: dict[str, Any] | None = None) -> CloudSettings:
 
 
 def _logging(settings: CloudSettings) -> None:
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_level, settings.log_format)
 
 
 def _migrate(settings: CloudSettings) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -62,6 +63,9 @@ class CloudSettings(BaseSettings):
     log_level: str = Field(
         "INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="DEBUG, INFO, WARNING, ERROR"
     )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="text, or json: one JSON object a line (journald, log shippers)"
+    )
 
     # Identity flows: refresh, registration, password reset, MFA, login throttling.
     registration_enabled: bool = Field(True, description="Allow POST /auth/register")
@@ -83,6 +87,13 @@ class CloudSettings(BaseSettings):
     )
     secret_key_path: Path | None = Field(
         None, description="File of that key; created (mode 0600) if missing"
+    )
+    metrics_token: SecretStr | None = Field(
+        None, description="Bearer token that may read /metrics from any address"
+    )
+    metrics_allowed_networks: str = Field(
+        "127.0.0.1/32,::1/128",
+        description="Comma-separated networks that may read /metrics without the token",
     )
 
     # POS provider integration (DESIGN.md section 9).

@@ -1,7 +1,8 @@
 """Outgoing mail (verification, password reset) behind a pluggable sender; agent and cloud.
 
-Neither side ships an SMTP client: the default sender writes each message to the log, where the
-operator reads it (DESIGN.md section 4). A deployment with mail injects its own sender.
+With SMTP settings, :class:`protocol.smtp.SmtpMailSender` delivers the messages. Without them
+the default sender only notes in the log that a message was not sent: a mailed token is a
+credential and never goes into a log.
 """
 
 from __future__ import annotations
@@ -59,11 +60,13 @@ class MailSender(Protocol):
 
 
 class LogMailSender:
-    """Writes each message to the log (the default: no mail server needed)."""
+    """Without a mail server: notes in the log that a message was not sent (never its body)."""
 
     async def send(self, message: MailMessage) -> None:
-        """Log the message, body included: it is how the operator receives it."""
-        log.warning("mail to %s: %s\n%s", message.to, message.subject, message.body)
+        """Log that ``message`` was not sent; its token stays out of the log."""
+        log.warning(
+            "mail to %s not sent (no SMTP server configured): %s", message.to, message.subject
+        )
 
 
 def verification_mail(to: str, site_name: str, token: str, ttl_s: int) -> MailMessage:
@@ -99,3 +102,5 @@ async def deliver(sender: MailSender, message: MailMessage) -> None:
             await sender.send(message)
     except Exception:
         log.exception("could not send mail to %s", message.to)
+    else:
+        log.info("mail to %s handed over: %s", message.to, message.subject)

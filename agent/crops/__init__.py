@@ -1,1 +1,1 @@
-"""Crop catalogue data (catalogue.toml), read by agent.services.crop_catalogue."""
+"""Crop catalogue data (catalogue.toml), read by agent.services.grow_plans.crop_catalogue."""

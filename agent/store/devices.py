@@ -95,6 +95,13 @@ class DeviceStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
+    async def availability_counts(self) -> dict[str, int]:
+        """Devices by observed availability (online, offline, unknown), for metrics."""
+        rows = await self._db.fetch_all(
+            "SELECT coalesce(availability, 'unknown'), count(*) FROM devices GROUP BY 1"
+        )
+        return {str(row[0]): int(row[1]) for row in rows}
+
     async def list_visible(
         self, principal: Principal, where: DeviceFilter, limit: int, offset: int
     ) -> tuple[list[sqlite3.Row], int]:
@@ -179,6 +186,15 @@ class DeviceStore:
         async with self._db.transaction() as conn:
             cursor = await conn.execute("DELETE FROM devices WHERE id = ?", (device_id,))
             return cursor.rowcount > 0
+
+    async def rename(self, device_id: str, name: str | None, location: str | None) -> None:
+        """Change a device's name and/or location (``None`` keeps the stored value)."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE devices SET name = coalesce(?, name), location = coalesce(?, location),"
+                " updated_at = ? WHERE id = ?",
+                (name, location, now_iso(), device_id),
+            )
 
     async def set_admin_status(self, device_id: str, admin_status: str) -> None:
         """Record the operator's status override."""

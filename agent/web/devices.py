@@ -11,7 +11,9 @@ from protocol.schemas.devices import (
     DeviceCreate,
     DeviceList,
     DeviceListQuery,
+    DeviceProfileList,
     DeviceStatusUpdate,
+    DeviceUpdate,
     FanList,
     FanListQuery,
     SensorDevice,
@@ -106,6 +108,32 @@ async def create_device(request: web.Request, body: DeviceCreate) -> Device:
 async def get_device(request: web.Request, device_id: str) -> Device:
     """Every registry field of one device."""
     return await request.app[DEVICES].detail(principal_of(request), device_id)
+
+
+@api.route(
+    "PUT",
+    "/api/v1/devices/{device_id}",
+    summary="Rename a device or change its location",
+    tag=_TAG,
+    body=DeviceUpdate,
+    response=Device,
+    errors=(403,),
+)
+async def update_device(request: web.Request, device_id: str, body: DeviceUpdate) -> Device:
+    """Name and location; the address and profile stay (delete and add to change them)."""
+    return await request.app[DEVICES].update(principal_of(request), device_id, body)
+
+
+@api.route(
+    "GET",
+    "/api/v1/device-profiles",
+    summary="Firmware profiles a device can be added with",
+    tag=_TAG,
+    response=DeviceProfileList,
+)
+async def list_device_profiles(request: web.Request) -> DeviceProfileList:
+    """Every loaded profile: kind, transport, topic variables, metrics and commands."""
+    return request.app[DEVICES].profile_list()
 
 
 @api.route(

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import WSMsgType, web
 
-from agent.services.stream_outbox import Stream
-from agent.services.stream_protocol import (
+from agent.services.live.outbox import Stream
+from agent.services.live.wire import (
     CLOSE_GOING_AWAY,
     CLOSE_POLICY,
     StreamClosed,

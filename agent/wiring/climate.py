@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from agent.devices.codec import Command
-from agent.services.actuators import ActuatorService
-from agent.services.climate import ClimateService
-from agent.services.climate_runtime import ClimateRuntime
+from agent.services.climate.runtime import ClimateRuntime
+from agent.services.climate.service import ClimateService
+from agent.services.control.actuators import ActuatorService
 from agent.settings import AgentSettings
 from agent.store.climate import ClimateStore
 from agent.web.keys import (

@@ -9,10 +9,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from aiohttp import web
 
 from agent.devices.errors import DeviceUnavailable
-from agent.services.actuator_control import ActuatorControl
-from agent.services.actuator_schedules import ActuatorSchedules, is_availability
-from agent.services.actuators import ActuatorService
-from agent.services.stream_outbox import Stream
+from agent.services.control.actuators import ActuatorService
+from agent.services.control.fans import ActuatorControl
+from agent.services.control.schedules import ActuatorSchedules, is_availability
+from agent.services.live.outbox import Stream
 from agent.settings import AgentSettings
 from agent.store.actuator_commands import ActuatorCommandStore
 from agent.store.devices import DeviceStore

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from agent.devices.mqtt import MqttSettings
-from agent.services.calibration_runtime import EzoDevices
-from agent.services.device_runtime import DeviceRuntime
-from agent.services.serial_devices import SerialOptions
+from agent.services.calibration.runtime import EzoDevices
+from agent.services.ingest.device_runtime import DeviceRuntime
+from agent.services.ingest.serial_devices import SerialOptions
 from agent.settings import AgentSettings
 from agent.store.farms import FarmStore
 from agent.store.users import UserStore
@@ -38,7 +38,7 @@ def device_runtime_context(settings: AgentSettings) -> CleanupContext:
         if settings.simulate_devices:
             # Imported only for the demo: the simulators are code a farm's agent never runs, and
             # a Raspberry Pi should not keep them resident.
-            from agent.services.device_simulation import DeviceSimulation
+            from agent.services.devices.simulation import DeviceSimulation
 
             simulation = DeviceSimulation(settings.state_dir / "simulation", app[DEVICES].profiles)
             if settings.mqtt_enabled:

@@ -10,12 +10,12 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from agent.services.alert_evaluator import AlertEvaluator
-from agent.services.alerts import AlertService
-from agent.services.event_hub import EventHub
-from agent.services.event_log import EventLog
-from agent.services.event_retention import EventRetention
-from agent.services.events import EventService
+from agent.services.alerts.evaluator import AlertEvaluator
+from agent.services.alerts.service import AlertService
+from agent.services.events.log import EventLog
+from agent.services.events.retention import EventRetention
+from agent.services.events.service import EventService
+from agent.services.live.hub import EventHub
 from agent.settings import AgentSettings
 from agent.store.alerts import AlertStore
 from agent.store.events import EventStore

@@ -7,12 +7,12 @@ from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
-from agent.services.crop_catalogue import load_catalogue
-from agent.services.grow_plans import GrowPlanService
-from agent.services.grow_progress import GrowProgress
-from agent.services.harvest_watch import HarvestWatch
-from agent.services.reading_query import ReadingQuery
-from agent.services.reading_retention import RetentionPolicy
+from agent.services.grow_plans.crop_catalogue import load_catalogue
+from agent.services.grow_plans.harvest_watch import HarvestWatch
+from agent.services.grow_plans.plans import GrowPlanService
+from agent.services.grow_plans.progress import GrowProgress
+from agent.services.readings.query import ReadingQuery
+from agent.services.readings.retention import RetentionPolicy
 from agent.settings import AgentSettings
 from agent.store.grow_plans import GrowPlanStore
 from agent.store.readings import ReadingStore

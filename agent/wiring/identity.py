@@ -6,14 +6,14 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from agent.services.api_keys import ApiKeyService
-from agent.services.auth_events import AuthEvents
-from agent.services.auth_flows import AuthFlows
-from agent.services.identity import IdentityService, SessionIssuer
-from agent.services.login_throttle import LoginThrottle, ThrottlePolicy
-from agent.services.mfa import MfaService
-from agent.services.permissions import PermissionService
-from agent.services.users import UserService
+from agent.services.identity.api_keys import ApiKeyService
+from agent.services.identity.auth_events import AuthEvents
+from agent.services.identity.auth_flows import AuthFlows
+from agent.services.identity.login_throttle import LoginThrottle, ThrottlePolicy
+from agent.services.identity.mfa import MfaService
+from agent.services.identity.permissions import PermissionService
+from agent.services.identity.sessions import IdentityService, SessionIssuer
+from agent.services.identity.users import UserService
 from agent.settings import AgentSettings
 from agent.store.api_keys import ApiKeyStore
 from agent.store.auth_events import AuthEventStore
@@ -23,7 +23,8 @@ from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
 from agent.web.keys import API_KEYS, AUTH_EVENTS, AUTH_FLOWS, IDENTITY, MFA, PERMISSIONS, USERS
-from protocol.mail import FlowPolicy, LogMailSender, MailSender
+from agent.wiring.mail import mail_sender
+from protocol.mail import FlowPolicy, MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
 
 __all__ = ["identity_services"]
@@ -68,7 +69,7 @@ def identity_services(
         users,
         tokens,
         sessions,
-        mail or LogMailSender(),
+        mail or mail_sender(settings),
         events,
         FlowPolicy(
             registration_enabled=settings.registration_enabled,

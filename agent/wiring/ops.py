@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -11,10 +12,13 @@ from agent.settings import AgentSettings
 from agent.store.farms import FarmStore
 from agent.web.keys import DATABASE, EVENT_LOG, HEALTH
 from agent.wiring.context import CleanupContext
+from agent.wiring.mail import smtp_settings
 from agent.wiring.store import SALVAGE
 from protocol.version import distribution_version
 
 __all__ = ["MAINTENANCE", "ops_context"]
+
+log = logging.getLogger(__name__)
 
 MAINTENANCE = web.AppKey("maintenance", Maintenance)
 
@@ -61,6 +65,14 @@ def ops_context(settings: AgentSettings) -> CleanupContext:
             db, settings.state_dir, policy, notify, version=distribution_version()
         )
         app[HEALTH].add_check("disk", maintenance.disk_check)
+        smtp = smtp_settings(settings)
+        if smtp is None:
+            log.warning(
+                "mail is not configured (FARM_SMTP_HOST): password reset and e-mail"
+                " verification messages are not sent"
+            )
+        mail_check = "not_configured" if smtp is None else smtp.describe()
+        app[HEALTH].add_check("mail", lambda: mail_check)
         await maintenance.start()
         app[MAINTENANCE] = maintenance
         yield

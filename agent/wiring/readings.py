@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from agent.services.reading_query import ReadingQuery
-from agent.services.reading_retention import ReadingRetention, RetentionPolicy
-from agent.services.reading_runtime import ReadingRuntime
-from agent.services.reading_writer import ReadingWriter
-from agent.services.sensor_readings import SensorReadings
+from agent.services.ingest.reading_runtime import ReadingRuntime
+from agent.services.readings.query import ReadingQuery
+from agent.services.readings.retention import ReadingRetention, RetentionPolicy
+from agent.services.readings.sensor_readings import SensorReadings
+from agent.services.readings.writer import ReadingWriter
 from agent.settings import AgentSettings
 from agent.store.readings import ReadingStore
 from agent.web.keys import CALIBRATION, DATABASE, DEVICES, HEALTH, READINGS, SENSORS

@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from agent.services.stream_auth import StreamAuthenticator
-from agent.services.stream_connection import StreamLimits
-from agent.services.stream_scope import StreamScope
-from agent.services.stream_service import StreamService
+from agent.services.streams.auth import StreamAuthenticator
+from agent.services.streams.connection import StreamLimits
+from agent.services.streams.scope import StreamScope
+from agent.services.streams.service import StreamService
 from agent.settings import AgentSettings
 from agent.store.devices import DeviceStore
 from agent.web.keys import DATABASE, EVENT_HUB, IDENTITY, READINGS, STREAMS

@@ -12,6 +12,12 @@ from typing import Protocol
 from aiohttp import web
 from pydantic import BaseModel
 
+from protocol.http.browser_session import (
+    clear_session_cookies,
+    cookie_refresh_token,
+    session_response,
+    wants_cookie,
+)
 from protocol.http.endpoints import Api
 from protocol.schemas.auth import (
     Accepted,
@@ -22,6 +28,7 @@ from protocol.schemas.auth import (
     MfaEnrolment,
     MfaStatus,
     MfaVerifyRequest,
+    RefreshBody,
     RefreshRequest,
     RegisterRequest,
     ResetPasswordConfirm,
@@ -35,6 +42,14 @@ from protocol.schemas.users import User
 __all__ = ["AuthHandlers", "MfaHandlers", "auth_api", "mfa_api"]
 
 _TAG = "Authentication"
+
+
+def _answer(request: web.Request, result: BaseModel) -> BaseModel | web.Response:
+    """Tokens as JSON, or for a browser asking ``X-Session-Cookie: 1`` with the refresh token
+    moved into the httpOnly cookie (protocol/http/browser_session.py)."""
+    if isinstance(result, LoginResult) and wants_cookie(request):
+        return session_response(request, result)
+    return result
 
 
 class AuthHandlers(Protocol):
@@ -109,9 +124,13 @@ def auth_api(handlers: AuthHandlers) -> Api:
         auth=False,
         errors=(400, 401),
     )
-    async def login(request: web.Request, body: LoginRequest) -> BaseModel:
-        """Tokens, or ``{"mfa_required": true, "challenge": ...}`` for an account with MFA."""
-        return await handlers.login(request, body)
+    async def login(request: web.Request, body: LoginRequest) -> BaseModel | web.Response:
+        """Tokens, or ``{"mfa_required": true, "challenge": ...}`` for an account with MFA.
+
+        With the header ``X-Session-Cookie: 1`` the refresh token is set as an httpOnly cookie
+        (``farm_refresh``, with a ``farm_csrf`` cookie for the refresh's CSRF header) instead of
+        being returned in the body."""
+        return _answer(request, await handlers.login(request, body))
 
     @api.route(
         "POST",
@@ -123,23 +142,29 @@ def auth_api(handlers: AuthHandlers) -> Api:
         auth=False,
         errors=(400, 401),
     )
-    async def auth_login(request: web.Request, body: LoginRequest) -> BaseModel:
+    async def auth_login(request: web.Request, body: LoginRequest) -> BaseModel | web.Response:
         """Tokens, or ``{"mfa_required": true, "challenge": ...}`` for an account with MFA."""
-        return await handlers.login(request, body)
+        return _answer(request, await handlers.login(request, body))
 
     @api.route(
         "POST",
         "/auth/refresh",
         summary="Exchange a refresh token for new tokens (rotated; reuse revokes the session)",
         tag=_TAG,
-        body=RefreshRequest,
+        body=RefreshBody,
         response=LoginResult,
         auth=False,
-        errors=(401,),
+        errors=(401, 403),
     )
-    async def refresh(request: web.Request, body: RefreshRequest) -> LoginResult:
-        """New access and refresh tokens; the refresh token sent is spent."""
-        return await handlers.refresh(request, body)
+    async def refresh(request: web.Request, body: RefreshBody) -> BaseModel | web.Response:
+        """New access and refresh tokens; the refresh token sent is spent.
+
+        The web app sends no token: its ``farm_refresh`` cookie is used, with the
+        ``X-CSRF-Token`` header equal to the ``farm_csrf`` cookie (403 otherwise)."""
+        token = body.refresh_token or cookie_refresh_token(request)
+        return _answer(
+            request, await handlers.refresh(request, RefreshRequest(refresh_token=token))
+        )
 
     @api.route(
         "POST",
@@ -149,9 +174,13 @@ def auth_api(handlers: AuthHandlers) -> Api:
         status=204,
         errors=(400,),
     )
-    async def logout(request: web.Request) -> None:
-        """Revoke the session: its access and refresh tokens stop working at once."""
+    async def logout(request: web.Request) -> web.Response:
+        """Revoke the session: its access and refresh tokens stop working at once; the web
+        app's session cookies are cleared."""
         await handlers.logout(request)
+        response = web.Response(status=204)
+        clear_session_cookies(response)
+        return response
 
     @api.route(
         "POST",
@@ -276,8 +305,8 @@ def mfa_api(handlers: MfaHandlers) -> Api:
         auth=False,
         errors=(401,),
     )
-    async def verify_mfa(request: web.Request, body: MfaVerifyRequest) -> LoginResult:
-        """Tokens for a new session; the challenge works once."""
-        return await handlers.verify(request, body)
+    async def verify_mfa(request: web.Request, body: MfaVerifyRequest) -> BaseModel | web.Response:
+        """Tokens for a new session; the challenge works once (``X-Session-Cookie`` as login)."""
+        return _answer(request, await handlers.verify(request, body))
 
     return api

@@ -22,6 +22,7 @@ from protocol.errors import (
 )
 from protocol.http.keys import PRINCIPAL, PUBLIC_HANDLERS, REQUEST_ID
 from protocol.identity import Principal
+from protocol.logs import REQUEST_ID as REQUEST_ID_VAR
 
 __all__ = ["auth_middleware", "error_middleware", "error_response", "request_id_middleware"]
 
@@ -47,11 +48,14 @@ async def request_id_middleware(request: web.Request, handler: Handler) -> web.S
     supplied = request.headers.get("X-Request-ID", "")
     request_id = supplied if _CLIENT_REQUEST_ID.match(supplied) else uuid.uuid4().hex
     request[REQUEST_ID] = request_id
+    bound = REQUEST_ID_VAR.set(request_id)  # every log line of this request carries it
     try:
         response = await handler(request)
     except web.HTTPException as exc:
         exc.headers["X-Request-ID"] = request_id
         raise
+    finally:
+        REQUEST_ID_VAR.reset(bound)
     response.headers["X-Request-ID"] = request_id
     return response
 

@@ -40,6 +40,9 @@ class RateLimitPolicy:
     # Paths whose requests authenticate by other means than a user (an agent's signed sync
     # batches): the anonymous per-address limit would throttle a paired agent within minutes.
     unmetered_paths: frozenset[str] = frozenset()
+    # The web app's page and immutable assets: a first visit loads a dozen files, which must
+    # not spend the anonymous quota the sign-in needs.
+    unmetered_prefixes: tuple[str, ...] = ()
 
 
 class RateLimiter:
@@ -70,7 +73,7 @@ class RateLimiter:
 
 def _verdict(limiter: RateLimiter, policy: RateLimitPolicy, request: web.Request) -> Verdict | None:
     principal: Principal | None = request.get(PRINCIPAL)
-    if request.path in policy.unmetered_paths:
+    if request.path in policy.unmetered_paths or request.path.startswith(policy.unmetered_prefixes):
         return None
     if principal is not None:
         limit = policy.per_premium_user if principal.plan is Plan.PREMIUM else policy.per_user

@@ -33,6 +33,7 @@ __all__ = [
     "MfaVerifyRequest",
     "Page",
     "Password",
+    "RefreshBody",
     "RefreshRequest",
     "RegisterRequest",
     "ResetPasswordConfirm",
@@ -107,6 +108,17 @@ class RefreshRequest(ApiModel):
     """POST /auth/refresh: a refresh token is used once and replaced."""
 
     refresh_token: str = Field(min_length=1, max_length=256)
+
+
+class RefreshBody(ApiModel):
+    """The body of POST /auth/refresh: the token, or nothing for the web app's cookie session."""
+
+    refresh_token: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="Omit only with the farm_refresh cookie and the X-CSRF-Token header",
+    )
 
 
 class RegisterRequest(ApiModel):

@@ -29,8 +29,12 @@ __all__ = [
     "DeviceKind",
     "DeviceList",
     "DeviceListQuery",
+    "DeviceProfile",
+    "DeviceProfileList",
+    "DeviceProfileMetric",
     "DeviceStatus",
     "DeviceStatusUpdate",
+    "DeviceUpdate",
     "Fan",
     "FanList",
     "FanListQuery",
@@ -184,6 +188,47 @@ class DeviceCreate(_Registration):
     )
     max_speed: SpeedCap | None = Field(None, description="Fans: speed cap in %")
     rated_power_w: Watts | None = Field(None, description="Nameplate power in watts")
+
+
+class DeviceUpdate(ApiModel):
+    """PUT /api/v1/devices/{id}: rename a device or move it; absent fields stay as they are."""
+
+    name: Name | None = None
+    location: Location | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> DeviceUpdate:
+        if self.name is None and self.location is None:
+            raise ValueError("give name or location")
+        return self
+
+
+class DeviceProfileMetric(Schema):
+    """One quantity a profile's device reports."""
+
+    name: str
+    unit: str
+
+
+class DeviceProfile(Schema):
+    """A firmware profile a device can be registered with (firmware_profiles/*.toml)."""
+
+    id: str
+    name: str
+    firmware: str
+    kind: str
+    device_type: str | None
+    transport: Literal["mqtt", "serial"]
+    variables: dict[str, str] = Field(description="Topic variables and their defaults")
+    metrics: list[DeviceProfileMetric]
+    commands: list[str]
+
+
+class DeviceProfileList(Schema):
+    """GET /api/v1/device-profiles: every loaded profile (a short, fixed list; not paged)."""
+
+    profiles: list[DeviceProfile]
+    total: int
 
 
 class DeviceStatusUpdate(ApiModel):

@@ -36,6 +36,7 @@ __all__ = [
     "CalibrationStep",
     "DeviceCalibrationResponse",
     "FailedStep",
+    "LiveProbe",
     "MetricAggregate",
     "MetricSeries",
     "PhSlope",
@@ -362,6 +363,22 @@ SessionState = Literal["waiting", "running", "succeeded"]
 succeeded: the last point was taken and verified (the session is then closed)."""
 
 
+class LiveProbe(Schema):
+    """The probe's raw value while a session waits at a point, read about once a second, and
+    how settled it is: ``spread`` is max - min of the last ``samples`` readings, ``stable`` when
+    that is within ``tolerance`` (the same rule the point is then taken with)."""
+
+    value: float | None
+    unit: str
+    at: Timestamp | None
+    readings: list[float] = Field(description="The latest raw readings, oldest first")
+    samples: int
+    spread: float | None
+    tolerance: float
+    stable: bool
+    error: str | None = Field(description="Why the last read failed, if it did")
+
+
 class CalibrationSession(Schema):
     """A step-by-step on-device calibration in progress (or just finished).
 
@@ -379,3 +396,6 @@ class CalibrationSession(Schema):
     next_step: CalibrationSessionStep | None
     instructions: str
     calibration: Calibration | None
+    live: LiveProbe | None = Field(
+        None, description="While waiting at a point: the probe's live raw value and stability"
+    )

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from agent.services.device_events import DeviceEvent, EventKind
-from agent.services.reading_listeners import CommittedReading
-from agent.services.stream_outbox import Stream
+from agent.services.live.device_events import DeviceEvent, EventKind
+from agent.services.live.outbox import Stream
+from agent.services.readings.listeners import CommittedReading
 from agent.web.keys import EVENT_HUB
 from farm_client import (
     DeviceError,

@@ -12,7 +12,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from agent.services.reading_writer import IncomingReading, ReadingWriter
+from agent.services.readings.writer import IncomingReading, ReadingWriter
 from agent.store.db import Database
 from agent.store.readings import ReadingStore
 from tests.support.reading_seed import add_device, add_farm, add_user

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agent.services.reading_writer import IncomingReading
+from agent.services.readings.writer import IncomingReading
 from agent.web.keys import DATABASE, READINGS
 from tests.agent.alerts.conftest import events_of
 from tests.agent.devices_api.conftest import create_farm

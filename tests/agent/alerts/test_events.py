@@ -6,9 +6,9 @@ import random
 from datetime import UTC, datetime, timedelta
 
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
-from agent.services.device_events import DeviceEvent
-from agent.services.event_log import EventLog
-from agent.services.event_retention import EventRetention
+from agent.services.events.log import EventLog
+from agent.services.events.retention import EventRetention
+from agent.services.live.device_events import DeviceEvent
 from agent.store.events import EventStore
 from agent.web.keys import DATABASE, EVENT_LOG
 from tests.agent.alerts.conftest import events_of, written

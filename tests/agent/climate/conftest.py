@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent.app import create_app
-from agent.services.climate_runtime import ClimateRuntime
+from agent.services.climate.runtime import ClimateRuntime
 from agent.web.keys import CLIMATE_RUNTIME
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, Agent, agent_settings
 from tests.support.clock import Clock

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from agent.services.climate_loop import (
+from agent.services.climate.loop import (
     Band,
     Decision,
     LoopConfig,

@@ -15,7 +15,7 @@ import pytest
 
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
 from agent.devices.simulator.room import RoomModel, SimulatedRoom, fan_percent
-from agent.services.climate_runtime import ClimateRuntime
+from agent.services.climate.runtime import ClimateRuntime
 from agent.web.keys import DEVICE_RUNTIME, SCHEDULES
 from tests.agent.climate.conftest import (
     ClimateAgentFactory,

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from agent.services.actuator_schedules import ActuatorSchedules
-from agent.services.schedule_windows import Window, edges, is_open
+from agent.services.control.schedule_windows import Window, edges, is_open
+from agent.services.control.schedules import ActuatorSchedules
 from agent.store.actuator_commands import ActuatorCommandStore
 from agent.web.keys import ACTUATORS, DATABASE, DEVICES, SCHEDULES
 from tests.agent.control.conftest import Rig, start_live
@@ -119,13 +119,15 @@ async def test_a_pump_schedule_is_reloaded_and_applied_after_a_restart(
             f"{pump_id}:open",
         ]
 
-        async def switched_on_again() -> bool:
-            return sim.state["power"] is True
+        async def switched_on_again() -> list[str] | None:
+            # The pump turns on before the agent has recorded the confirmed command.
+            resp = await agent.client.get(
+                f"/api/v1/devices/{pump_id}/commands", headers=agent.auth()
+            )
+            sources = [c["source"] for c in (await resp.json())["commands"]]
+            return sources if sim.state["power"] is True and len(sources) == 3 else None
 
-        await eventually(switched_on_again)
-        resp = await agent.client.get(f"/api/v1/devices/{pump_id}/commands", headers=agent.auth())
-        sources = [c["source"] for c in (await resp.json())["commands"]]
-        assert sources == ["schedule", "manual", "schedule"]
+        assert await eventually(switched_on_again) == ["schedule", "manual", "schedule"]
 
 
 async def test_a_schedule_with_equal_edges_is_422(rig: Rig) -> None:

@@ -18,7 +18,7 @@ from agent.devices.ezo import EzoPh, ezo_port
 from agent.devices.profiles import load_profiles
 from agent.devices.serial_port import Backoff
 from agent.devices.simulator.ezo import EzoSimulator
-from agent.services.calibration_runtime import EzoDevices
+from agent.services.calibration.runtime import EzoDevices
 from agent.store.users import UserStore
 from agent.web.keys import CALIBRATION, DATABASE
 from protocol.passwords import hash_password

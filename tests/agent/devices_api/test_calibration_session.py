@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent.services.calibration_session import CalibrationSessions
+from agent.services.calibration.session import CalibrationSessions
 from agent.web.keys import CALIBRATION, DATABASE
 from protocol.identity import Principal, Role
 from protocol.schemas.sensors import Calibrate
@@ -200,3 +200,22 @@ async def test_the_session_shows_a_point_being_taken(ph_rig: PhRig) -> None:
     session = await resp.json()
     assert resp.status == 200 and session["state"] == "succeeded", session
     assert session["calibration"]["points"][1]["value"] == 4.0
+
+
+async def test_a_waiting_point_shows_the_live_raw_value_and_whether_it_settled(
+    ph_rig: PhRig,
+) -> None:
+    ph_rig.sim.ph.solution_ph = 6.9  # the probe sits in the pH 7 buffer, not yet at 7.00
+    resp = await session_call(ph_rig, "POST", body=THREE_POINTS)
+    assert resp.status == 201
+    session: dict[str, Any] = {}
+    for _ in range(200):  # the probe is read about once a second while the step waits
+        session = await (await session_call(ph_rig, "GET")).json()
+        if len(session["live"]["readings"]) >= session["live"]["samples"]:
+            break
+        await asyncio.sleep(0.1)
+    live = session["live"]
+    assert live["value"] == pytest.approx(6.9, abs=0.2) and live["unit"] == "pH"
+    assert live["stable"] is True and live["spread"] <= live["tolerance"]
+    assert live["error"] is None and live["at"] is not None
+    await session_call(ph_rig, "DELETE")

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from agent.services.reading_query import ReadingQuery
-from agent.services.reading_retention import RetentionPolicy
-from agent.services.reading_writer import to_ms
-from agent.services.sensor_readings import SensorReadings
-from agent.services.sensors import Aggregate, Series, SeriesPoint
+from agent.services.devices.sensors import Aggregate, Series, SeriesPoint
+from agent.services.readings.query import ReadingQuery
+from agent.services.readings.retention import RetentionPolicy
+from agent.services.readings.sensor_readings import SensorReadings
+from agent.services.readings.writer import to_ms
 from agent.store.readings import NewReading, ReadingStore
 from agent.web.keys import DATABASE, DEVICES, SENSORS
 from protocol.schemas.sensors import Resolution

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from agent.services.devices import DeviceBinding
+from agent.services.devices.registry import DeviceBinding
 from agent.web.keys import DEVICES
 from protocol.timefmt import iso, utcnow
 from tests.agent.devices_api.conftest import create_farm, error_of, register, tasmota_sensor

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.services.crop_catalogue import CatalogueError, load_catalogue
+from agent.services.grow_plans.crop_catalogue import CatalogueError, load_catalogue
 from tests.agent.hierarchy_helpers import assert_error, send
 from tests.conftest import Agent
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent.services.harvest_watch import HarvestWatch
+from agent.services.grow_plans.harvest_watch import HarvestWatch
 from agent.store.grow_plans import GrowPlanStore
 from agent.store.readings import NewReading, ReadingStore
 from agent.web.keys import DATABASE, HARVEST_WATCH

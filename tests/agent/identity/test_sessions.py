@@ -72,8 +72,11 @@ async def test_refresh_rotates_and_reuse_revokes_the_whole_session(agent: Agent)
 async def test_an_unknown_refresh_token_is_refused(agent: Agent) -> None:
     status, body = await refresh(agent, "rt_not-a-token")
     assert status == 401, body
-    resp = await agent.client.post("/auth/refresh", json={})
+    resp = await agent.client.post("/auth/refresh", json={"refresh_token": ""})
     await error_of(resp, 422)
+    # No token at all means the web app's cookie session; without the cookie that is a 401.
+    resp = await agent.client.post("/auth/refresh", json={})
+    await error_of(resp, 401)
 
 
 async def test_logout_refuses_the_session_at_once(agent: Agent) -> None:

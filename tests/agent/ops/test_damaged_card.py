@@ -11,7 +11,7 @@ from aiohttp import web
 
 from agent.app import create_app
 from agent.ops.salvage import damage
-from agent.services.reading_writer import IncomingReading, ReadingWriter
+from agent.services.readings.writer import IncomingReading, ReadingWriter
 from agent.store.db import Database
 from agent.store.readings import ReadingStore
 from protocol.identity import Principal, Role

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.services.reading_query import ReadingQuery
-from agent.services.reading_retention import RetentionPolicy
+from agent.services.readings.query import ReadingQuery
+from agent.services.readings.retention import RetentionPolicy
 from agent.store.reading_windows import ReadingWindows
 from protocol.errors import Forbidden, NotFound
 from protocol.identity import Role

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from agent.services.reading_listeners import CommittedReading
-from agent.services.reading_writer import IncomingReading, ReadingWriter
+from agent.services.readings.listeners import CommittedReading
+from agent.services.readings.writer import IncomingReading, ReadingWriter
 from agent.store.db import Database
 from agent.store.readings import NewReading, ReadingStore, WriteOutcome
 from tests.agent.readings.conftest import DAY, T0, Farm, count

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.services.reading_query import ReadingQuery, SeriesData
-from agent.services.reading_retention import ReadingRetention, RetentionPolicy
+from agent.services.readings.query import ReadingQuery, SeriesData
+from agent.services.readings.retention import ReadingRetention, RetentionPolicy
 from agent.store.readings import Resolution
 from protocol.errors import NotFound, ValidationFailed
 from protocol.identity import Role

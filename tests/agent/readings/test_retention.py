@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.services.reading_retention import ReadingRetention, RetentionPolicy
+from agent.services.readings.retention import ReadingRetention, RetentionPolicy
 from agent.store.readings import Resolution
 from tests.agent.readings.conftest import DAY, MIN, T0, Farm, count, readings
 

@@ -13,7 +13,7 @@ import pytest
 
 from agent.devices.calibration import LinearCalibration
 from agent.devices.codec import Measurement
-from agent.services.reading_writer import IncomingReading, ReadingWriter, incoming, to_ms
+from agent.services.readings.writer import IncomingReading, ReadingWriter, incoming, to_ms
 from agent.store.db import Database
 from agent.store.readings import NewReading, ReadingStore, Resolution, WriteOutcome
 from tests.agent.readings.conftest import DAY, MIN, T0, Farm, count

@@ -9,8 +9,8 @@ from typing import Any
 
 from aiohttp import ClientWebSocketResponse, WSMsgType
 
-from agent.services.device_events import DeviceEvent, EventKind
-from agent.services.reading_writer import IncomingReading
+from agent.services.live.device_events import DeviceEvent, EventKind
+from agent.services.readings.writer import IncomingReading
 from agent.web.keys import DATABASE, EVENT_HUB, READINGS
 from tests.agent.hierarchy_helpers import Caller
 from tests.conftest import Agent

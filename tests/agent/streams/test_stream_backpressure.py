@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 from aiohappyeyeballs import AddrInfoType
 
-from agent.services.event_hub import EventHub
-from agent.services.stream_outbox import Missed, Stream, StreamEvent
+from agent.services.live.hub import EventHub
+from agent.services.live.outbox import Missed, Stream, StreamEvent
 from agent.web.keys import EVENT_HUB, STREAMS
 from tests.agent.hierarchy_helpers import NOWHERE, add_device, farm
 from tests.agent.streams.helpers import (

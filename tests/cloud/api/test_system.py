@@ -233,3 +233,12 @@ async def test_the_app_refuses_to_start_on_a_role_that_escapes_rls(
             await runner.setup()
     finally:
         await runner.cleanup()
+
+
+async def test_metrics_in_prometheus_text(cloud: Cloud) -> None:
+    await cloud.client.get("/health")
+    resp = await cloud.client.get("/metrics")
+    assert resp.status == 200
+    text = await resp.text()
+    assert 'farm_cloud_http_requests_total{method="GET",route="/health",status="200"}' in text
+    assert "process_resident_memory_bytes" in text

@@ -1,0 +1,1 @@
+"""Sensor calibration: procedures, step-by-step sessions, the corrections applied to readings."""

@@ -1,0 +1,1 @@
+"""Climate control: settings, the loop's decisions and the loop that carries them out."""

@@ -1,0 +1,1 @@
+"""Actuator control: commands, fan control by hand, daily schedules."""

@@ -1,0 +1,1 @@
+"""The device registry: registration rules, its views, the sensor view, simulated devices."""

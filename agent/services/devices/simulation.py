@@ -1,0 +1,175 @@
+"""The demo's live devices: simulated firmwares on the first farm, run inside the agent.
+
+``farm-agent run --sample-data --simulate`` uses this: a private Mosquitto when no broker
+answers at the configured address, a Tasmota SHT3x, an ESPHome sensor and a Tasmota fan over
+MQTT, and EZO pH and EC circuits on pseudo-terminals. The devices are registered (once) on the
+oldest farm as its first admin would, so every API view and GET /sensors/{id}/data shows them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.devices.broker_process import MosquittoProcess, broker_reachable
+from agent.devices.profiles import ProfileRegistry
+from agent.devices.simulator.ezo import EzoSimulator
+from agent.devices.simulator.mqtt import SimulatedMqttDevice
+from agent.services.devices.registry import DeviceService
+from agent.store.farms import FarmStore
+from agent.store.users import UserStore
+from protocol.errors import ApiError
+from protocol.identity import Principal, Role
+from protocol.schemas.devices import DeviceCreate
+
+__all__ = ["DeviceSimulation", "SimulatedDevice"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SimulatedDevice:
+    """One demo device: its registration and, for MQTT, its topic base."""
+
+    name: str
+    kind: str
+    profile: str
+    location: str
+    topic_base: str | None = None
+    ezo: str | None = None
+    """"ph" or "ec" for a serial EZO circuit."""
+
+
+DEMO_DEVICES = (
+    SimulatedDevice("Row 1 climate", "sensor", "tasmota-sht3x", "Row 1", topic_base="demo-row1"),
+    SimulatedDevice("Row 2 climate", "sensor", "esphome-sensor", "Row 2", topic_base="demo-row2"),
+    SimulatedDevice("Exhaust fan", "fan", "tasmota-ifan", "Exhaust", topic_base="demo-fan"),
+    SimulatedDevice("Tank pH", "sensor", "atlas-ezo-ph", "Nutrient tank", ezo="ph"),
+    SimulatedDevice("Tank EC", "sensor", "atlas-ezo-ec", "Nutrient tank", ezo="ec"),
+)
+
+
+class DeviceSimulation:
+    """Starts the broker if needed, the simulators, and registers their devices."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        profiles: ProfileRegistry,
+        *,
+        period: float = 5.0,
+        devices: tuple[SimulatedDevice, ...] = DEMO_DEVICES,
+    ) -> None:
+        self._workdir = workdir
+        self._profiles = profiles
+        self._period = period
+        self._devices = devices
+        self.broker: MosquittoProcess | None = None
+        self.host = "127.0.0.1"
+        self.port = 1883
+        self._ezo: dict[str, EzoSimulator] = {}
+        self._mqtt: list[SimulatedMqttDevice] = []
+
+    async def start_broker(self, host: str, port: int) -> tuple[str, int]:
+        """The broker to use: the configured one if it answers, else a private Mosquitto."""
+        if await broker_reachable(host, port):
+            self.host, self.port = host, port
+            return host, port
+        self.broker = MosquittoProcess(self._workdir / "mosquitto")
+        await self.broker.start()
+        self.host, self.port = self.broker.host, self.broker.port
+        log.info("no broker at %s:%d; started a private one on port %d", host, port, self.port)
+        return self.host, self.port
+
+    async def start_serial(self) -> None:
+        """Plug the simulated EZO circuits in (before the runtime opens their ports)."""
+        self._workdir.mkdir(parents=True, exist_ok=True)  # no private broker may have made it
+        for device in self._devices:
+            if device.ezo is not None and device.ezo not in self._ezo:
+                link = self._workdir / f"ttyEZO-{device.ezo}"
+                simulator = EzoSimulator(
+                    "ph" if device.ezo == "ph" else "ec",
+                    link,
+                    rng=random.Random(),
+                    continuous=False,
+                )
+                await simulator.start()
+                self._ezo[device.ezo] = simulator
+
+    async def register(self, devices: DeviceService, farms: FarmStore, users: UserStore) -> int:
+        """Register the demo devices on the oldest farm (skipping those already there)."""
+        admins, _ = await users.list("admin", "active", 1, 0)
+        if not admins:
+            log.warning("no active admin: simulated devices not registered")
+            return 0
+        admin = admins[0]
+        principal = Principal(user_id=admin["id"], email=admin["email"], role=Role.ADMIN)
+        rows, total = await farms.list(principal, None, 500, 0)
+        if total == 0:
+            log.warning("no farm to put the simulated devices on (use --sample-data)")
+            return 0
+        farm_id = rows[-1]["id"]  # newest first: the last is the oldest farm
+        created = 0
+        for device in self._devices:
+            body = DeviceCreate.model_validate(
+                {
+                    "name": device.name,
+                    "kind": device.kind,
+                    "farm_id": farm_id,
+                    "location": device.location,
+                    "profile": device.profile,
+                    "address": self._address(device),
+                }
+            )
+            try:
+                await devices.register(principal, body)
+                created += 1
+            except ApiError as err:  # registered by an earlier run: same topic or port
+                log.debug("simulated device %s not registered: %s", device.name, err)
+        log.info("simulated devices on farm %s: %d new", farm_id, created)
+        return created
+
+    def _address(self, device: SimulatedDevice) -> dict[str, Any]:
+        if device.ezo is not None:
+            return {"transport": "serial", "port": str(self._ezo[device.ezo].path)}
+        return {"transport": "mqtt", "topic_base": device.topic_base}
+
+    async def start_mqtt(self) -> None:
+        """Connect the simulated MQTT devices; they publish every ``period`` seconds."""
+        for device in self._devices:
+            if device.topic_base is None:
+                continue
+            simulator = SimulatedMqttDevice(
+                self._profiles[device.profile],
+                device.topic_base,
+                host=self.host,
+                port=self.port,
+                period=self._period,
+            )
+            await simulator.start()
+            self._mqtt.append(simulator)
+
+    async def stop(self) -> None:
+        """Stop the simulators, then the private broker."""
+        await self.stop_devices()
+        await self.stop_broker()
+
+    async def stop_devices(self) -> None:
+        """Unplug and disconnect the simulated devices."""
+        for mqtt in self._mqtt:
+            with contextlib.suppress(Exception):
+                await mqtt.stop()
+        self._mqtt = []
+        for ezo in self._ezo.values():
+            await ezo.stop()
+        self._ezo = {}
+
+    async def stop_broker(self) -> None:
+        """Stop the private broker, if one was started."""
+        if self.broker is not None:
+            await self.broker.stop()
+            self.broker = None

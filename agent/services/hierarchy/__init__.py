@@ -1,0 +1,1 @@
+"""The farm hierarchy: farms, their rows, racks and shelves, and the sample farm."""

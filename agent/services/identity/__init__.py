@@ -1,0 +1,1 @@
+"""Identity: sessions, MFA, account flows, users, API keys and per-farm permissions."""

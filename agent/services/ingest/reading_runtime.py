@@ -1,0 +1,168 @@
+"""The readings side of the running agent: the writer's commit task, scheduled retention, and
+what committed readings tell the registry (``last_reading``) and calibration (latest raw value).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from agent.services.devices.registry import DeviceService
+from agent.services.readings.listeners import CommittedReading, ReadingSubscription
+from agent.services.readings.retention import ReadingRetention
+from agent.services.readings.writer import ReadingWriter
+
+__all__ = ["LatestReadings", "ReadingRuntime"]
+
+log = logging.getLogger(__name__)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Readings older than this are not offered as "the raw value now" to a calibration.
+_LATEST_RAW_MAX_AGE_MS = 5 * 60 * 1000
+_RECORD_TIMEOUT_S = 10.0
+_RECORDER_QUEUE = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Latest:
+    ts: int
+    raw: float
+
+
+class LatestReadings:
+    """The newest committed raw value per series, in memory (calibration's ``LatestRaw``)."""
+
+    def __init__(self, now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000) -> None:
+        self._latest: dict[tuple[str, str], _Latest] = {}
+        self._now_ms = now_ms
+
+    def observe(self, reading: CommittedReading) -> None:
+        """Remember a committed reading if it is the series' newest."""
+        key = (reading.device_id, reading.metric)
+        known = self._latest.get(key)
+        if known is None or reading.ts >= known.ts:
+            raw = reading.value if reading.raw is None else reading.raw
+            self._latest[key] = _Latest(reading.ts, raw)
+
+    def forget(self, device_id: str) -> None:
+        """Drop a removed device's values."""
+        for key in [key for key in self._latest if key[0] == device_id]:
+            del self._latest[key]
+
+    async def latest_raw(self, device_id: str, metric: str) -> float | None:
+        """The newest raw value of the series if it is recent enough to calibrate with."""
+        known = self._latest.get((device_id, metric))
+        if known is None or self._now_ms() - known.ts > _LATEST_RAW_MAX_AGE_MS:
+            return None
+        return known.raw
+
+
+class ReadingRuntime:
+    """Owns the writer's task, the retention schedule and the committed-readings recorder."""
+
+    def __init__(
+        self,
+        writer: ReadingWriter,
+        retention: ReadingRetention,
+        devices: DeviceService,
+        *,
+        retention_interval_s: float,
+    ) -> None:
+        self.writer = writer
+        self.retention = retention
+        self.latest = LatestReadings()
+        self._devices = devices
+        self._interval = retention_interval_s
+        self._scheduler: AsyncIOScheduler | None = None
+        self._subscription: ReadingSubscription | None = None
+        self._recorder: asyncio.Task[None] | None = None
+        self._pruning: set[asyncio.Task[object]] = set()
+
+    async def start(self) -> None:
+        """Start committing, recording and pruning."""
+        await self.writer.start()
+        self._subscription = self.writer.subscribe(maxsize=_RECORDER_QUEUE)
+        self._recorder = asyncio.create_task(self._record(self._subscription), name="recorder")
+        scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop(), timezone=UTC)
+        scheduler.add_job(
+            self._prune,
+            "interval",
+            seconds=self._interval,
+            id="reading-retention",
+            max_instances=1,
+            coalesce=True,
+            # The first run soon after start-up, not a whole interval later (after downtime).
+            next_run_time=datetime.now(UTC) + timedelta(seconds=min(60.0, self._interval)),
+        )
+        scheduler.start()
+        self._scheduler = scheduler
+
+    async def stop(self) -> None:
+        """Stop pruning, commit what is queued, then stop recording."""
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
+            self._scheduler = None
+        for task in list(self._pruning):
+            task.cancel()
+        for task in list(self._pruning):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.writer.stop()
+        if self._recorder is not None:
+            # The last batch's readings are in the queue: record them before stopping.
+            await asyncio.sleep(0)
+            self._recorder.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._recorder
+            self._recorder = None
+        if self._subscription is not None:
+            self._subscription.close()
+            self._subscription = None
+
+    async def prune_now(self) -> None:
+        """Run retention once (the scheduled job)."""
+        await self._prune()
+
+    async def _prune(self) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._pruning.add(task)
+        try:
+            # A run that overruns its interval is abandoned; the next one resumes the work.
+            async with asyncio.timeout(max(self._interval, 60.0)):
+                await self.retention.run()
+        except TimeoutError:
+            log.warning("reading retention did not finish within its interval")
+        except Exception:
+            log.exception("reading retention failed; retrying at the next interval")
+        finally:
+            if task is not None:
+                self._pruning.discard(task)
+
+    async def _record(self, subscription: ReadingSubscription) -> None:
+        while True:
+            newest: dict[str, int] = {}
+            reading: CommittedReading | None = await subscription.get()
+            while reading is not None:
+                self.latest.observe(reading)
+                if reading.ts > newest.get(reading.device_id, -1):
+                    newest[reading.device_id] = reading.ts
+                reading = subscription.get_nowait()
+            try:
+                async with asyncio.timeout(_RECORD_TIMEOUT_S):
+                    await self._devices.record_readings(
+                        {
+                            device: _EPOCH + timedelta(milliseconds=ts)
+                            for device, ts in newest.items()
+                        }
+                    )
+            except Exception:
+                log.exception("recording last_reading of %d devices failed", len(newest))
+                await asyncio.sleep(1.0)

@@ -1,0 +1,156 @@
+"""The in-process hub that carries live farm events to the WebSocket streams (DESIGN.md section 7).
+
+Producers call the ``publish_*`` methods from the event loop; they never wait. Each stream client
+holds an :class:`~agent.services.live.outbox.Outbox` with its own filter and bound, so what one
+client does has no effect on producers or on other clients.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from agent.devices.throttled_log import ThrottledLog
+from agent.services.live.outbox import Outbox, Stream, StreamEvent
+from agent.services.readings.listeners import CommittedReading
+from protocol.timefmt import iso, utcnow
+
+__all__ = ["DeviceEventLike", "EventHub", "FarmStatusChange", "HubStats"]
+
+log = logging.getLogger(__name__)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class DeviceEventLike(Protocol):
+    """What the device runtime publishes (``agent.services.live.device_events.DeviceEvent``)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def device_id(self) -> str: ...
+    @property
+    def farm_id(self) -> str: ...
+    @property
+    def data(self) -> Mapping[str, Any]: ...
+    @property
+    def at(self) -> datetime: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FarmStatusChange:
+    """A farm changed (``status`` is ``deleted`` when it is gone); ``data`` says how."""
+
+    farm_id: str
+    status: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    at: datetime = field(default_factory=utcnow)
+
+
+@dataclass
+class HubStats:
+    """Exact counters of the hub."""
+
+    published: int = 0
+    dropped: int = 0
+    filter_errors: int = 0
+
+
+def _from_ms(ms: int) -> datetime:
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+class EventHub:
+    """Fans published events out to the outboxes of the stream they belong to."""
+
+    def __init__(self, log_interval: float = 60.0) -> None:
+        self._outboxes: dict[Stream, list[Outbox]] = {stream: [] for stream in Stream}
+        self._problems = ThrottledLog(log, log_interval)
+        self.stats = HubStats()
+
+    def subscribe(
+        self,
+        stream: Stream,
+        maxsize: int,
+        accept: Callable[[StreamEvent], bool] | None = None,
+    ) -> Outbox:
+        """A new outbox for ``stream``; ``accept`` filters events before they take room."""
+        outboxes = self._outboxes[stream]
+        outbox = Outbox(
+            maxsize, accept, lambda box: outboxes.remove(box) if box in outboxes else None
+        )
+        outboxes.append(outbox)
+        return outbox
+
+    def subscribers(self, stream: Stream) -> int:
+        """How many outboxes listen to ``stream``."""
+        return len(self._outboxes[stream])
+
+    def publish(self, event: StreamEvent) -> None:
+        """Offer ``event`` to every outbox of its stream, dropping where one is full."""
+        self.stats.published += 1
+        for outbox in tuple(self._outboxes[event.stream]):
+            try:
+                delivered = outbox.offer(event)
+            except Exception:  # one client's broken filter must not starve the others
+                self.stats.filter_errors += 1
+                self._problems.exception("filter", "stream filter failed")
+                continue
+            if not delivered:
+                self.stats.dropped += 1
+
+    def report_missed(self, stream: Stream, count: int) -> None:
+        """Tell every client of ``stream`` that ``count`` events were lost before the hub."""
+        for outbox in tuple(self._outboxes[stream]):
+            outbox.note_missed(count)
+
+    def publish_device_event(self, event: DeviceEventLike) -> None:
+        """A device's ``status-update`` or ``error``, for /ws/device-events."""
+        self.publish(
+            StreamEvent(
+                stream=Stream.DEVICE_EVENTS,
+                type=event.kind,
+                farm_id=event.farm_id,
+                data={"device_id": event.device_id, **event.data},
+                at=event.at,
+                device_id=event.device_id,
+            )
+        )
+
+    def publish_farm_status(self, change: FarmStatusChange) -> None:
+        """A farm's status change, for /ws/farm-status."""
+        self.publish(
+            StreamEvent(
+                stream=Stream.FARM_STATUS,
+                type="farm-status",
+                farm_id=change.farm_id,
+                data={"status": change.status, **change.data},
+                at=change.at,
+            )
+        )
+
+    def publish_reading(self, farm_id: str, reading: CommittedReading) -> None:
+        """A committed, calibrated reading of a device on ``farm_id``, for /ws/sensor-data."""
+        self.publish(
+            StreamEvent(
+                stream=Stream.SENSOR_DATA,
+                type="reading",
+                farm_id=farm_id,
+                data={
+                    "device_id": reading.device_id,
+                    "metric": reading.metric,
+                    "unit": reading.unit,
+                    "value": reading.value,
+                    "raw": reading.raw,
+                    "received_at": (
+                        None if reading.received_ts is None else iso(_from_ms(reading.received_ts))
+                    ),
+                },
+                at=_from_ms(reading.ts),
+                device_id=reading.device_id,
+                metric=reading.metric,
+            )
+        )

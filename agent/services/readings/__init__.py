@@ -1,0 +1,1 @@
+"""Readings: the durable writer, the fan-out of committed readings, queries and retention."""

@@ -1,0 +1,380 @@
+"""The durable ingest path: validate, calibrate, batch, commit, then fan out.
+
+Device adapters hand decoded readings to :meth:`ReadingWriter.submit`, which never waits: it
+checks the value, applies the series' active calibration and queues the reading. One owned task
+commits the queue by group commit: whatever is queued when the previous commit has finished (up
+to ``max_batch``) goes into the next ``synchronous=FULL`` transaction, at most one commit every
+``min_commit_interval`` and no reading waiting longer than ``batch_interval``; only then are the
+stored readings offered to listeners. NaN, infinities, out-of-range values and impossible
+timestamps are counted and logged at a limited rate and never stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from agent.devices.calibration import LinearCalibration, apply
+from agent.devices.codec import Measurement
+from agent.devices.throttled_log import ThrottledLog
+from agent.services.readings.listeners import CommittedReading, ListenerSet, ReadingSubscription
+from agent.store.readings import NewReading, ReadingStore
+
+__all__ = [
+    "CalibrationProvider",
+    "IncomingReading",
+    "ReadingWriter",
+    "WriterStats",
+    "incoming",
+    "to_ms",
+]
+
+log = logging.getLogger(__name__)
+
+CalibrationProvider = Callable[[str, str], LinearCalibration | None]
+"""``(device_id, metric)`` to the active calibration, or None; an in-memory lookup."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_DAY_MS = 86_400_000
+
+
+def to_ms(moment: datetime) -> int:
+    """Unix milliseconds of an aware datetime, without float rounding."""
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingReading:
+    """A decoded reading on its way in; times are unix milliseconds."""
+
+    device_id: str
+    metric: str
+    unit: str
+    value: float
+    received_ts: int
+    device_ts: int | None = None
+    valid_range: tuple[float, float] | None = None
+    """Inclusive bounds for the stored (calibrated) value; outside them it is rejected."""
+
+
+def incoming(
+    device_id: str,
+    measurement: Measurement,
+    received_at: datetime,
+    valid_range: tuple[float, float] | None = None,
+) -> IncomingReading:
+    """An :class:`IncomingReading` from a decoded device measurement."""
+    device_time = measurement.device_time
+    return IncomingReading(
+        device_id=device_id,
+        metric=measurement.metric,
+        unit=measurement.unit,
+        value=measurement.value,
+        received_ts=to_ms(received_at),
+        device_ts=None if device_time is None else to_ms(device_time),
+        valid_range=valid_range,
+    )
+
+
+@dataclass
+class WriterStats:
+    """Exact counters; the log is rate-limited, these are not."""
+
+    accepted: int = 0
+    committed: int = 0
+    duplicates: int = 0
+    unknown_device: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    device_clock_ahead: int = 0
+    """Device times too far ahead of the receive time, replaced by the receive time."""
+    queue_full: int = 0
+    closed: int = 0
+    lost: int = 0
+    """Readings in batches that failed every commit attempt."""
+    commits: int = 0
+    commit_failures: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Marker:
+    done: asyncio.Future[None]
+    stop: bool = False
+
+
+class ReadingWriter:
+    """Batches readings into durable transactions and fans committed ones out."""
+
+    def __init__(
+        self,
+        store: ReadingStore,
+        *,
+        calibration: CalibrationProvider | None = None,
+        batch_interval: float = 1.0,
+        min_commit_interval: float = 0.02,
+        max_batch: int = 2000,
+        max_queue: int = 20_000,
+        clock_skew_ms: int = 2000,
+        max_age_ms: int = 30 * _DAY_MS,
+        max_ahead_ms: int = _DAY_MS,
+        commit_attempts: int = 5,
+        retry_delay: float = 0.5,
+        stop_timeout: float = 10.0,
+        log_interval: float = 60.0,
+    ) -> None:
+        self._store = store
+        self._calibration = calibration
+        self._interval = batch_interval
+        # Group commit: a batch commits as soon as the previous one is done, but no sooner than
+        # this after it began, which bounds the fsync rate an SD card has to sustain.
+        self._min_interval = min_commit_interval
+        self._max_batch = max_batch
+        self._max_queue = max_queue
+        self._skew_ms = clock_skew_ms
+        # Older readings would land where raw rows are already pruned, so a duplicate could no
+        # longer be recognised and would be counted twice in the rollups.
+        self._max_age_ms = max_age_ms
+        self._max_ahead_ms = max_ahead_ms
+        self._attempts = max(commit_attempts, 1)
+        self._retry_delay = retry_delay
+        self._stop_timeout = stop_timeout
+        self._problems = ThrottledLog(log, log_interval)
+        # Unbounded as a container so flush/stop markers always fit; submit() enforces the bound.
+        self._queue: asyncio.Queue[NewReading | _Marker] = asyncio.Queue()
+        self._queued = 0
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.stats = WriterStats()
+        self.listeners = ListenerSet(log_interval)
+
+    def subscribe(
+        self, maxsize: int = 1000, accept: Callable[[CommittedReading], bool] | None = None
+    ) -> ReadingSubscription:
+        """Receive readings once they are committed (bounded queue; drops when full)."""
+        return self.listeners.subscribe(maxsize, accept)
+
+    def submit(self, reading: IncomingReading) -> bool:
+        """Validate, calibrate and queue one reading without waiting; True if it was queued."""
+        if self._closed:
+            self.stats.closed += 1
+            self._problems.warning("closed", "reading writer is stopped: reading dropped")
+            return False
+        prepared = self._prepare(reading)
+        if prepared is None:
+            return False
+        if self._queued >= self._max_queue:
+            self.stats.queue_full += 1
+            self._problems.error(
+                "queue-full", "reading queue full (%d): reading dropped", self._max_queue
+            )
+            return False
+        self._queued += 1
+        self._queue.put_nowait(prepared)
+        self.stats.accepted += 1
+        return True
+
+    def submit_many(self, readings: Iterable[IncomingReading]) -> int:
+        """Submit several readings; returns how many were queued."""
+        return sum(self.submit(reading) for reading in readings)
+
+    def _reject(self, reason: str, reading: IncomingReading, value: object) -> None:
+        self.stats.rejected[reason] = self.stats.rejected.get(reason, 0) + 1
+        self._problems.warning(
+            f"{reason}:{reading.device_id}:{reading.metric}",
+            "device %s: %s reading rejected (%s): %r",
+            reading.device_id,
+            reading.metric,
+            reason.replace("_", " "),
+            value,
+        )
+
+    def _finite(self, value: float, reading: IncomingReading) -> bool:
+        try:
+            if math.isfinite(value):
+                return True
+        except TypeError:  # a caller's bug, but one bad reading must not break ingest
+            self._reject("not_a_number", reading, value)
+            return False
+        self._reject("not_a_number" if math.isnan(value) else "infinite", reading, value)
+        return False
+
+    def _prepare(self, reading: IncomingReading) -> NewReading | None:
+        raw = reading.value
+        if not self._finite(raw, reading):
+            return None
+        value = raw
+        if self._calibration is not None:
+            try:
+                calibration = self._calibration(reading.device_id, reading.metric)
+            except Exception:
+                # Storing an uncalibrated value as if calibrated would be silent garbage.
+                self._reject("calibration_error", reading, raw)
+                self._problems.exception("calibration", "calibration provider failed")
+                return None
+            if calibration is not None:
+                value = apply(calibration, raw)
+                if not self._finite(value, reading):
+                    return None
+        if reading.valid_range is not None:
+            low, high = reading.valid_range
+            if not low <= value <= high:
+                self._reject("out_of_range", reading, value)
+                return None
+        received, device = reading.received_ts, reading.device_ts
+        if device is not None and device > received + self._max_ahead_ms:
+            self.stats.device_clock_ahead += 1
+            self._problems.warning(
+                f"ahead:{reading.device_id}",
+                "device %s: clock %d ms ahead of the agent; using the receive time",
+                reading.device_id,
+                device - received,
+            )
+            device = None
+        ts = received if device is None else device
+        if ts <= 0:
+            self._reject("bad_timestamp", reading, ts)
+            return None
+        if ts < received - self._max_age_ms:
+            self._reject("too_old", reading, ts)
+            return None
+        skewed = device is not None and abs(device - received) > self._skew_ms
+        return NewReading(
+            device_id=reading.device_id,
+            metric=reading.metric,
+            unit=reading.unit,
+            ts=ts,
+            value=value,
+            raw=None if value == raw else raw,
+            received_ts=received if skewed else None,
+        )
+
+    @property
+    def queued(self) -> int:
+        """Readings waiting for a commit."""
+        return self._queued
+
+    @property
+    def running(self) -> bool:
+        """Whether the commit task is alive (the systemd watchdog stops pinging when not)."""
+        return self._task is not None and not self._task.done()
+
+    async def start(self) -> None:
+        """Start the commit task."""
+        if self._task is None:
+            self._closed = False
+            self._task = asyncio.create_task(self._run(), name="reading-writer")
+
+    async def stop(self) -> None:
+        """Refuse new readings, commit everything queued, and end the commit task."""
+        self._closed = True
+        task, self._task = self._task, None
+        if task is None:
+            return
+        marker = _Marker(asyncio.get_running_loop().create_future(), stop=True)
+        self._queue.put_nowait(marker)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self._stop_timeout)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if not done:
+            log.error("reading writer did not finish within %.1f s; cancelling", self._stop_timeout)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            self.stats.lost += self._queued
+
+    async def flush(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+        """Commit everything submitted so far now, and wait until it is committed."""
+        if self._task is None:
+            raise RuntimeError("reading writer is not running")
+        marker = _Marker(asyncio.get_running_loop().create_future())
+        self._queue.put_nowait(marker)
+        async with asyncio.timeout(timeout):
+            await marker.done
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        # Far enough back that the first batch is not held by the fsync-rate bound.
+        last_commit = loop.time() - self._min_interval
+        while True:
+            batch, markers = await self._collect(last_commit)
+            try:
+                if batch:
+                    last_commit = loop.time()
+                    await self._commit(batch)
+            except Exception:  # _commit handles store errors; this is a bug guard
+                self.stats.lost += len(batch)
+                log.exception("reading batch of %d lost", len(batch))
+                await asyncio.sleep(self._retry_delay)
+            finally:
+                self._queued -= len(batch)
+                for marker in markers:
+                    if not marker.done.done():
+                        marker.done.set_result(None)
+            if any(marker.stop for marker in markers):
+                return
+
+    async def _collect(self, last_commit: float) -> tuple[list[NewReading], list[_Marker]]:
+        """Wait for a reading, then take everything queued (group commit).
+
+        The batch closes once the queue is empty and ``min_commit_interval`` has passed since
+        the previous commit began, or ``batch_interval`` after its first reading at the latest,
+        or when it is full, or at a flush or stop marker.
+        """
+        loop = asyncio.get_running_loop()
+        batch: list[NewReading] = []
+        markers: list[_Marker] = []
+        item = await self._queue.get()
+        due = min(last_commit + self._min_interval, loop.time() + self._interval)
+        while True:
+            if isinstance(item, _Marker):
+                markers.append(item)
+                return batch, markers  # a flush or stop commits what came before it, now
+            batch.append(item)
+            if len(batch) >= self._max_batch:
+                return batch, markers
+            try:
+                item = self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                remaining = due - loop.time()
+                if remaining <= 0:
+                    return batch, markers
+                try:
+                    async with asyncio.timeout(remaining):
+                        item = await self._queue.get()
+                except TimeoutError:
+                    return batch, markers
+
+    async def _commit(self, batch: list[NewReading]) -> None:
+        for attempt in range(1, self._attempts + 1):
+            try:
+                outcome = await self._store.write(batch)
+            except Exception:
+                self.stats.commit_failures += 1
+                if attempt == self._attempts:
+                    self.stats.lost += len(batch)
+                    log.exception("reading batch of %d lost after %d attempts", len(batch), attempt)
+                    return
+                self._problems.exception("commit", "reading batch commit failed; retrying")
+                await asyncio.sleep(self._retry_delay * 2 ** (attempt - 1))
+                continue
+            self.stats.commits += 1
+            self.stats.committed += len(outcome.inserted)
+            self.stats.duplicates += outcome.duplicates
+            self.stats.unknown_device += outcome.unknown_device
+            if outcome.unknown_device:
+                self._problems.warning(
+                    "unknown-device",
+                    "%d readings of deleted or unknown devices dropped",
+                    outcome.unknown_device,
+                )
+            self.listeners.deliver(
+                CommittedReading(r.device_id, r.metric, r.unit, r.ts, r.value, r.raw, r.received_ts)
+                for r in outcome.inserted
+            )
+            return

@@ -1,0 +1,1 @@
+"""The WebSocket streams: authentication, scope, one client's connection, the service."""

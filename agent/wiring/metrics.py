@@ -1,0 +1,119 @@
+"""The agent's /metrics: HTTP traffic (protocol.http.metrics) and the agent's own figures."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from aiohttp import web
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from agent.settings import AgentSettings
+from agent.store.devices import DeviceStore
+from agent.sync.runtime import SyncReport
+from agent.web.keys import DATABASE, DEVICE_RUNTIME, READINGS, STREAMS, SYNC
+from protocol.http.metrics import MetricsAccess, install_metrics, parse_networks
+
+__all__ = ["install_agent_metrics"]
+
+log = logging.getLogger(__name__)
+_P = "farm_agent"
+
+
+class _AgentFigures(Collector):
+    """Reads the running agent's counters at scrape time (nothing is instrumented twice)."""
+
+    def __init__(self, app: web.Application) -> None:
+        self._app = app
+        self.devices: dict[str, int] = {}
+        self.sync: SyncReport | None = None
+
+    async def refresh(self) -> None:
+        """Figures that need the database or the sync runtime."""
+        app = self._app
+        if DATABASE not in app:
+            return
+        self.devices = await DeviceStore(app[DATABASE]).availability_counts()
+        try:
+            self.sync = await app[SYNC].report() if SYNC in app else None
+        except Exception:  # a scrape reports what it can
+            log.warning("sync figures unavailable for metrics", exc_info=True)
+            self.sync = None
+
+    def collect(self) -> Iterator[Metric]:
+        """Every figure of the agent as a metric family."""
+        app = self._app
+        if READINGS in app:
+            writer = app[READINGS].writer
+            stats = writer.stats
+            yield _counter("readings_ingested", "Readings committed", stats.committed)
+            dropped = CounterMetricFamily(
+                f"{_P}_readings_dropped", "Readings not stored, by reason", labels=["reason"]
+            )
+            for reason, count in (
+                ("queue_full", stats.queue_full),
+                ("writer_closed", stats.closed),
+                ("commit_failed", stats.lost),
+                ("unknown_device", stats.unknown_device),
+                ("invalid", sum(stats.rejected.values())),
+            ):
+                dropped.add_metric([reason], count)
+            yield dropped
+            yield _counter(
+                "readings_duplicates", "Re-delivered readings stored once", stats.duplicates
+            )
+            yield _gauge("reading_queue_depth", "Readings waiting for a commit", writer.queued)
+            yield _counter("reading_commits", "Reading batches committed", stats.commits)
+            yield _counter(
+                "reading_commit_failures",
+                "Reading batch commits that failed",
+                stats.commit_failures,
+            )
+        if DEVICE_RUNTIME in app:
+            runtime = app[DEVICE_RUNTIME]
+            state = runtime.mqtt_state()
+            yield _gauge(
+                "mqtt_connected", "1 while the broker link is up", int(state == "connected")
+            )
+            if runtime.client is not None:
+                mqtt = runtime.client.stats
+                yield _counter("mqtt_messages_received", "MQTT messages received", mqtt.received)
+                yield _counter("mqtt_messages_dropped", "MQTT messages dropped", mqtt.dropped)
+                yield _counter("mqtt_messages_published", "MQTT messages published", mqtt.published)
+                yield _counter("mqtt_connects", "MQTT connections made", mqtt.connects)
+        if STREAMS in app:
+            yield _gauge("websocket_clients", "Open WebSocket streams", app[STREAMS].connections)
+        devices = GaugeMetricFamily(
+            f"{_P}_devices", "Devices by availability", labels=["availability"]
+        )
+        for availability, count in sorted(self.devices.items()):
+            devices.add_metric([availability], count)
+        yield devices
+        if self.sync is not None and self.sync.paired:
+            out = self.sync.outbox
+            yield _gauge("sync_outbox_records", "Outbox records waiting", out.records)
+            yield _gauge("sync_outbox_bytes", "Outbox bytes waiting", out.bytes)
+            yield _gauge("sync_lag_seq", "Sequence numbers not yet acknowledged", out.lag)
+            age = self.sync.oldest_unsent_age_s
+            yield _gauge("sync_oldest_unsent_age_seconds", "Age of the oldest unsent", age or 0)
+            yield _gauge(
+                "sync_connected", "1 while the cloud answers", int(self.sync.status.connected)
+            )
+
+
+def _counter(name: str, text: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(f"{_P}_{name}", text, value=value)
+
+
+def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{_P}_{name}", text, value=value)
+
+
+def install_agent_metrics(app: web.Application, settings: AgentSettings) -> None:
+    """Serve /metrics with the agent's figures, under the settings' access rule."""
+    token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
+    access = MetricsAccess(token, parse_networks(settings.metrics_allowed_networks))
+    figures = _AgentFigures(app)
+    install_metrics(app, access, _P, collectors=[figures], refresh=figures.refresh)

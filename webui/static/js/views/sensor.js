@@ -1,0 +1,125 @@
+// Sensor detail: a chart of its metrics over a chosen range (the API picks the resolution),
+// the live tail from /ws/sensor-data, min/avg/max, and its calibration state and history.
+
+import { all, get } from "../api.js";
+import { COLOURS, lineChart } from "../chart.js";
+import { h, mount, num, when } from "../dom.js";
+import { showError } from "../notify.js";
+import { LiveStream } from "../streams.js";
+
+const RANGES = [
+  { key: "1h", label: "1 hour", ms: 3600_000 },
+  { key: "6h", label: "6 hours", ms: 6 * 3600_000 },
+  { key: "24h", label: "1 day", ms: 86400_000 },
+  { key: "7d", label: "1 week", ms: 7 * 86400_000 },
+  { key: "30d", label: "1 month", ms: 30 * 86400_000 },
+  { key: "1y", label: "1 year", ms: 365 * 86400_000 },
+];
+
+/** @param {any} ctx */
+export async function render(ctx) {
+  const id = ctx.params.id;
+  const device = await get(`/api/v1/devices/${id}`);
+  if (ctx.farm && device.farm_id !== ctx.farm.id) ctx.selectFarm(device.farm_id);
+  const sensors = await all("/api/v1/sensors", "sensors", { farm_id: device.farm_id });
+  const sensor = sensors.find((s) => s.id === id) || { ...device, metrics: [], calibration: null };
+  const history = await get(`/api/v1/sensors/${id}/calibrations`, { limit: 20 }).catch(() => ({ calibrations: [] }));
+  let range = RANGES[0];
+  /** @type {Set<string>} */
+  const shown = new Set(sensor.metrics.slice(0, 2).map((/** @type {any} */ m) => m.name));
+  /** @type {any} */
+  let data = null;
+  const chartBox = h("div", { class: "chart-box" });
+  const stats = h("div", { class: "summary" });
+  const rangeButtons = h("div", { class: "segmented", role: "group", "aria-label": "Time range" });
+  const metricBoxes = h("div", { class: "segmented", role: "group", "aria-label": "Metrics" });
+
+  const draw = () => {
+    if (!data) return;
+    const series = data.series.filter((/** @type {any} */ s) => shown.has(s.metric)).map((/** @type {any} */ s) => ({
+      label: s.metric,
+      unit: s.unit,
+      points: s.points.map((/** @type {any} */ p) => ({ t: Date.parse(p.timestamp), v: p.value, min: p.min, max: p.max })),
+    }));
+    const start = Date.parse(data.start);
+    const end = Math.max(Date.parse(data.end), ...series.flatMap((s) => s.points.map((p) => p.t)));
+    mount(
+      chartBox,
+      h("p", { class: "legend" }, series.map((s, i) => h("span", { class: `c${i}` }, `${s.label} (${s.unit})`)), h("small", null, ` · resolution ${data.resolution}`)),
+      lineChart(series, { start, end, title: `${sensor.name}: ${series.map((s) => s.label).join(", ")} over the last ${range.label}` }),
+    );
+    chartBox.querySelectorAll(".legend span").forEach((el, i) => /** @type {HTMLElement} */ (el).style.setProperty("--c", COLOURS[i % COLOURS.length]));
+    mount(
+      stats,
+      data.series.filter((/** @type {any} */ s) => shown.has(s.metric)).map((/** @type {any} */ s) => {
+        const pts = s.points;
+        const count = pts.reduce((n, /** @type {any} */ p) => n + p.count, 0);
+        const mean = count ? pts.reduce((n, /** @type {any} */ p) => n + p.value * p.count, 0) / count : null;
+        const last = pts[pts.length - 1];
+        return h(
+          "div",
+          { class: "stat", "data-metric": s.metric },
+          h("span", null, `${s.metric} (${s.unit})`),
+          h("strong", { class: "latest" }, last ? num(last.value, 2) : "–"),
+          h("span", null, pts.length ? `min ${num(Math.min(...pts.map((/** @type {any} */ p) => p.min)), 2)} · avg ${num(mean, 2)} · max ${num(Math.max(...pts.map((/** @type {any} */ p) => p.max)), 2)}` : "no data"),
+        );
+      }),
+    );
+  };
+
+  const load = async () => {
+    const end = new Date();
+    const start = new Date(end.getTime() - range.ms);
+    try {
+      data = await get(`/api/v1/sensors/${id}/data`, { start: start.toISOString(), end: end.toISOString(), max_points: 400 });
+      draw();
+    } catch (err) {
+      showError(err);
+    }
+  };
+
+  const drawControls = () => {
+    mount(rangeButtons, RANGES.map((r) => h("button", { "aria-pressed": r === range ? "true" : "false", onclick: () => ((range = r), drawControls(), load()) }, r.label)));
+    mount(
+      metricBoxes,
+      sensor.metrics.map((/** @type {any} */ m) =>
+        h("button", { "aria-pressed": shown.has(m.name) ? "true" : "false", onclick: () => (shown.has(m.name) ? shown.delete(m.name) : shown.add(m.name), drawControls(), draw()) }, m.name),
+      ),
+    );
+  };
+  drawControls();
+  await load();
+  if (!ctx.isCurrent()) return;
+
+  const cal = sensor.calibration;
+  mount(
+    ctx.main,
+    h("div", { class: "screen-title" }, h("h1", null, sensor.name), h("small", null, `${sensor.device_type} · ${sensor.location || "no location"} · `, h("span", { class: `status-${sensor.status}` }, sensor.status), ` · last reading ${when(sensor.last_reading)}`)),
+    h("div", { class: "panel" }, rangeButtons, metricBoxes),
+    stats,
+    h("div", { class: "panel" }, chartBox),
+    h(
+      "section",
+      { class: "panel", "aria-labelledby": "cal-title" },
+      h("h2", { id: "cal-title" }, "Calibration"),
+      cal
+        ? h("p", null, cal.active.length ? cal.active.map((/** @type {any} */ a) => `${a.metric}: ${a.method}, ${when(a.performed_at)}`).join("; ") : "Not calibrated.", " ", ctx.service === "agent" ? h("a", { class: "button", href: `#/calibrate?sensor=${id}` }, "Calibrate") : null)
+        : h("p", null, "This sensor has no calibration procedure."),
+      history.calibrations && history.calibrations.length
+        ? h("div", { class: "table-wrap" }, h("table", null,
+            h("thead", null, h("tr", null, ["When", "Metric", "Method", "Points", "By", "Active"].map((t) => h("th", { scope: "col" }, t)))),
+            h("tbody", null, history.calibrations.map((/** @type {any} */ c) => h("tr", null,
+              h("td", null, when(c.performed_at)), h("td", null, c.metric), h("td", null, c.method),
+              h("td", null, (c.points || []).length), h("td", null, c.performed_by_email || c.performed_by || "–"), h("td", null, c.active ? "yes" : "")))))) 
+        : null,
+    ),
+  );
+
+  new LiveStream("sensor-data", device.farm_id, (msg) => {
+    if (msg.type !== "reading" || msg.data.device_id !== id || !data || range.ms > 86400_000) return;
+    const series = data.series.find((/** @type {any} */ s) => s.metric === msg.data.metric);
+    if (!series) return;
+    series.points.push({ timestamp: msg.timestamp, value: msg.data.value, min: msg.data.value, max: msg.data.value, count: 1 });
+    draw();
+  });
+}
