@@ -97,7 +97,9 @@ class SyncRunner:
             await self._finish(job, f"{err.describe()} (renew the configuration's access token)")
         except ProviderRequestError as err:
             await self._finish(job, err.describe())
-        except (ProviderUnavailable, ProviderError, OSError, asyncpg.PostgresError) as err:
+        except Exception as err:  # transient, or a fault of ours: retried, then given up
+            if not isinstance(err, ProviderUnavailable | ProviderError | OSError):
+                log.exception("POS job %s failed unexpectedly", job["id"])
             detail = err.describe() if isinstance(err, ProviderError) else type(err).__name__
             if job["attempts"] >= self._policy.max_attempts:
                 await self._finish(job, f"gave up after {job['attempts']} attempts: {detail}")

@@ -14,6 +14,7 @@ import asyncpg
 from cloud.pos_provider.fake import Fault
 from tests.cloud.conftest import CloudDatabase
 from tests.cloud.pos.conftest import TOKEN, FakeProvider, Owners, config_body, wait_for
+from tests.cloud.seed import add_user
 
 ORDERS_PATH = "/v2/orders/search"
 
@@ -121,3 +122,25 @@ async def test_one_live_job_per_configuration_and_kind(owners: Owners, fake: Fak
     assert (await finished_job(owners, config["id"], other))["state"] == "succeeded"
     again = await start_sync(owners, "all", config["id"])
     assert again != first
+
+
+async def test_an_active_configuration_is_synced_on_schedule(
+    pos_cloud: Any, fake: FakeProvider, system: Any, password_hash: str
+) -> None:
+    cloud = await pos_cloud(pos_sync_interval_s=0.5)
+    await add_user(system, "sam@example.com", "farm_manager")
+    await system.execute("UPDATE users SET password_hash = $1", password_hash)
+    token = await cloud.login("sam@example.com")
+    headers = {"Authorization": f"Bearer {token}"}
+    resp = await cloud.client.post("/api/v1/pos/configs", json=config_body(fake), headers=headers)
+    config = await resp.json()
+    await cloud.client.put(f"/api/v1/pos/configs/{config['id']}/activate", headers=headers)
+
+    async def scheduled() -> bool:
+        status, body = await cloud.get(f"/api/v1/pos/sync/status/{config['id']}", token)
+        assert status == 200
+        return any(j["trigger"] == "schedule" and j["state"] == "succeeded" for j in body["jobs"])
+
+    await wait_for(scheduled, "a scheduled sync")
+    _, page = await cloud.get("/api/v1/pos/orders", token)
+    assert page["total"] == len(fake.merchant.orders)
