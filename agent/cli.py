@@ -14,6 +14,8 @@ from pydantic import ValidationError
 
 from agent.app import create_app
 from agent.ops import commands as ops_commands
+from agent.ops.doctor import diagnose, render
+from agent.ops.install import InstallError, install, uninstall
 from agent.ops.serve import serve
 from agent.ops.systemd_notify import notifier_from_environment, watchdog_interval
 from agent.process_memory import freeze_startup_objects, periodic_trim, tune_malloc
@@ -114,6 +116,34 @@ def _restore(args: argparse.Namespace) -> None:
         sys.exit(str(err))
 
 
+def _doctor(args: argparse.Namespace) -> None:
+    findings = asyncio.run(diagnose(_settings(_state_overrides(args))))
+    print(render(findings))
+    failed = [item.check for item in findings if item.status == "fail"]
+    if failed:
+        sys.exit(f"doctor: {len(failed)} problem(s) to fix: {', '.join(failed)}")
+
+
+def _installed_executable() -> Path:
+    beside = Path(sys.executable).with_name("farm-agent")
+    return beside if beside.is_file() else Path(sys.argv[0]).absolute()
+
+
+def _install(args: argparse.Namespace) -> None:
+    try:
+        done = install(Path(args.root), _installed_executable(), start=not args.no_start)
+    except InstallError as err:
+        sys.exit(f"Install failed: {err}")
+    print("\n".join(done))
+
+
+def _uninstall(args: argparse.Namespace) -> None:
+    try:
+        print("\n".join(uninstall(Path(args.root))))
+    except InstallError as err:
+        sys.exit(f"Uninstall failed: {err}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``farm-agent`` console script."""
     parser = argparse.ArgumentParser(prog="farm-agent", description="Vertical farm edge agent")
@@ -148,8 +178,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     restore.add_argument("path", help="a backup archive written by farm-agent backup")
     restore.add_argument("--state-dir", help="directory for the database and keys")
+    setup = commands.add_parser(
+        "install", help="as root: system user, systemd unit, /etc/farm-agent/agent.toml; enable"
+    )
+    setup.add_argument("--root", default="/", help="install into this directory tree instead")
+    setup.add_argument("--no-start", action="store_true", help="enable, but do not start now")
+    remove = commands.add_parser(
+        "uninstall", help="as root: stop and remove the service; keeps data, settings and user"
+    )
+    remove.add_argument("--root", default="/", help="uninstall from this directory tree instead")
+    doctor = commands.add_parser("doctor", help="check this site and say what to fix")
+    doctor.add_argument("--state-dir", help="directory for the database and keys")
     args = parser.parse_args(argv)
-    handlers = {"pair": _pair, "backup": _backup, "restore": _restore}
+    handlers = {
+        "doctor": _doctor,
+        "pair": _pair,
+        "backup": _backup,
+        "restore": _restore,
+        "install": _install,
+        "uninstall": _uninstall,
+    }
     handlers.get(args.command, _run)(args)
 
 

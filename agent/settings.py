@@ -60,9 +60,19 @@ class AgentSettings(BaseSettings):
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Larger bodies get a 413")
 
     sync_enabled: bool = Field(True, description="Upload to the cloud once paired")
-    sync_batch_max_records: int = Field(20_000, ge=1, description="Outbox rows per batch")
+    sync_batch_max_records: int = Field(50_000, ge=1, description="Outbox rows per batch")
     sync_batch_max_bytes: int = Field(
-        2 * 1024 * 1024, ge=1024, description="Outbox payload bytes per batch (before gzip)"
+        2 * 1024 * 1024,
+        ge=1024,
+        description="Batch JSON bytes (before gzip) until the cloud announces its limit",
+    )
+    sync_batch_max_body_bytes: int = Field(
+        768 * 1024,
+        ge=1024,
+        description="Batch body bytes (gzip) until the cloud announces its limit",
+    )
+    sync_probe_interval_s: float = Field(
+        5.0, gt=0, description="While the cloud is unreachable, check for it this often"
     )
     sync_interval_s: float = Field(5.0, gt=0, description="Pause between uploads when caught up")
     sync_heartbeat_s: float = Field(
@@ -72,10 +82,14 @@ class AgentSettings(BaseSettings):
     sync_backoff_max_s: float = Field(300.0, gt=0, description="Retry back-off cap (jittered)")
     sync_request_timeout_s: float = Field(30.0, gt=0, description="One upload's time limit")
     outbox_max_bytes: int = Field(
-        256 * 1024 * 1024, ge=1024, description="Beyond it, old raw readings become rollups"
+        256 * 1024 * 1024,
+        ge=1024,
+        description="Beyond it, old raw readings become 1-minute rollups, then those hourly ones",
     )
     outbox_min_free_disk_bytes: int = Field(
-        256 * 1024 * 1024, ge=0, description="Free-disk watermark that also triggers rollups"
+        256 * 1024 * 1024,
+        ge=0,
+        description="Under this much free disk the outbox compacts the same way",
     )
 
     profiles_dir: Path = Field(

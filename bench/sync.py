@@ -209,7 +209,6 @@ async def main(readings: int) -> None:
                         outbox_max_bytes=1 << 40,
                         min_free_disk_bytes=0,
                     ),
-                    state,
                 )
                 started = time.perf_counter()
                 task = asyncio.create_task(uploader.run())

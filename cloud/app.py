@@ -168,7 +168,13 @@ def create_app(
         delta = IdentityDeltaSource(
             db, settings.issuer, signer.public_key, settings.sync_revoked_session_window_s
         )
-        app[SYNC] = SyncService(db, delta, max_skew_s=settings.sync_max_skew_s, clock=clock)
+        app[SYNC] = SyncService(
+            db,
+            delta,
+            max_skew_s=settings.sync_max_skew_s,
+            max_body_bytes=settings.max_body_bytes,
+            clock=clock,
+        )
         if settings.admin_email is not None:
             password = settings.admin_password
             first = await AdminAccounts(db).ensure_first_admin(

@@ -36,9 +36,11 @@ __all__ = [
     "Lane",
     "ReadingBlock",
     "Record",
+    "Refusal",
     "ReplicaPermission",
     "ReplicaSession",
     "ReplicaUser",
+    "batch_size",
     "decode_batch",
     "decode_readings",
     "encode_batch",
@@ -146,14 +148,41 @@ class IdentityDelta(BaseModel):
     sessions: tuple[ReplicaSession, ...] = ()
 
 
+class Refusal(BaseModel):
+    """A record of a batch the cloud could not apply: kept in its dead-letter table, never
+    retried; the rest of the batch commits."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seq: int = Field(ge=1)
+    kind: str
+    key: str
+    reason: str
+
+
 class Ack(BaseModel):
-    """What the cloud answers: progress, and the identity the agent needs offline."""
+    """What the cloud answers: progress, the records it refused, its batch limit, and the
+    identity the agent needs offline."""
 
     model_config = ConfigDict(extra="forbid")
 
     acked_seq: int = Field(ge=0)
     rejected: int = Field(0, ge=0, description="Records of this batch the cloud refused")
+    refused: tuple[Refusal, ...] = Field(
+        default=(), description="The refused records and why (at most the first 100)"
+    )
+    max_batch_bytes: int = Field(
+        MAX_BATCH_BYTES, ge=1, description="The cloud's limit on a batch, decompressed JSON"
+    )
+    max_body_bytes: int | None = Field(
+        None, ge=1, description="The cloud's limit on a request body (the gzip bytes)"
+    )
     identity: IdentityDelta | None = None
+
+
+def batch_size(batch: Batch) -> int:
+    """A batch's size as the cloud measures it against its limit: the decompressed JSON."""
+    return len(batch.model_dump_json().encode())
 
 
 def encode_batch(batch: Batch, key: Ed25519PrivateKey) -> tuple[bytes, str]:

@@ -125,8 +125,11 @@ class HealthService:
         report = await self._sync_report()
         if report is not None and report.paired:
             last = report.outbox.last_success_ms
+            stuck = report.status.stuck_since_ms
             return Connectivity(
-                status="connected" if report.status.connected else "disconnected",
+                status=f"stuck since {_iso_ms(stuck)}: {report.status.last_error}"
+                if stuck is not None
+                else ("connected" if report.status.connected else "disconnected"),
                 items_count=report.outbox.records,
                 connection_time=report.status.round_trip_ms,
                 last_sync=None if last is None else _iso_ms(last),
@@ -156,8 +159,15 @@ def _sync_checks(report: SyncReport | None) -> dict[str, str]:
         return {"cloud": "not_paired"}
     out = report.outbox
     age = report.oldest_unsent_age_s
+    status = report.status
+    stuck = status.stuck_since_ms
     return {
-        "cloud": "connected" if report.status.connected else "disconnected",
+        "cloud": "stuck"
+        if stuck is not None
+        else ("connected" if status.connected else "disconnected"),
+        "sync_stuck_since": "" if stuck is None else _iso_ms(stuck),
+        "sync_last_error": status.last_error or "",
+        "sync_failures": str(status.failures),
         "sync_lag_seq": str(out.lag),
         "sync_records_queued": str(out.records),
         "sync_bytes_queued": str(out.bytes),

@@ -89,18 +89,45 @@ class Database:
             raise StoreCorrupted(f"{self.path}: quick_check failed: {verdict[:5]}")
 
     async def _migrate(self, conn: aiosqlite.Connection) -> None:
-        (version,) = next(iter(await conn.execute_fetchall("PRAGMA user_version")))
+        """Apply every migration file not yet recorded, in number order.
+
+        Numbers come from blocks assigned to parallel work, so one below the newest applied may
+        land later: applied numbers are recorded one by one (``schema_migrations``), not as a
+        high-water mark. A database from before that table counts everything up to its
+        ``user_version`` as applied.
+        """
+        await self._record_legacy_version(conn)
+        applied = {row[0] for row in await conn.execute_fetchall(
+            "SELECT version FROM schema_migrations")}  # fmt: skip
         for number, name, script in _migrations():
-            if number <= version:
+            if number in applied:
                 continue
             log.info("applying migration %s", name)
             try:
                 await conn.executescript(
-                    f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version={number};\nCOMMIT;"
+                    f"BEGIN IMMEDIATE;\n{script}\n"
+                    f"INSERT INTO schema_migrations (version) VALUES ({number});\n"
+                    f"PRAGMA user_version={max([number, *applied])};\nCOMMIT;"
                 )
             except sqlite3.Error:
                 await conn.execute("ROLLBACK") if conn.in_transaction else None
                 raise
+            applied.add(number)
+
+    async def _record_legacy_version(self, conn: aiosqlite.Connection) -> None:
+        """Create the migration record; a database that has none yet had every migration up to
+        its ``user_version`` applied."""
+        exists = await conn.execute_fetchall(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+        )
+        if exists:
+            return
+        (version,) = next(iter(await conn.execute_fetchall("PRAGMA user_version")))
+        done = [(number,) for number, _, _ in _migrations() if number <= int(version)]
+        await conn.execute("BEGIN IMMEDIATE")
+        await conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY)")
+        await conn.executemany("INSERT INTO schema_migrations (version) VALUES (?)", done)
+        await conn.execute("COMMIT")
 
     async def checkpoint(self) -> tuple[int, int, int]:
         """Copy the WAL into the database and truncate it; (busy, wal pages, checkpointed).

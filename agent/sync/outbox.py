@@ -1,32 +1,63 @@
-"""The outbox (agent migration 0008): pending records, trimming, figures and the cap.
+"""The outbox (agent migrations 0008 and 0030): what waits for the cloud, in one sequence.
 
-Rows are appended by SQLite triggers in the transaction of each change; this module only reads
-them for upload, trims what the cloud acknowledged, and, when the outbox is over its cap,
-replaces the oldest raw readings by their 1-minute rollups (events, configuration and
-calibrations are never dropped).
+Three kinds of rows share the sequence: changes of entities (``outbox``, JSON, written by the
+triggers of migration 0008 and later), queued raw readings (``outbox_readings``, one narrow row
+each, written by the trigger of migration 0030) and rollups that replaced readings when the
+outbox was over its cap (``outbox_rollups``).
+
+The uploader takes rows and marks them in flight in the same write transaction, posts them,
+and deletes exactly those rows once the cloud's answer says they are committed. A row in
+flight is sent again unchanged until an answer is seen, and compaction never touches it, so a
+batch the cloud may already hold is never folded into a rollup (which would count its readings
+twice). Compaction (:mod:`agent.sync.compactor`) runs as aggregate statements inside SQLite over
+bounded ranges, each in a short transaction.
+
+Sequence ranges: a batch claims, for each of its rows, ``(prev, next - 1]`` where ``prev`` is
+the highest number still queued below it and ``next`` the lowest above it (or the next number
+to be given). A number no longer queued was either committed in the cloud or folded into a
+rollup that took the lowest number of what it replaced (so a queued row at or below it holds
+its content, and that row's own number stays unclaimed until it is sent). So the cloud's
+contiguous acknowledgement always advances, even when a row above was sent before compaction
+folded the rows below it, and it never passes a number whose content is still queued.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import aiosqlite
+
 from agent.store.db import Database
-from protocol.sync import Lane
+from protocol.sync import merge_ranges
 
-__all__ = ["OutboxFigures", "OutboxRow", "OutboxStore"]
+__all__ = [
+    "HOUR_MS",
+    "MINUTE_MS",
+    "READING_BYTES",
+    "ROLLUP_BYTES",
+    "Compaction",
+    "EntityRow",
+    "OutboxFigures",
+    "OutboxStore",
+    "QueuedReading",
+    "QueuedRollup",
+    "Selection",
+]
 
-READING = "reading"
-ROLLUP = "rollup_1m"
-_MINUTE_MS = 60_000
+MINUTE_MS = 60_000
+HOUR_MS = 3_600_000
+READING_BYTES = 32
+"""A queued reading's share of the byte figure: about what its row costs on disk."""
+ROLLUP_BYTES = 64
+"""A queued rollup's share of the byte figure."""
 
 
 @dataclass(frozen=True, slots=True)
-class OutboxRow:
-    """One pending change; ``prev`` is the highest sequence below it still in the outbox."""
+class EntityRow:
+    """One change of an entity (farm, device, event...)."""
 
     seq: int
     lane: int
@@ -36,7 +67,72 @@ class OutboxRow:
     op: str
     payload: str
     bytes: int
-    prev: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedReading:
+    """A raw reading waiting for the cloud."""
+
+    seq: int
+    series_id: int
+    ts: int
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedRollup:
+    """A rollup standing for readings of one series and bucket that were not sent raw."""
+
+    seq: int
+    series_id: int
+    width_ms: int
+    ts: int
+    vmin: float
+    vmax: float
+    vsum: float
+    n: int
+
+
+@dataclass
+class Selection:
+    """Rows for one batch, each kind in sequence order."""
+
+    entities: list[EntityRow] = field(default_factory=list)
+    readings: list[QueuedReading] = field(default_factory=list)
+    rollups: list[QueuedRollup] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.entities) + len(self.readings) + len(self.rollups)
+
+    @property
+    def seqs(self) -> list[int]:
+        """Every sequence number the selection holds."""
+        return sorted(
+            [r.seq for r in self.entities]
+            + [r.seq for r in self.readings]
+            + [r.seq for r in self.rollups]
+        )
+
+    @property
+    def bytes(self) -> int:
+        """The selection's share of the outbox's byte figure."""
+        return (
+            sum(r.bytes for r in self.entities)
+            + READING_BYTES * len(self.readings)
+            + ROLLUP_BYTES * len(self.rollups)
+        )
+
+    def head(self, count: int) -> Selection:
+        """The first ``count`` rows: entities, then rollups and readings by sequence."""
+        entities = self.entities[:count]
+        rest = count - len(entities)
+        bulk: list[QueuedReading | QueuedRollup] = [*self.rollups, *self.readings]
+        bulk = sorted(bulk, key=lambda r: r.seq)[: max(0, rest)]
+        return Selection(
+            entities,
+            [r for r in bulk if isinstance(r, QueuedReading)],
+            [r for r in bulk if isinstance(r, QueuedRollup)],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,97 +149,240 @@ class OutboxFigures:
     last_success_ms: int | None
 
 
-_COLUMNS = (
-    "o.seq, o.lane, o.kind, o.entity, o.entity_id, o.op, o.payload, o.bytes,"
-    " coalesce((SELECT max(p.seq) FROM outbox AS p WHERE p.seq < o.seq), 0) AS prev"
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """What one compaction step did."""
+
+    replaced: int
+    """Readings (or 1-minute rollups) folded into coarser rollups."""
+    freed_bytes: int
+
+
+_ENTITY = "seq, lane, kind, entity, entity_id, op, payload, bytes"
+_READING = "seq, series_id, ts, value"
+_ROLLUP = "seq, series_id, width_ms, ts, vmin, vmax, vsum, n"
+_NOT_IN_FLIGHT = (
+    "NOT EXISTS (SELECT 1 FROM outbox_inflight AS i WHERE r.seq > i.lo AND r.seq <= i.hi)"
 )
+# The highest number still queued below ?1, in any of the three tables.
+_PREV = (
+    "max(coalesce((SELECT max(seq) FROM outbox WHERE seq < ?1), 0),"
+    " coalesce((SELECT max(seq) FROM outbox_readings WHERE seq < ?1), 0),"
+    " coalesce((SELECT max(seq) FROM outbox_rollups WHERE seq < ?1), 0))"
+)
+# The lowest number still queued above ?1, or the next number to be given.
+_NEXT = (
+    "min(coalesce((SELECT min(seq) FROM outbox WHERE seq > ?1), ?2),"
+    " coalesce((SELECT min(seq) FROM outbox_readings WHERE seq > ?1), ?2),"
+    " coalesce((SELECT min(seq) FROM outbox_rollups WHERE seq > ?1), ?2))"
+)
+_STAGE = """
+    CREATE TEMP TABLE IF NOT EXISTS outbox_stage (
+        seq INTEGER, series_id INTEGER, width_ms INTEGER, ts INTEGER,
+        vmin REAL, vmax REAL, vsum REAL, n INTEGER
+    )
+"""
+_MERGE_STAGE = """
+    INSERT INTO outbox_rollups (seq, series_id, width_ms, ts, vmin, vmax, vsum, n)
+    SELECT seq, series_id, width_ms, ts, vmin, vmax, vsum, n FROM temp.outbox_stage WHERE true
+    ON CONFLICT (series_id, width_ms, ts) WHERE inflight = 0 DO UPDATE SET
+        vmin = min(vmin, excluded.vmin), vmax = max(vmax, excluded.vmax),
+        vsum = vsum + excluded.vsum, n = n + excluded.n, seq = min(seq, excluded.seq)
+"""
+_STAGED_MERGES = """
+    SELECT count(*) FROM temp.outbox_stage AS s WHERE EXISTS (
+        SELECT 1 FROM outbox_rollups AS o
+        WHERE o.series_id = s.series_id AND o.width_ms = s.width_ms AND o.ts = s.ts
+          AND o.inflight = 0)
+"""
 
 
-def _rows(found: Any) -> list[OutboxRow]:
-    return [OutboxRow(*tuple(r)) for r in found]
+def _entities(found: Iterable[Any]) -> list[EntityRow]:
+    return [EntityRow(*tuple(r)) for r in found]
+
+
+def _readings(found: Iterable[Any]) -> list[QueuedReading]:
+    return [QueuedReading(*tuple(r)) for r in found]
+
+
+def _rollups(found: Iterable[Any]) -> list[QueuedRollup]:
+    return [QueuedRollup(*tuple(r)) for r in found]
+
+
+def _marks(count: int) -> str:
+    return ",".join("?" * count)
+
+
+def _chunks(values: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
 
 
 class OutboxStore:
-    """Reads and trims the outbox."""
+    """Reads, marks, trims and compacts the outbox."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def pending(self, lane: Lane, limit: int) -> list[OutboxRow]:
-        """The oldest unsent rows of ``lane``."""
-        return _rows(
-            await self._db.fetch_all(
-                f"SELECT {_COLUMNS} FROM outbox AS o WHERE o.lane = ? AND o.sent = 0"
-                " ORDER BY o.seq LIMIT ?",
-                (int(lane), limit),
-            )
-        )
+    # Taking rows for a batch ----------------------------------------------------------------
 
-    async def latest_per_series(self, limit: int) -> list[OutboxRow]:
-        """The newest unsent reading of every series: after an outage, state before backfill."""
-        return _rows(
+    async def in_flight(self, limit: int) -> Selection:
+        """Rows posted before whose answer was never seen (sent again first, unchanged)."""
+        readings = _readings(
             await self._db.fetch_all(
-                f"SELECT {_COLUMNS} FROM outbox AS o WHERE o.seq IN ("
-                " SELECT max(seq) FROM outbox WHERE lane = 1 AND sent = 0 AND kind = ?"
-                " GROUP BY entity_id) ORDER BY o.seq LIMIT ?",
-                (READING, limit),
+                f"SELECT {_READING} FROM outbox_readings AS r WHERE EXISTS (SELECT 1 FROM"
+                " outbox_inflight AS i WHERE r.seq > i.lo AND r.seq <= i.hi)"
+                " ORDER BY r.seq LIMIT ?",
+                (limit,),
             )
         )
+        rollups = _rollups(
+            await self._db.fetch_all(
+                f"SELECT {_ROLLUP} FROM outbox_rollups WHERE inflight = 1 ORDER BY seq LIMIT ?",
+                (limit,),
+            )
+        )
+        return Selection([], readings, rollups).head(limit)
 
-    async def unsent_count(self, lane: Lane) -> int:
-        """Rows of ``lane`` not yet sent."""
-        return int(
-            await self._db.fetch_value(
-                "SELECT count(*) FROM outbox WHERE lane = ? AND sent = 0", (int(lane),)
+    async def take(self, limit: int, *, latest_first: bool = False) -> Selection:
+        """Mark and return the next rows: entity changes first (events, configuration,
+        calibrations); then, with ``latest_first``, the newest reading of every series; then
+        the oldest readings and rollups. One write transaction, so compaction cannot fold a
+        row between its choice and its mark."""
+        async with self._db.transaction() as conn:
+            entities = _entities(
+                await conn.execute_fetchall(
+                    f"SELECT {_ENTITY} FROM outbox ORDER BY lane, seq LIMIT ?", (limit,)
+                )
             )
-        )
+            room = limit - len(entities)
+            readings: list[QueuedReading] = []
+            rollups: list[QueuedRollup] = []
+            if room > 0 and latest_first:
+                readings = _readings(
+                    await conn.execute_fetchall(
+                        f"SELECT {', '.join('r.' + c for c in _READING.split(', '))}"
+                        " FROM outbox_latest AS l JOIN outbox_readings AS r ON r.seq = l.seq"
+                        f" WHERE {_NOT_IN_FLIGHT} ORDER BY r.seq LIMIT ?",
+                        (room,),
+                    )
+                )
+            elif room > 0:
+                readings = _readings(
+                    await conn.execute_fetchall(
+                        f"SELECT {_READING} FROM outbox_readings AS r WHERE {_NOT_IN_FLIGHT}"
+                        " ORDER BY seq LIMIT ?",
+                        (room,),
+                    )
+                )
+                rollups = _rollups(
+                    await conn.execute_fetchall(
+                        f"SELECT {_ROLLUP} FROM outbox_rollups WHERE inflight = 0"
+                        " ORDER BY seq LIMIT ?",
+                        (room,),
+                    )
+                )
+            selection = Selection(entities, readings, rollups).head(limit)
+            await _mark(conn, selection, contiguous=not latest_first)
+        return selection
+
+    async def claims(self, seqs: Sequence[int]) -> list[tuple[int, int]]:
+        """The sequence ranges a batch of ``seqs`` accounts for (see the module docstring)."""
+        ranges: list[tuple[int, int]] = []
+        for chunk in _chunks(list(seqs)):
+            prev = _PREV.replace("?1", "j.value")
+            upto = _NEXT.replace("?1", "j.value").replace("?2", "n.given + 1")
+            rows = await self._db.fetch_all(
+                f"SELECT {prev}, {upto} - 1 FROM json_each(?) AS j, (SELECT coalesce((SELECT seq"
+                " FROM sqlite_sequence WHERE name = 'outbox'), 0) AS given) AS n",
+                (f"[{','.join(map(str, chunk))}]",),
+            )
+            ranges.extend((int(r[0]), int(r[1])) for r in rows)
+        return merge_ranges(ranges)
 
     async def series(self, ids: list[int]) -> dict[int, tuple[str, str, str]]:
         """(device_id, metric, unit) of reading series."""
         found: dict[int, tuple[str, str, str]] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk in _chunks(ids):
+            marks = _marks(len(chunk))
             for row in await self._db.fetch_all(
-                f"SELECT id, device_id, metric, unit FROM series WHERE id IN ({marks})", chunk
+                f"SELECT id, device_id, metric, unit FROM series WHERE id IN ({marks})",
+                list(chunk),
             ):
                 found[int(row[0])] = (row[1], row[2], row[3])
         return found
 
-    async def acknowledge(self, acked_seq: int, sent: list[int], rejected: int) -> None:
-        """Trim up to the cloud's contiguous ack; mark sent rows above it; count and stamp."""
-        above = [(seq,) for seq in sent if seq > acked_seq]
+    async def bulk_waiting(self) -> int:
+        """Readings and rollups queued (from the running totals: no scan)."""
+        stats = await self._db.fetch_one("SELECT records FROM outbox_stats WHERE id = 1")
+        entities = await self._db.fetch_value("SELECT count(*) FROM outbox")
+        return int(stats[0] if stats else 0) - int(entities or 0)
+
+    async def release(self) -> None:
+        """Nothing in flight reached the cloud (the connection failed): unmark it all, so
+        compaction may fold it again. A released rollup merges into an unsent one of its
+        bucket, if compaction made one meanwhile."""
         async with self._db.transaction() as conn:
+            await conn.execute("DELETE FROM outbox_inflight")
+            await conn.execute(_STAGE)
+            await conn.execute("DELETE FROM temp.outbox_stage")
             await conn.execute(
-                "UPDATE outbox_stats SET records = records - t.n, bytes = bytes - t.b"
-                " FROM (SELECT count(*) AS n, coalesce(sum(bytes), 0) AS b FROM outbox"
-                " WHERE seq <= ?) AS t WHERE id = 1",
-                (acked_seq,),
+                f"INSERT INTO temp.outbox_stage SELECT {_ROLLUP} FROM outbox_rollups"
+                " WHERE inflight = 1"
             )
-            await conn.execute("DELETE FROM outbox WHERE seq <= ?", (acked_seq,))
-            if above:
-                await conn.executemany("UPDATE outbox SET sent = 1 WHERE seq = ?", above)
+            deleted = await _rowcount(conn, "DELETE FROM outbox_rollups WHERE inflight = 1", ())
+            await _merge_stage(conn, deleted, ROLLUP_BYTES, rolled_up=False)
+
+    # The answer -----------------------------------------------------------------------------
+
+    async def acknowledge(self, sent: Selection, acked_seq: int, rejected: int) -> None:
+        """The cloud committed ``sent`` (refused records included, kept in its dead letters):
+        delete exactly those rows; count, stamp, and note the cloud's contiguous ack."""
+        async with self._db.transaction() as conn:
+            for chunk in _chunks([r.seq for r in sent.entities]):
+                await conn.execute(
+                    f"DELETE FROM outbox WHERE seq IN ({_marks(len(chunk))})", list(chunk)
+                )
+            for chunk in _chunks([r.seq for r in sent.readings]):
+                await conn.execute(
+                    f"DELETE FROM outbox_readings WHERE seq IN ({_marks(len(chunk))})",
+                    list(chunk),
+                )
+            for chunk in _chunks([r.seq for r in sent.rollups]):
+                await conn.execute(
+                    f"DELETE FROM outbox_rollups WHERE seq IN ({_marks(len(chunk))})",
+                    list(chunk),
+                )
+            # In-flight ranges that hold no queued reading any more are done.
             await conn.execute(
-                "UPDATE outbox_stats SET acked_seq = max(acked_seq, ?),"
-                " rejected = rejected + ?, last_success_ms = ? WHERE id = 1",
-                (acked_seq, rejected, int(time.time() * 1000)),
+                "DELETE FROM outbox_inflight WHERE NOT EXISTS (SELECT 1 FROM outbox_readings"
+                " AS r WHERE r.seq > outbox_inflight.lo AND r.seq <= outbox_inflight.hi)"
+            )
+            await conn.execute(
+                "UPDATE outbox_stats SET records = records - ?, bytes = bytes - ?,"
+                " acked_seq = max(acked_seq, ?), rejected = rejected + ?, last_success_ms = ?"
+                " WHERE id = 1",
+                (len(sent), sent.bytes, acked_seq, rejected, int(time.time() * 1000)),
             )
 
     async def figures(self) -> OutboxFigures:
         """Lag, bytes queued, age of the oldest unsent record, counts (cheap: no scans)."""
         stats = await self._db.fetch_one("SELECT * FROM outbox_stats WHERE id = 1")
         assert stats is not None  # inserted by migration 0008
-        newest = await self._db.fetch_value("SELECT max(seq) FROM outbox")
+        newest = await self._db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
+        # The aggregate min() skips an empty table's NULL (the two-argument min() does not).
         oldest = await self._db.fetch_value(
-            "SELECT min((SELECT created_at FROM outbox WHERE lane = 0 AND sent = 0"
-            " ORDER BY seq LIMIT 1), (SELECT created_at FROM outbox WHERE lane = 1 AND sent = 0"
-            " ORDER BY seq LIMIT 1))"
+            "SELECT min(t) FROM ("
+            " SELECT (SELECT created_at FROM outbox ORDER BY seq LIMIT 1) AS t"
+            " UNION ALL SELECT (SELECT ts FROM outbox_readings ORDER BY seq LIMIT 1)"
+            " UNION ALL SELECT (SELECT ts FROM outbox_rollups ORDER BY seq LIMIT 1))"
         )
         acked = int(stats["acked_seq"])
+        records = int(stats["records"])
         return OutboxFigures(
-            records=int(stats["records"]),
+            records=records,
             bytes=int(stats["bytes"]),
-            lag=max(0, int(newest or acked) - acked),
+            lag=0 if records == 0 else max(0, int(newest or acked) - acked),
             oldest_unsent_ms=None if oldest is None else int(oldest),
             rolled_up=int(stats["rolled_up"]),
             rejected=int(stats["rejected"]),
@@ -151,57 +390,109 @@ class OutboxStore:
             last_success_ms=stats["last_success_ms"],
         )
 
-    async def roll_up_oldest(self, bytes_to_free: int) -> int:
-        """Replace the oldest unsent raw readings, about ``bytes_to_free`` of them, by their
-        1-minute rollups (min, max, sum, count) in one transaction; return how many."""
+    # Compaction -----------------------------------------------------------------------------
+
+    async def roll_up_readings(self, max_rows: int) -> Compaction:
+        """Fold up to ``max_rows`` of the oldest queued readings not in flight into 1-minute
+        rollups (merged into an unsent rollup of the same series and minute), in one short
+        transaction."""
         async with self._db.transaction() as conn:
-            cursor = await conn.execute(
-                "SELECT seq, payload, bytes FROM outbox WHERE lane = 1 AND sent = 0 AND kind = ?"
-                " ORDER BY seq",
-                (READING,),
+            hi = await _value(
+                conn,
+                "SELECT max(seq) FROM (SELECT seq FROM outbox_readings AS r"
+                f" WHERE {_NOT_IN_FLIGHT} ORDER BY seq LIMIT ?)",
+                (max_rows,),
             )
-            chosen: list[int] = []
-            freed = 0
-            buckets: dict[tuple[int, int], list[float]] = defaultdict(list)
-            while freed < bytes_to_free:
-                batch = await cursor.fetchmany(5000)
-                if not batch:
-                    break
-                for seq, payload, size in batch:
-                    point = json.loads(payload)
-                    buckets[(int(point["s"]), int(point["t"]) // _MINUTE_MS * _MINUTE_MS)].append(
-                        float(point["v"])
-                    )
-                    chosen.append(int(seq))
-                    freed += int(size)
-                    if freed >= bytes_to_free:
-                        break
-            await cursor.close()
-            if not chosen:
-                return 0
-            now_ms = int(time.time() * 1000)
-            rollups = []
-            for (series_id, bucket), values in buckets.items():
-                payload = json.dumps(
-                    {"s": series_id, "t": bucket, "min": min(values), "max": max(values),
-                     "sum": sum(values), "n": len(values)},
-                    separators=(",", ":"),
-                )  # fmt: skip
-                rollups.append(
-                    (int(Lane.BULK), ROLLUP, "readings_1m", str(series_id), "upsert", payload,
-                     len(payload), now_ms)
-                )  # fmt: skip
-            await conn.executemany("DELETE FROM outbox WHERE seq = ?", [(seq,) for seq in chosen])
+            if hi is None:
+                return Compaction(0, 0)
+            await conn.execute(_STAGE)
+            await conn.execute("DELETE FROM temp.outbox_stage")
             await conn.execute(
-                "UPDATE outbox_stats SET records = records - ?, bytes = bytes - ? WHERE id = 1",
-                (len(chosen), freed),
+                "INSERT INTO temp.outbox_stage SELECT min(seq), series_id, ?, ts - ts % ?,"
+                " min(value), max(value), sum(value), count(*) FROM outbox_readings AS r"
+                f" WHERE r.seq <= ? AND {_NOT_IN_FLIGHT} GROUP BY series_id, ts - ts % ?",
+                (MINUTE_MS, MINUTE_MS, hi, MINUTE_MS),
             )
-            await conn.executemany(
-                "INSERT INTO outbox (lane, kind, entity, entity_id, op, payload, bytes, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                rollups,
+            deleted = await _rowcount(
+                conn,
+                f"DELETE FROM outbox_readings AS r WHERE r.seq <= ? AND {_NOT_IN_FLIGHT}",
+                (hi,),
             )
+            return await _merge_stage(conn, deleted, READING_BYTES)
+
+    async def roll_up_minutes(self, max_rows: int) -> Compaction:
+        """Fold up to ``max_rows`` of the oldest 1-minute rollups not in flight into 1-hour
+        rollups, in one short transaction."""
+        async with self._db.transaction() as conn:
+            hi = await _value(
+                conn,
+                "SELECT max(seq) FROM (SELECT seq FROM outbox_rollups"
+                " WHERE width_ms = ? AND inflight = 0 ORDER BY seq LIMIT ?)",
+                (MINUTE_MS, max_rows),
+            )
+            if hi is None:
+                return Compaction(0, 0)
+            where = "seq <= ? AND width_ms = ? AND inflight = 0"
+            await conn.execute(_STAGE)
+            await conn.execute("DELETE FROM temp.outbox_stage")
             await conn.execute(
-                "UPDATE outbox_stats SET rolled_up = rolled_up + ? WHERE id = 1", (len(chosen),)
+                "INSERT INTO temp.outbox_stage SELECT min(seq), series_id, ?, ts - ts % ?,"
+                f" min(vmin), max(vmax), sum(vsum), sum(n) FROM outbox_rollups WHERE {where}"
+                " GROUP BY series_id, ts - ts % ?",
+                (HOUR_MS, HOUR_MS, hi, MINUTE_MS, HOUR_MS),
             )
-        return len(chosen)
+            deleted = await _rowcount(
+                conn, f"DELETE FROM outbox_rollups WHERE {where}", (hi, MINUTE_MS)
+            )
+            return await _merge_stage(conn, deleted, ROLLUP_BYTES)
+
+
+async def _mark(conn: aiosqlite.Connection, selection: Selection, *, contiguous: bool) -> None:
+    """Mark readings and rollups in flight. ``contiguous``: the readings are every queued
+    reading from the first to the last, so one range holds them."""
+    readings = selection.readings
+    if readings and contiguous:
+        await conn.execute(
+            "INSERT OR IGNORE INTO outbox_inflight (lo, hi) VALUES (?, ?)",
+            (readings[0].seq - 1, readings[-1].seq),
+        )
+    elif readings:
+        await conn.executemany(
+            "INSERT OR IGNORE INTO outbox_inflight (lo, hi) VALUES (?, ?)",
+            [(r.seq - 1, r.seq) for r in readings],
+        )
+    for chunk in _chunks([r.seq for r in selection.rollups]):
+        await conn.execute(
+            f"UPDATE outbox_rollups SET inflight = 1 WHERE seq IN ({_marks(len(chunk))})",
+            list(chunk),
+        )
+
+
+async def _merge_stage(
+    conn: aiosqlite.Connection, deleted: int, each: int, *, rolled_up: bool = True
+) -> Compaction:
+    """Merge the staged rollups into the queue and count: ``deleted`` rows of ``each`` bytes
+    were replaced (``rolled_up``: by compaction)."""
+    merged = await _value(conn, _STAGED_MERGES, ())
+    staged = await _value(conn, "SELECT count(*) FROM temp.outbox_stage", ())
+    await conn.execute(_MERGE_STAGE)
+    added = int(staged) - int(merged)
+    freed = deleted * each - added * ROLLUP_BYTES
+    await conn.execute(
+        "UPDATE outbox_stats SET records = records - ?, bytes = bytes - ?,"
+        " rolled_up = rolled_up + ? WHERE id = 1",
+        (deleted - added, freed, deleted if rolled_up else 0),
+    )
+    return Compaction(deleted, freed)
+
+
+async def _value(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> Any:
+    rows = list(await conn.execute_fetchall(sql, params))
+    return rows[0][0] if rows else None
+
+
+async def _rowcount(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> int:
+    cursor = await conn.execute(sql, params)
+    count = cursor.rowcount
+    await cursor.close()
+    return int(count)

@@ -11,14 +11,15 @@ from dataclasses import dataclass
 from agent.settings import AgentSettings
 from agent.store.db import Database
 from agent.store.identity_replica import IdentityReplicaStore
+from agent.sync.compactor import Compactor, OutboxBounds
 from agent.sync.link import CloudLink, sync_key_path
 from agent.sync.outbox import OutboxFigures, OutboxStore
 from agent.sync.replica import IdentityReplica
-from agent.sync.uploader import SyncPolicy, SyncStatus, Uploader
+from agent.sync.uploader import StuckAlert, SyncPolicy, SyncStatus, Uploader
 from protocol.keyfile import load_or_create_private_key
 from protocol.tokens import TokenVerifier
 
-__all__ = ["SyncReport", "SyncRuntime", "policy_of"]
+__all__ = ["SyncReport", "SyncRuntime", "bounds_of", "policy_of"]
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +29,22 @@ def policy_of(settings: AgentSettings) -> SyncPolicy:
     return SyncPolicy(
         batch_max_records=settings.sync_batch_max_records,
         batch_max_bytes=settings.sync_batch_max_bytes,
+        batch_max_body_bytes=settings.sync_batch_max_body_bytes,
+        probe_interval_s=settings.sync_probe_interval_s,
         idle_interval_s=settings.sync_interval_s,
         heartbeat_s=settings.sync_heartbeat_s,
         backoff_initial_s=settings.sync_backoff_initial_s,
         backoff_max_s=settings.sync_backoff_max_s,
         request_timeout_s=settings.sync_request_timeout_s,
         outbox_max_bytes=settings.outbox_max_bytes,
+        min_free_disk_bytes=settings.outbox_min_free_disk_bytes,
+    )
+
+
+def bounds_of(settings: AgentSettings) -> OutboxBounds:
+    """The outbox's bounds from the agent's settings."""
+    return OutboxBounds(
+        max_bytes=settings.outbox_max_bytes,
         min_free_disk_bytes=settings.outbox_min_free_disk_bytes,
     )
 
@@ -67,13 +78,18 @@ class SyncRuntime:
         db: Database,
         verifier: TokenVerifier,
         link: CloudLink | None,
+        *,
+        alert: StuckAlert | None = None,
     ) -> None:
         self._settings = settings
         self._db = db
         self._verifier = verifier
+        self._alert = alert
         self._outbox = OutboxStore(db)
         self._uploader: Uploader | None = None
         self._task: asyncio.Task[None] | None = None
+        self._compactor = Compactor(self._outbox, bounds_of(settings), settings.state_dir)
+        self._compaction: asyncio.Task[None] | None = None
         if link is not None:
             self._attach(link)
 
@@ -84,11 +100,14 @@ class SyncRuntime:
         replica = IdentityReplica(IdentityReplicaStore(self._db), self._verifier, link, state_dir)
         key = load_or_create_private_key(sync_key_path(state_dir))
         self._uploader = Uploader(
-            link, key, self._outbox, replica, policy_of(self._settings), state_dir
+            link, key, self._outbox, replica, policy_of(self._settings), on_stuck=self._alert
         )
 
     def start(self) -> None:
-        """Run the uploader in the background, or wait for a pairing when not paired."""
+        """Run the uploader in the background, or wait for a pairing when not paired; keep the
+        outbox within its bounds either way."""
+        if self._settings.sync_enabled:
+            self._compaction = asyncio.create_task(self._compactor.run(), name="sync-compactor")
         if self._uploader is not None:
             self._task = asyncio.create_task(self._uploader.run(), name="sync-uploader")
             log.info("sync uploader started")
@@ -117,12 +136,13 @@ class SyncRuntime:
             return
 
     async def stop(self) -> None:
-        """Cancel the uploader and wait for it."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Cancel the uploader and the compactor and wait for them."""
+        for task in (self._task, self._compaction):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._compaction = None
 
     async def report(self) -> SyncReport:
         """Figures of the link and the outbox."""

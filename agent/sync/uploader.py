@@ -1,45 +1,68 @@
 """The uploader (DESIGN.md section 8): a supervised task that drains the outbox to the cloud in
-signed, size- and byte-capped batches, trims what the cloud acknowledged, applies the identity
-delta of each answer, and retries forever with jittered exponential back-off."""
+signed batches, deletes what the cloud committed, applies the identity delta of each answer,
+and retries forever with jittered exponential back-off.
+
+No batch can block the queue: a batch is cut to the cloud's announced limits as measured on the
+wire (its JSON and its gzip body), and one the cloud still refuses for its size is cut smaller
+and sent again, never resent unchanged. Rows posted without a seen answer stay in flight and go
+first, unchanged, so a batch the cloud may hold is never sent in another form. While the cloud
+is unreachable a cheap probe notices its return within seconds, whatever the back-off.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
-import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import aiohttp
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from agent.sync.batcher import Outgoing, build_records, cut_by_bytes, now_ms, series_ids
+from agent.sync.batcher import build_records, now_ms, series_ids
 from agent.sync.link import CloudLink
-from agent.sync.outbox import OutboxRow, OutboxStore
+from agent.sync.outbox import OutboxStore, Selection
 from agent.sync.replica import IdentityReplica
-from protocol.sync import AGENT_HEADER, SIGNATURE_HEADER, Ack, Batch, Lane, encode_batch
+from protocol.sync import (
+    AGENT_HEADER,
+    MAX_BATCH_BYTES,
+    SIGNATURE_HEADER,
+    Ack,
+    Batch,
+    batch_size,
+    encode_batch,
+)
 
-__all__ = ["SyncPolicy", "SyncStatus", "Uploader"]
+__all__ = ["StuckAlert", "SyncPolicy", "SyncStatus", "Uploader"]
 
 log = logging.getLogger(__name__)
 
 PATH = "/api/v1/sync/batches"
+PROBE_PATH = "/health"
+# A batch uses this share of the cloud's limits: JSON sizes are measured exactly, but the
+# margin covers a cloud that lowers its limit between two answers.
+_MARGIN = 0.8
 
 
 @dataclass(frozen=True)
 class SyncPolicy:
     """Batch caps, pacing, back-off and the outbox bounds (from the agent's settings)."""
 
-    batch_max_records: int = 20_000
+    batch_max_records: int = 50_000
     batch_max_bytes: int = 2 * 1024 * 1024
+    """Until the cloud announces its limits: the largest batch, decompressed JSON."""
+    batch_max_body_bytes: int = 768 * 1024
+    """Until the cloud announces its limits: the largest gzip body."""
     idle_interval_s: float = 5.0
     heartbeat_s: float = 60.0
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 300.0
     request_timeout_s: float = 30.0
+    probe_interval_s: float = 5.0
+    stuck_after_failures: int = 3
     outbox_max_bytes: int = 256 * 1024 * 1024
     min_free_disk_bytes: int = 256 * 1024 * 1024
 
@@ -54,15 +77,27 @@ class SyncStatus:
     round_trip_ms: int = 0
     bytes_sent: int = 0
     """Compressed batch bytes posted since start (what the link costs)."""
+    failures: int = 0
+    """Uploads failed in a row."""
+    stuck_since_ms: int | None = None
+    """Set once the cloud answered errors ``stuck_after_failures`` times in a row."""
+    splits: int = 0
+    """Batches cut smaller because the cloud refused their size."""
+
+
+StuckAlert = Callable[[SyncStatus], Awaitable[None]]
 
 
 class UploadRefused(Exception):
     """The cloud answered something other than an ack."""
 
-    def __init__(self, status: int, body: bytes, retry_after: float | None) -> None:
+    def __init__(
+        self, status: int, body: bytes, retry_after: float | None, limits: dict[str, int]
+    ) -> None:
         super().__init__(f"cloud answered {status}: {body[:200].decode(errors='replace')}")
         self.status = status
         self.retry_after = retry_after
+        self.limits = limits
 
 
 class Uploader:
@@ -75,8 +110,8 @@ class Uploader:
         outbox: OutboxStore,
         replica: IdentityReplica,
         policy: SyncPolicy,
-        state_dir: Path,
         *,
+        on_stuck: StuckAlert | None = None,
         jitter: Callable[[float, float], float] = random.uniform,
     ) -> None:
         self._link = link
@@ -84,10 +119,14 @@ class Uploader:
         self._outbox = outbox
         self._replica = replica
         self._policy = policy
-        self._state_dir = state_dir
+        self._on_stuck = on_stuck
         self._jitter = jitter
-        self._latest_sent = False
         self._last_post = 0.0
+        self._max_json = policy.batch_max_bytes
+        self._max_body = policy.batch_max_body_bytes
+        self._catching_up = True
+        self._dropped = 0
+        self._first_failure_ms = 0
         self.status = SyncStatus()
         self._session: aiohttp.ClientSession | None = None
 
@@ -96,24 +135,73 @@ class Uploader:
         timeout = aiohttp.ClientTimeout(total=self._policy.request_timeout_s)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             self._session = session
-            failures = 0
             while True:
                 try:
                     more = await self.step()
                 except asyncio.CancelledError:
                     raise
                 except Exception as err:  # supervised: any failure is logged and retried
-                    failures += 1
-                    delay = self._backoff(failures, err)
-                    self.status.connected = False
-                    self.status.last_error = str(err)
-                    log.warning("sync failed (%d in a row), retrying in %.1f s: %s",
-                                failures, delay, err)  # fmt: skip
-                    await asyncio.sleep(delay)
+                    await self._failed(err)
                     continue
-                failures = 0
+                self._succeeded()
                 if not more:
                     await asyncio.sleep(self._policy.idle_interval_s)
+
+    def _succeeded(self) -> None:
+        if self.status.stuck_since_ms is not None:
+            log.warning("sync recovered after %d failures", self.status.failures)
+        self.status.failures = 0
+        self.status.stuck_since_ms = None
+
+    async def _failed(self, err: Exception) -> None:
+        status = self.status
+        status.failures += 1
+        if status.failures == 1:
+            self._first_failure_ms = now_ms()
+        status.last_error = str(err)
+        delay = self._backoff(status.failures, err)
+        answered = isinstance(err, UploadRefused)
+        status.connected = False
+        if not answered:
+            self._catching_up = True  # after an outage: the latest state before the backfill
+        log.warning("sync failed (%d in a row), retrying in %.1f s: %s",
+                    status.failures, delay, err)  # fmt: skip
+        if (
+            answered
+            and status.stuck_since_ms is None
+            and status.failures >= self._policy.stuck_after_failures
+        ):
+            status.stuck_since_ms = self._first_failure_ms
+            log.error("sync stuck since %s: %s", status.stuck_since_ms, err)
+            if self._on_stuck is not None:
+                try:
+                    await self._on_stuck(status)
+                except Exception:
+                    log.exception("raising the stuck-sync alert failed")
+        if answered:
+            await asyncio.sleep(delay)
+        else:
+            await self._probe_until_reachable(delay)
+
+    async def _probe_until_reachable(self, delay: float) -> None:
+        """Wait ``delay``, or less as soon as a cheap request finds the cloud answering."""
+        assert self._session is not None, "run() owns the HTTP session"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + delay
+        while (left := deadline - loop.time()) > 0:
+            await asyncio.sleep(min(left, self._policy.probe_interval_s))
+            if loop.time() >= deadline:
+                return
+            try:
+                async with self._session.get(
+                    self._link.cloud_url + PROBE_PATH,
+                    timeout=aiohttp.ClientTimeout(total=min(5.0, self._policy.probe_interval_s)),
+                ) as resp:
+                    if resp.status < 500:
+                        log.info("cloud answers again: resuming sync")
+                        return
+            except (aiohttp.ClientError, TimeoutError):
+                continue
 
     def _backoff(self, failures: int, err: Exception) -> float:
         cap = self._policy.backoff_max_s
@@ -124,46 +212,78 @@ class Uploader:
 
     async def step(self) -> bool:
         """One batch (or an identity refresh when idle); ``True`` if more is waiting."""
-        await self._enforce_cap()
-        rows, more = await self._select()
+        limit = self._policy.batch_max_records
+        rows = await self._outbox.in_flight(limit)
+        fresh = not rows
+        if fresh:
+            latest = self._catching_up and await self._outbox.bulk_waiting() > limit
+            self._catching_up = False
+            rows = await self._outbox.take(limit, latest_first=latest)
         # With nothing to send, an empty batch now and then still fetches the identity delta.
         if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:
             return False
-        rows = cut_by_bytes(rows, self._policy.batch_max_bytes) if rows else []
-        series = await self._outbox.series(series_ids(rows))
-        outgoing = build_records(rows, series)
-        ack = await self._post(outgoing)
-        await self._outbox.acknowledge(
-            ack.acked_seq, outgoing.seqs, ack.rejected + outgoing.dropped
-        )
+        while True:
+            sent, body, signature = await self._fit(rows)
+            try:
+                ack = await self._post(body, signature)
+                break
+            except aiohttp.ClientConnectorError:
+                # The request never reached the cloud: what was taken may be compacted again.
+                # (Rows of an earlier post whose answer was lost stay in flight.)
+                if fresh:
+                    await self._outbox.release()
+                raise
+            except UploadRefused as err:
+                if err.status != 413 or len(sent) == 0:
+                    raise
+                self._learn(err.limits, refused=len(body))
+                self.status.splits += 1
+                log.warning("cloud refused a %d-byte batch of %d records for its size:"
+                            " splitting it", len(body), len(sent))  # fmt: skip
+                rows = sent.head(max(1, len(sent) // 2))
+        await self._outbox.acknowledge(sent, ack.acked_seq, ack.rejected + self._dropped)
+        for refusal in ack.refused:
+            log.warning("cloud refused %s %s (seq %d): %s",
+                        refusal.kind, refusal.key, refusal.seq, refusal.reason)  # fmt: skip
+        self._learn({"max_batch_bytes": ack.max_batch_bytes,
+                     "max_body_bytes": ack.max_body_bytes or 0})  # fmt: skip
         if ack.identity is not None:
             await self._replica.apply(ack.identity)
-        return more or len(rows) >= self._policy.batch_max_records
+        return len(rows) > 0
 
-    async def _select(self) -> tuple[list[OutboxRow], bool]:
-        """Priority rows first; then, after an outage, the newest reading of each series;
-        then the bulk backlog, oldest first."""
-        limit = self._policy.batch_max_records
-        rows = await self._outbox.pending(Lane.PRIORITY, limit)
-        if rows:
-            return rows, True
-        backlog = await self._outbox.unsent_count(Lane.BULK)
-        if backlog > limit and not self._latest_sent:
-            self._latest_sent = True
-            return await self._outbox.latest_per_series(limit), True
-        if backlog <= limit:
-            self._latest_sent = False
-        return await self._outbox.pending(Lane.BULK, limit), backlog > limit
+    def _learn(self, limits: dict[str, int], refused: int | None = None) -> None:
+        """Adopt the cloud's announced limits (with a margin); without any, halve what was
+        refused."""
+        announced_json = int(limits.get("max_batch_bytes") or 0)
+        announced_body = int(limits.get("max_body_bytes") or 0)
+        if announced_json:
+            self._max_json = int(min(announced_json, MAX_BATCH_BYTES) * _MARGIN)
+        if announced_body:
+            self._max_body = int(announced_body * _MARGIN)
+        if refused is not None and not (announced_json or announced_body):
+            self._max_body = max(1024, min(self._max_body, refused // 2))
 
-    async def _post(self, outgoing: Outgoing) -> Ack:
+    async def _fit(self, rows: Selection) -> tuple[Selection, bytes, str]:
+        """The longest head of ``rows`` whose batch fits the limits, encoded and signed."""
+        while True:
+            series = await self._outbox.series(series_ids(rows))
+            outgoing = build_records(rows, series)
+            batch = Batch(
+                agent_id=self._link.agent_id,
+                sent_at=now_ms(),
+                records=tuple(outgoing.records),
+                ranges=tuple(await self._outbox.claims(rows.seqs)),
+            )
+            size = batch_size(batch)
+            body, signature = encode_batch(batch, self._key)
+            over = max(size / self._max_json, len(body) / self._max_body)
+            if over <= 1 or len(rows) <= 1:
+                self._dropped = outgoing.dropped
+                return rows, body, signature
+            rows = rows.head(max(1, int(len(rows) / over * 0.9)))
+
+    async def _post(self, body: bytes, signature: str) -> Ack:
         assert self._session is not None, "run() owns the HTTP session"
-        batch = Batch(
-            agent_id=self._link.agent_id,
-            sent_at=now_ms(),
-            records=tuple(outgoing.records),
-            ranges=tuple(outgoing.ranges),
-        )
-        body, signature = encode_batch(batch, self._key)
         headers = {
             AGENT_HEADER: self._link.agent_id,
             SIGNATURE_HEADER: signature,
@@ -179,22 +299,19 @@ class Uploader:
             answer = await resp.read()
             if resp.status != 200:
                 retry = resp.headers.get("Retry-After")
-                raise UploadRefused(resp.status, answer, float(retry) if retry else None)
+                raise UploadRefused(
+                    resp.status, answer, float(retry) if retry else None, _limits_of(answer)
+                )
         self.status.connected = True
         self.status.last_error = None
         self.status.round_trip_ms = round((time.monotonic() - started) * 1000)
         return Ack.model_validate_json(answer)
 
-    async def _enforce_cap(self) -> None:
-        """Over the byte cap or under the free-disk watermark: roll the oldest raw readings
-        up (to 90 % of the cap, or by a tenth of the outbox when the disk is short)."""
-        figures = await self._outbox.figures()
-        excess = figures.bytes - self._policy.outbox_max_bytes
-        if excess > 0:
-            excess += self._policy.outbox_max_bytes // 10
-        free = await asyncio.to_thread(lambda: shutil.disk_usage(self._state_dir).free)
-        if free < self._policy.min_free_disk_bytes:
-            excess = max(excess, figures.bytes // 10)
-        if excess > 0:
-            count = await self._outbox.roll_up_oldest(excess)
-            log.warning("outbox full (%d bytes): rolled %d raw readings up", figures.bytes, count)
+
+def _limits_of(answer: bytes) -> dict[str, int]:
+    """The limits a 413 error envelope carries in its details, if any."""
+    try:
+        details = json.loads(answer).get("error", {}).get("details", {})
+        return {k: int(v) for k, v in details.items() if k in ("max_batch_bytes", "max_body_bytes")}
+    except (ValueError, AttributeError, TypeError):
+        return {}

@@ -12,7 +12,8 @@ from agent.services.identity.auth_flows import AuthFlows
 from agent.services.identity.login_throttle import LoginThrottle, ThrottlePolicy
 from agent.services.identity.mfa import MfaService
 from agent.services.identity.permissions import PermissionService
-from agent.services.identity.sessions import IdentityService, SessionIssuer
+from agent.services.identity.session_issuer import SessionIssuer
+from agent.services.identity.sessions import IdentityService
 from agent.services.identity.users import UserService
 from agent.settings import AgentSettings
 from agent.store.api_keys import ApiKeyStore

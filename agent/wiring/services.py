@@ -42,6 +42,7 @@ from agent.web.keys import (
 from agent.wiring.context import Announce, CleanupContext
 from agent.wiring.events import build_event_log, fan_out
 from agent.wiring.identity import identity_services
+from agent.wiring.sync import stuck_sync_alert
 from protocol.identity import Principal, Role
 from protocol.mail import MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
@@ -90,7 +91,9 @@ def services_context(
         )
         app[HIERARCHY] = HierarchyService(db, HierarchyStore(db))
         app[HEALTH] = HealthService(db, distribution_version())
-        app[SYNC] = SyncRuntime(settings, db, verifier, cloud_link)
+        app[SYNC] = SyncRuntime(
+            settings, db, verifier, cloud_link, alert=stuck_sync_alert(FarmStore(db), event_log)
+        )
         app[HEALTH].watch_sync(app[SYNC].report)
         profiles = load_profiles(settings.profiles_dir)
         device_store, calibration_store = DeviceStore(db), CalibrationStore(db)

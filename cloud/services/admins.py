@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from dataclasses import dataclass
 from cloud.store import identity as store
 from cloud.store.db import Database
 from protocol.errors import Conflict
-from protocol.passwords import hash_password
+from protocol.passwords import new_password_hash
 
 __all__ = ["AdminAccounts", "NewAdmin"]
 
@@ -50,7 +49,7 @@ class AdminAccounts:
         if "@" not in address:
             raise ValueError(f"not an e-mail address: {email!r}")
         generated = None if password else secrets.token_urlsafe(12)
-        password_hash = await asyncio.to_thread(hash_password, password or generated or "")
+        password_hash = await new_password_hash(password or generated or "")
         async with self._db.as_system() as conn:
             await store.lock_admin_creation(conn)
             if only_if_empty and await store.count_users(conn) > 0:

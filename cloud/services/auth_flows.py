@@ -8,7 +8,6 @@ the system path.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import timedelta
 
@@ -28,7 +27,7 @@ from protocol.mail import (
     reset_mail,
     verification_mail,
 )
-from protocol.passwords import hash_password
+from protocol.passwords import new_password_hash
 from protocol.schemas.auth import (
     Accepted,
     RegisterRequest,
@@ -68,7 +67,7 @@ class AuthFlows:
         """Create an account with role ``user`` and no farms; mail a verification token."""
         if not self._policy.registration_enabled:
             raise Forbidden("Registration is disabled")
-        password_hash = await asyncio.to_thread(hash_password, body.password)
+        password_hash = await new_password_hash(body.password)
         async with self._db.as_system() as conn:
             row = await store.create_user(conn, body.email, password_hash, body.full_name)
         if row is None:
@@ -129,7 +128,7 @@ class AuthFlows:
 
     async def confirm_reset(self, body: ResetPasswordConfirm, client: Client) -> None:
         """Set a new password with a reset token; every session of the user ends."""
-        password_hash = await asyncio.to_thread(hash_password, body.new_password)
+        password_hash = await new_password_hash(body.new_password)
         async with self._db.as_system() as conn:
             user_id = await store.consume_one_time_token(
                 conn, _secret_hash(body.token), "reset_password"

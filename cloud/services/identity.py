@@ -9,30 +9,25 @@ names, so an account suspended since finds nothing.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 from uuid import UUID
 
 import asyncpg
 
+from cloud.services.login_throttle import LoginThrottle
+from cloud.services.mfa import MfaService
 from cloud.services.sessions import AuthEventRecorder, Client, SessionService
 from cloud.store import identity as store
 from cloud.store.db import Database
-from protocol.errors import InvalidCredentials, RateLimited, TokenExpired, Unauthorized
+from protocol.errors import InvalidCredentials, TokenExpired, Unauthorized
 from protocol.identity import Plan, Principal, Role
-from protocol.login_throttle import FAILURE_KINDS, RESET_KIND, ThrottlePolicy, throttle_wait_s
-from protocol.passwords import DUMMY_HASH, verify_password
+from protocol.passwords import check_password
 from protocol.schemas.auth import LoginRequest, LoginResult, MfaChallenge
 from protocol.tokens import InvalidToken, TokenExpiredError, TokenVerifier
 
-if TYPE_CHECKING:
-    from cloud.services.mfa import MfaService
-
-__all__ = ["Client", "IdentityService", "LoginPolicy", "LoginThrottle"]
+__all__ = ["Client", "IdentityService", "LoginPolicy"]
 
 log = logging.getLogger(__name__)
 
@@ -43,59 +38,6 @@ class LoginPolicy:
 
     failures_per_account: int
     lockout_s: int
-
-
-async def check_password(password: str, encoded: str | None) -> bool:
-    """Verify off the event loop (Argon2id takes tens of ms); ``None`` checks a dummy hash so
-    that timing does not reveal whether an account exists."""
-    return await asyncio.to_thread(verify_password, password, encoded or DUMMY_HASH)
-
-
-class LoginThrottle:
-    """Refuses login attempts with 429 after too many recent failures (counted from the log)."""
-
-    def __init__(
-        self,
-        db: Database,
-        events: AuthEventRecorder,
-        policy: ThrottlePolicy,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self._db = db
-        self._events = events
-        self._policy = policy
-        self._now = now
-
-    async def check(self, email: str, client: Client) -> None:
-        """Raise :class:`RateLimited` (with the seconds to wait) if this attempt is throttled;
-        the refusal is recorded as a ``login_throttled`` event."""
-        now = self._now()
-        since = self._policy.since(now)
-        async with self._db.as_system() as conn:
-            by_account = await store.nth_recent_failure(
-                conn,
-                email=email,
-                ip=None,
-                kinds=FAILURE_KINDS,
-                since=since,
-                n=self._policy.per_account,
-                reset_kind=RESET_KIND,
-            )
-            by_address = None
-            if client.ip is not None:
-                by_address = await store.nth_recent_failure(
-                    conn,
-                    email=None,
-                    ip=client.ip,
-                    kinds=FAILURE_KINDS,
-                    since=since,
-                    n=self._policy.per_address,
-                    reset_kind=None,
-                )
-        wait = throttle_wait_s(by_account, by_address, self._policy, now)
-        if wait is not None:
-            await self._events.record("login_throttled", email=email, address=client.ip)
-            raise RateLimited(wait, "Too many failed logins; try again later")
 
 
 class IdentityService:

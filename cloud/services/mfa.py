@@ -15,7 +15,7 @@ from uuid import UUID
 
 import asyncpg
 
-from cloud.services.identity import LoginThrottle
+from cloud.services.login_throttle import LoginThrottle
 from cloud.services.sessions import AuthEventRecorder, Client, SessionService
 from cloud.store import identity as store
 from cloud.store.db import Database

@@ -1,19 +1,26 @@
 """Sync apply (DESIGN.md section 8): verify an agent's signed batch, apply it in one
-transaction idempotent on (agent_id, seq), and answer the contiguous ack with the identity
-delta.
+transaction idempotent on (agent_id, seq), and answer the contiguous ack, the records it refused
+and the identity delta.
+
+A batch is applied kind by kind, each in a savepoint: a record the cloud cannot apply (unknown
+kind, malformed, not the agent's, refused by the database) is refused alone, with its reason:
+kept in the dead-letter table, counted, logged with the agent id and listed in the answer. The
+rest of the batch commits, so no record can block an agent's sync for ever.
 
 The signature is checked with the agent's registered key before anything is decompressed
 (protocol.sync.decode_batch). Refusals: an unknown, unpaired or revoked agent or a bad signature
 is 401; a batch naming another agent is 403; the same batch sent twice or one signed too long
-ago (a replay) is 409; a batch that verifies but does not parse is 400, an oversized one 413.
+ago (a replay) is 409; a batch that verifies but does not parse is 400, an oversized one 413
+(its details carry the limits, so the agent splits the batch and resends).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 import asyncpg
@@ -24,10 +31,13 @@ from cloud.store import sync_agents, sync_mirror
 from cloud.store.db import Connection, Database
 from protocol.errors import BadRequest, Conflict, Forbidden, PayloadTooLarge, Unauthorized
 from protocol.sync import (
+    MAX_BATCH_BYTES,
     Ack,
     Batch,
     BatchRejected,
+    ReadingBlock,
     Record,
+    Refusal,
     advance,
     decode_batch,
     decode_readings,
@@ -38,7 +48,11 @@ __all__ = ["SyncService"]
 log = logging.getLogger(__name__)
 
 READINGS = "readings"
-ROLLUPS = "readings_1m"
+ROLLUPS = {"readings_1m": "1m", "readings_1h": "1h"}
+"""Rollup record kinds and the mirror's resolution of each."""
+# Refusals logged one by one, and listed in the answer, per batch (the rest are counted).
+_LOGGED_REFUSALS = 20
+_ANSWERED_REFUSALS = 100
 
 
 class SyncService:
@@ -50,9 +64,11 @@ class SyncService:
         delta: IdentityDeltaSource,
         *,
         max_skew_s: float,
+        max_body_bytes: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._db = db
+        self._max_body_bytes = max_body_bytes
         self._delta = delta
         self._max_skew_s = max_skew_s
         self._clock = clock
@@ -68,6 +84,10 @@ class SyncService:
             raise Unauthorized("Unknown or unpaired agent")
         return Ed25519PublicKey.from_public_bytes(bytes(raw))
 
+    def limits(self) -> dict[str, int]:
+        """What an agent's batch may weigh: compressed body and decompressed JSON."""
+        return {"max_body_bytes": self._max_body_bytes, "max_batch_bytes": MAX_BATCH_BYTES}
+
     async def verify(self, agent_header: str | None, signature: str | None, body: bytes) -> Batch:
         """The batch, once its signature, agent and freshness are checked."""
         try:
@@ -82,7 +102,7 @@ class SyncService:
             if reason == "bad signature":
                 raise Unauthorized("Batch signature does not verify") from None
             if reason == "batch too large":
-                raise PayloadTooLarge() from None
+                raise PayloadTooLarge(details=self.limits()) from None
             raise BadRequest("Invalid batch", {"reason": reason}) from None
         if batch.agent_id != str(agent_id):
             raise Forbidden("The batch names another agent")
@@ -91,7 +111,7 @@ class SyncService:
         return batch
 
     async def apply(self, agent_header: str | None, signature: str | None, body: bytes) -> Ack:
-        """Verify and apply one batch; answer progress and the identity delta."""
+        """Verify and apply one batch; answer progress, refusals and the identity delta."""
         batch = await self.verify(agent_header, signature, body)
         agent_id = UUID(batch.agent_id)
         async with self._db.as_system() as conn:
@@ -100,54 +120,126 @@ class SyncService:
                 raise Unauthorized("Unknown or unpaired agent")
             if not await sync_agents.remember_batch(conn, agent_id, UUID(batch.batch_id)):
                 raise Conflict("Batch already applied (replay)")
-            rejected = await self._apply_records(conn, agent_id, agent["owner_id"], batch.records)
+            refused = await _apply_records(conn, agent_id, agent["owner_id"], batch.records)
+            if refused:
+                await sync_mirror.dead_letter(
+                    conn, agent_id, [(r.seq, r.kind, r.key, r.reason, d) for r, d in refused]
+                )
             stored = await sync_agents.add_coverage(conn, agent_id, [])
             acked, pending = advance(int(agent["acked_seq"]), [*stored, *batch.ranges])
             await sync_agents.set_progress(conn, agent_id, acked, pending)
             cutoff = datetime.now(UTC) - timedelta(seconds=2 * self._max_skew_s)
             await sync_agents.prune_batches(conn, cutoff)
+        for refusal, _ in refused[:_LOGGED_REFUSALS]:
+            log.warning(
+                "agent %s: %s %s (seq %d) refused: %s",
+                agent_id, refusal.kind, refusal.key, refusal.seq, refusal.reason,
+            )  # fmt: skip
         log.debug("agent %s: %d records, acked %d", agent_id, len(batch.records), acked)
         return Ack(
-            acked_seq=acked, rejected=rejected, identity=await self._delta.for_agent(agent_id)
+            acked_seq=acked,
+            rejected=len(refused),
+            refused=tuple(r for r, _ in refused[:_ANSWERED_REFUSALS]),
+            max_batch_bytes=MAX_BATCH_BYTES,
+            max_body_bytes=self._max_body_bytes,
+            identity=await self._delta.for_agent(agent_id),
         )
 
-    async def _apply_records(
-        self, conn: Connection, agent_id: UUID, owner_id: UUID | None, records: tuple[Record, ...]
-    ) -> int:
-        fresh = await sync_mirror.claim_receipts(
-            conn, agent_id, [r.seq for r in records], [r.kind for r in records]
-        )
-        rejected = 0
-        readings = sync_mirror.ReadingRows([], [], [], [], [])
-        rollups: list[sync_mirror.RollupRow] = []
-        for record in records:
-            if record.seq not in fresh:
-                continue
-            if record.kind == READINGS:
-                rejected += _collect_readings(record, readings)
-            elif record.kind == ROLLUPS:
-                rejected += _collect_rollup(record, rollups)
-            elif record.kind in sync_mirror.ENTITIES:
-                rejected += not await _apply_entity(conn, agent_id, owner_id, record)
-            else:
-                log.warning(
-                    "agent %s sent unknown kind %r (seq %d)", agent_id, record.kind, record.seq
-                )
-                rejected += 1
-        if readings.device_ids:
-            rejected += await sync_mirror.insert_readings(conn, agent_id, readings)
-        if rollups:
-            rejected += await sync_mirror.merge_rollups(conn, agent_id, rollups)
-        return rejected
+
+Refused = list[tuple[Refusal, dict[str, Any]]]
 
 
-def _collect_readings(record: Record, into: sync_mirror.ReadingRows) -> int:
-    """Add a reading block's rows; 1 if the block is malformed."""
+def screen(record: Record) -> str | None:
+    """Why the cloud takes no record of this kind from an agent (``None``: it may apply it)."""
+    if record.kind in (READINGS, *ROLLUPS) or record.kind in sync_mirror.ENTITIES:
+        return None
+    return f"unknown record kind {record.kind!r}"
+
+
+async def _apply_records(
+    conn: Connection, agent_id: UUID, owner_id: UUID | None, records: tuple[Record, ...]
+) -> Refused:
+    """Apply a batch kind by kind, each in a savepoint: a record that cannot be applied is
+    refused alone (with its reason) and the rest commits."""
+    fresh = await sync_mirror.claim_receipts(
+        conn, agent_id, [r.seq for r in records], [r.kind for r in records]
+    )
+    refused: Refused = []
+
+    def refuse(record: Record, reason: str) -> None:
+        refused.append((Refusal(seq=record.seq, kind=record.kind, key=record.key, reason=reason),
+                        record.data))  # fmt: skip
+
+    blocks: list[tuple[Record, ReadingBlock]] = []
+    rollups: list[tuple[Record, sync_mirror.RollupRow]] = []
+    for record in records:
+        if record.seq not in fresh:
+            continue
+        reason = screen(record)
+        if reason is not None:
+            refuse(record, reason)
+        elif record.kind == READINGS:
+            try:
+                blocks.append((record, _block(record)))
+            except (BatchRejected, ValueError) as err:
+                refuse(record, f"malformed reading block: {err}")
+        elif record.kind in ROLLUPS:
+            try:
+                rollups.append((record, _rollup(record)))
+            except (KeyError, TypeError, ValueError) as err:
+                refuse(record, f"malformed rollup: {err!r}")
+        else:
+            reason = await _apply_entity(conn, agent_id, owner_id, record)
+            if reason is not None:
+                refuse(record, reason)
+    devices = [UUID(b.device_id) for _, b in blocks] + [r.device_id for _, r in rollups]
+    mine = await sync_mirror.own_devices(conn, agent_id, devices) if devices else set()
+    not_mine = "device is not on one of the agent's farms"
+    readings = sync_mirror.ReadingRows([], [], [], [], [])
+    applied_blocks = []
+    for record, block in blocks:
+        if UUID(block.device_id) not in mine:
+            refuse(record, not_mine)
+            continue
+        applied_blocks.append(record)
+        _add_block(record, block, readings)
+    applied_rollups = []
+    for record, rollup in rollups:
+        if rollup.device_id not in mine:
+            refuse(record, not_mine)
+            continue
+        applied_rollups.append((record, rollup))
+    if readings.device_ids:
+        reason = await _in_savepoint(conn, sync_mirror.insert_readings(conn, agent_id, readings))
+        for record in applied_blocks if reason else ():
+            refuse(record, reason or "")
+    if applied_rollups:
+        merge = sync_mirror.merge_rollups(conn, agent_id, [r for _, r in applied_rollups])
+        reason = await _in_savepoint(conn, merge)
+        for record, _ in applied_rollups if reason else ():
+            refuse(record, reason or "")
+    return refused
+
+
+async def _in_savepoint(conn: Connection, work: Coroutine[Any, Any, None]) -> str | None:
+    """Run ``work`` in a savepoint; the database's refusal, if it refused."""
     try:
-        block = decode_readings(record.data)
-        device_id = UUID(block.device_id)
-    except (BatchRejected, ValueError):
-        return 1
+        async with conn.transaction():
+            await work
+    except (asyncpg.PostgresError, ValueError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def _block(record: Record) -> ReadingBlock:
+    block = decode_readings(record.data)
+    UUID(block.device_id)
+    return block
+
+
+def _add_block(record: Record, block: ReadingBlock, into: sync_mirror.ReadingRows) -> None:
+    """Add a reading block's rows."""
+    device_id = UUID(block.device_id)
     unit = str(record.data.get("u", ""))
     for ts, value in zip(block.timestamps_ms, block.values, strict=True):
         into.device_ids.append(device_id)
@@ -155,43 +247,38 @@ def _collect_readings(record: Record, into: sync_mirror.ReadingRows) -> int:
         into.stamps_ms.append(ts)
         into.values.append(value)
         into.units.append(unit)
-    return 0
 
 
-def _collect_rollup(record: Record, into: list[sync_mirror.RollupRow]) -> int:
-    """Add a 1-minute rollup; 1 if it is malformed."""
+def _rollup(record: Record) -> sync_mirror.RollupRow:
+    """A rollup record as a row (raises on a malformed one)."""
     d = record.data
-    try:
-        into.append(
-            sync_mirror.RollupRow(
-                device_id=UUID(str(d["device_id"])),
-                metric=str(d["metric"]),
-                unit=str(d.get("unit", "")),
-                bucket_ms=int(d["ts"]),
-                vmin=float(d["min"]),
-                vmax=float(d["max"]),
-                vsum=float(d["sum"]),
-                count=int(d["n"]),
-            )
-        )
-    except (KeyError, TypeError, ValueError):
-        return 1
-    return 0
+    count = int(d["n"])
+    if count < 1:
+        raise ValueError("a rollup counts at least one reading")
+    return sync_mirror.RollupRow(
+        device_id=UUID(str(d["device_id"])),
+        metric=str(d["metric"]),
+        unit=str(d.get("unit", "")),
+        resolution=ROLLUPS[record.kind],
+        bucket_ms=int(d["ts"]),
+        vmin=float(d["min"]),
+        vmax=float(d["max"]),
+        vsum=float(d["sum"]),
+        count=count,
+    )
 
 
 async def _apply_entity(
     conn: Connection, agent_id: UUID, owner_id: UUID | None, record: Record
-) -> bool:
-    """One upsert or delete in a savepoint, so a bad record is refused alone."""
+) -> str | None:
+    """One upsert or delete in a savepoint, so a bad record is refused alone; why it was."""
     try:
         async with conn.transaction():
             if record.op == "delete":
                 await sync_mirror.delete_entity(conn, agent_id, record.kind, record.key)
-                return True
+                return None
             if await sync_mirror.upsert_entity(conn, agent_id, owner_id, record.kind, record.data):
-                return True
+                return None
     except (asyncpg.PostgresError, KeyError, TypeError, ValueError) as err:
-        log.warning("agent %s: %s %s refused: %s", agent_id, record.kind, record.key, err)
-        return False
-    log.warning("agent %s: %s %s is not the agent's", agent_id, record.kind, record.key)
-    return False
+        return f"{type(err).__name__}: {err}"
+    return "not one of the agent's farms"

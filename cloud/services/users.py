@@ -9,14 +9,12 @@ delta, which reads these same tables (cloud/services/sync_delta.py).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
 import asyncpg
 
-from cloud.services.identity import check_password
 from cloud.services.sessions import AuthEventRecorder
 from cloud.store import identity as sessions_store
 from cloud.store import permissions as grants_store
@@ -25,7 +23,7 @@ from cloud.store.db import Connection, Database
 from protocol.access import require_role
 from protocol.errors import BadRequest, Conflict, InvalidCredentials, NotFound, ValidationFailed
 from protocol.identity import Plan, Principal, Role
-from protocol.passwords import hash_password
+from protocol.passwords import check_password, new_password_hash
 from protocol.schemas.users import (
     ProfileUpdate,
     RoleChange,
@@ -69,11 +67,6 @@ def user_model(row: asyncpg.Record, farms: Sequence[UUID]) -> User:
     )
 
 
-async def _new_hash(password: str) -> str:
-    """Hash off the event loop (Argon2id takes tens of ms)."""
-    return await asyncio.to_thread(hash_password, password)
-
-
 class UserService:
     """Users as admins manage them, and each user's own profile."""
 
@@ -106,7 +99,7 @@ class UserService:
     async def create(self, principal: Principal, body: UserCreate) -> User:
         """Create a user with a role and farm grants (admins only)."""
         require_role(principal, Role.ADMIN)
-        password_hash = await _new_hash(body.password)
+        password_hash = await new_password_hash(body.password)
         async with self._db.as_user(UUID(principal.user_id)) as conn:
             await _check_farms(conn, body.farms_access, "farms_access")
             try:
@@ -147,7 +140,7 @@ class UserService:
                 mfa_enabled=False, mfa_secret=None, mfa_confirmed_at=None, mfa_last_step=None
             )
         if password is not None:
-            changes["password_hash"] = await _new_hash(password)
+            changes["password_hash"] = await new_password_hash(password)
         async with self._db.as_user(UUID(principal.user_id)) as conn:
             row = await _row(conn, target)
             await _keep_an_admin(conn, row, changes.get("role"), changes.get("status"))
@@ -225,7 +218,7 @@ class UserService:
             # The users_touch trigger marks the new address unverified (0009).
             changes["email"] = body.email
         if body.password is not None:
-            changes["password_hash"] = await _new_hash(body.password)
+            changes["password_hash"] = await new_password_hash(body.password)
         keep = UUID(principal.session_id) if principal.session_id else None
         async with self._db.as_user(me) as conn:
             await _save(conn, me, changes)

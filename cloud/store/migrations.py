@@ -56,8 +56,10 @@ class Migration:
 
 
 def load_migrations(directory: Path = MIGRATIONS_DIR) -> tuple[Migration, ...]:
-    """Read the migration files of a directory, checking names and numbering: each number once,
-    in ascending order; gaps are allowed (parallel work is given ranges of numbers)."""
+    """Read the migration files of a directory, checking names and numbering: increasing, each
+    number once. Gaps are allowed: parallel work takes numbers from assigned blocks, and a
+    missing number is applied whenever it lands (every unrecorded migration is applied in
+    order)."""
     migrations: list[Migration] = []
     for path in sorted(directory.glob("*.sql")):
         match = _NAME.match(path.name)

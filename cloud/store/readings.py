@@ -1,10 +1,10 @@
 """Readings of the mirror: raw values and their 1-minute and 1-hour rollups (min, max, mean,
 count), read on a user-path connection so row-level security picks the farms.
 
-Each level is read from the finest data present: a minute without a stored 1-minute rollup is
-computed from its raw readings, an hour without a stored 1-hour rollup from its minutes. So a
-range reads the same whether the sync has delivered rollups, raw readings or both (an agent
-replaces old raw readings by their 1-minute rollups when its outbox is full, DESIGN.md 8).
+An agent sends every reading once, raw or folded into one rollup (it replaces old raw readings
+by 1-minute rollups, and those by 1-hour rollups, when its outbox is full, DESIGN.md 8), so the
+parts are disjoint: a minute is its stored 1-minute rollups plus its raw readings, an hour its
+stored 1-hour rollups plus its minutes. A range reads the same whichever form the sync used.
 """
 
 from __future__ import annotations
@@ -22,22 +22,25 @@ BucketSize = Literal["1m", "1h"]
 # Buckets are aligned on whole minutes and hours of UTC (date_bin needs an origin).
 _ORIGIN = "TIMESTAMPTZ '2000-01-01 00:00:00+00'"
 
-# Per-minute figures, `total` = sum of values: stored 1-minute rollups, and for every other
-# minute of the range its raw readings. Parameters: $1 device, $2 metric, $3 start, $4 end.
+# Per-minute figures, `total` = sum of values. An agent sends each reading once, either raw or
+# inside one rollup, so a minute's stored rollups and its raw readings are disjoint parts of it
+# and add up (a minute may be part raw, part rollup). Parameters: $1 device, $2 metric, $3
+# start, $4 end.
 _MINUTES = f"""
-    minute_stored AS (
+    minute_parts AS (
         SELECT bucket, min, max, mean * count AS total, count::bigint AS count FROM rollups
         WHERE device_id = $1 AND metric = $2 AND resolution = '1m'
           AND bucket >= $3 AND bucket < $4
-    ),
-    minutes AS (
-        SELECT * FROM minute_stored
         UNION ALL
         SELECT date_bin('1 minute', ts, {_ORIGIN}), min(value), max(value), sum(value), count(*)
         FROM readings
         WHERE device_id = $1 AND metric = $2 AND ts >= $3 AND ts < $4
         GROUP BY 1
-        HAVING date_bin('1 minute', ts, {_ORIGIN}) NOT IN (SELECT bucket FROM minute_stored)
+    ),
+    minutes AS (
+        SELECT bucket, min(min) AS min, max(max) AS max, sum(total) AS total,
+               sum(count)::bigint AS count
+        FROM minute_parts GROUP BY bucket
     )
 """
 
@@ -47,27 +50,30 @@ _MINUTE_POINTS = f"""
     FROM minutes ORDER BY bucket
 """
 
+# An hour adds its stored 1-hour rollups (what an agent sends when even 1-minute rollups no
+# longer fit its outbox) to its minutes.
 _HOUR_POINTS = f"""
     WITH {_MINUTES},
-    hour_stored AS (
+    hour_parts AS (
         SELECT bucket, min, max, mean * count AS total, count::bigint AS count FROM rollups
         WHERE device_id = $1 AND metric = $2 AND resolution = '1h'
           AND bucket >= $3 AND bucket < $4
-    ),
-    hours AS (
-        SELECT * FROM hour_stored
         UNION ALL
         SELECT date_bin('1 hour', bucket, {_ORIGIN}), min(min), max(max), sum(total),
             sum(count)::bigint
         FROM minutes
         GROUP BY 1
-        HAVING date_bin('1 hour', bucket, {_ORIGIN}) NOT IN (SELECT bucket FROM hour_stored)
+    ),
+    hours AS (
+        SELECT bucket, min(min) AS min, max(max) AS max, sum(total) AS total,
+               sum(count)::bigint AS count
+        FROM hour_parts GROUP BY bucket
     )
     SELECT bucket AS timestamp, total / count AS value, min, max, count
     FROM hours ORDER BY bucket
 """
 
-# Raw readings, and stored 1-minute rollups for minutes whose raw readings are gone.
+# Raw readings, and the stored 1-minute rollups that stand for the readings not sent raw.
 _RAW_POINTS = """
     SELECT ts AS timestamp, value, value AS min, value AS max, 1::bigint AS count
     FROM readings WHERE device_id = $1 AND metric = $2 AND ts >= $3 AND ts < $4
@@ -75,11 +81,6 @@ _RAW_POINTS = """
     SELECT m.bucket, m.mean, m.min, m.max, m.count::bigint FROM rollups AS m
     WHERE m.device_id = $1 AND m.metric = $2 AND m.resolution = '1m'
       AND m.bucket >= $3 AND m.bucket < $4
-      AND NOT EXISTS (
-          SELECT 1 FROM readings AS r
-          WHERE r.device_id = $1 AND r.metric = $2
-            AND r.ts >= m.bucket AND r.ts < m.bucket + interval '1 minute'
-      )
     ORDER BY 1
 """
 

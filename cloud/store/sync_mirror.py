@@ -1,9 +1,9 @@
 """Writes of sync apply into the mirror (system path): upserts and deletes of the agent's
-entities, raw readings and 1-minute rollups.
+entities, raw readings, 1-minute and 1-hour rollups, and the records it refused.
 
 Every statement is confined to the farms of the applying agent: a farm is written only if it is
 new or already that agent's, a child only under one of that agent's farms. A write that the
-confinement refuses affects no row, and the caller counts the record as rejected.
+confinement refuses affects no row, and the caller refuses the record (dead letter).
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ __all__ = [
     "ReadingRows",
     "RollupRow",
     "claim_receipts",
+    "dead_letter",
+    "dead_letters",
     "delete_entity",
     "insert_readings",
     "merge_rollups",
+    "own_devices",
     "upsert_entity",
 ]
 
@@ -384,23 +387,27 @@ class ReadingRows:
     units: list[str]
 
 
-async def insert_readings(conn: Connection, agent_id: UUID, rows: ReadingRows) -> int:
-    """Insert readings (a re-sent reading changes nothing); return how many were refused
-    because their device is not one of the agent's."""
-    refused: int = await conn.fetchval(
+async def own_devices(conn: Connection, agent_id: UUID, device_ids: Sequence[UUID]) -> set[UUID]:
+    """Those of ``device_ids`` that sit on one of the agent's farms."""
+    rows = await conn.fetch(
+        f"SELECT id FROM devices WHERE id = ANY($2::uuid[]) AND farm_id IN {_MINE}",
+        agent_id,
+        list(set(device_ids)),
+    )
+    return {r["id"] for r in rows}
+
+
+async def insert_readings(conn: Connection, agent_id: UUID, rows: ReadingRows) -> None:
+    """Insert readings of the agent's devices (a re-sent reading changes nothing; the caller
+    refused the records of other devices beforehand)."""
+    await conn.execute(
         f"""
-        WITH input AS (
-            SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::float8[], $6::text[])
-                AS r (device_id, metric, ts, value, unit)
-        ), ok AS (
-            SELECT i.*, d.farm_id FROM input AS i
-            JOIN devices AS d ON d.id = i.device_id AND d.farm_id IN {_MINE}
-        ), ins AS (
-            INSERT INTO readings (device_id, metric, ts, farm_id, agent_id, value, unit)
-            SELECT device_id, metric, to_timestamp(ts / 1000.0), farm_id, $1, value, unit FROM ok
-            ON CONFLICT DO NOTHING
-        )
-        SELECT (SELECT count(*) FROM input) - (SELECT count(*) FROM ok)
+        INSERT INTO readings (device_id, metric, ts, farm_id, agent_id, value, unit)
+        SELECT r.device_id, r.metric, to_timestamp(r.ts / 1000.0), d.farm_id, $1, r.value, r.unit
+        FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::float8[], $6::text[])
+            AS r (device_id, metric, ts, value, unit)
+        JOIN devices AS d ON d.id = r.device_id AND d.farm_id IN {_MINE}
+        ON CONFLICT DO NOTHING
         """,
         agent_id,
         rows.device_ids,
@@ -409,16 +416,16 @@ async def insert_readings(conn: Connection, agent_id: UUID, rows: ReadingRows) -
         rows.values,
         rows.units,
     )
-    return refused
 
 
 @dataclass(frozen=True)
 class RollupRow:
-    """A 1-minute rollup standing in for raw readings the agent could not keep."""
+    """A 1-minute or 1-hour rollup standing in for raw readings the agent could not keep."""
 
     device_id: UUID
     metric: str
     unit: str
+    resolution: str
     bucket_ms: int
     vmin: float
     vmax: float
@@ -426,43 +433,71 @@ class RollupRow:
     count: int
 
 
-async def merge_rollups(conn: Connection, agent_id: UUID, rollups: Sequence[RollupRow]) -> int:
-    """Merge 1-minute rollups (a bucket may already hold some of the minute); return how many
-    were refused because their device is not one of the agent's."""
-    refused: int = await conn.fetchval(
+async def merge_rollups(conn: Connection, agent_id: UUID, rollups: Sequence[RollupRow]) -> None:
+    """Merge rollups of the agent's devices into the mirror. The agent never sends a reading
+    twice, so every rollup adds to what its bucket holds; two rollups of one bucket in the same
+    batch are summed first (one upsert may touch a row only once)."""
+    await conn.execute(
         f"""
         WITH input AS (
-            SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::bigint[], $6::float8[],
-                                 $7::float8[], $8::float8[], $9::int[])
-                AS r (device_id, metric, unit, ts, vmin, vmax, vsum, n)
-        ), ok AS (
-            SELECT i.*, d.farm_id FROM input AS i
-            JOIN devices AS d ON d.id = i.device_id AND d.farm_id IN {_MINE}
-        ), ins AS (
-            INSERT INTO rollups AS t (device_id, metric, resolution, bucket, farm_id, agent_id,
-                                      min, max, mean, count, unit)
-            SELECT device_id, metric, '1m', to_timestamp(ts / 1000.0), farm_id, $1, vmin, vmax,
-                   vsum / n, n, unit
-            FROM ok
-            ON CONFLICT (device_id, metric, resolution, bucket) DO UPDATE SET
-                min = least(t.min, excluded.min), max = greatest(t.max, excluded.max),
-                mean = (t.mean * t.count + excluded.mean * excluded.count)
-                       / (t.count + excluded.count),
-                count = t.count + excluded.count
+            SELECT device_id, metric, resolution, ts, min(unit) AS unit, min(vmin) AS vmin,
+                   max(vmax) AS vmax, sum(vsum) AS vsum, sum(n) AS n
+            FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::bigint[],
+                        $7::float8[], $8::float8[], $9::float8[], $10::int[])
+                AS r (device_id, metric, unit, resolution, ts, vmin, vmax, vsum, n)
+            GROUP BY device_id, metric, resolution, ts
         )
-        SELECT (SELECT count(*) FROM input) - (SELECT count(*) FROM ok)
+        INSERT INTO rollups AS t (device_id, metric, resolution, bucket, farm_id, agent_id,
+                                  min, max, mean, count, unit)
+        SELECT i.device_id, i.metric, i.resolution, to_timestamp(i.ts / 1000.0), d.farm_id, $1,
+               i.vmin, i.vmax, i.vsum / i.n, i.n, i.unit
+        FROM input AS i JOIN devices AS d ON d.id = i.device_id AND d.farm_id IN {_MINE}
+        ON CONFLICT (device_id, metric, resolution, bucket) DO UPDATE SET
+            min = least(t.min, excluded.min), max = greatest(t.max, excluded.max),
+            mean = (t.mean * t.count + excluded.mean * excluded.count)
+                   / (t.count + excluded.count),
+            count = t.count + excluded.count
         """,
         agent_id,
         [r.device_id for r in rollups],
         [r.metric for r in rollups],
         [r.unit for r in rollups],
+        [r.resolution for r in rollups],
         [r.bucket_ms for r in rollups],
         [r.vmin for r in rollups],
         [r.vmax for r in rollups],
         [r.vsum for r in rollups],
         [r.count for r in rollups],
     )
-    return refused
+
+
+async def dead_letter(
+    conn: Connection,
+    agent_id: UUID,
+    refused: Sequence[tuple[int, str, str, str, dict[str, Any]]],
+) -> None:
+    """Keep refused records (seq, kind, key, reason, data) for an operator, and count them."""
+    await conn.executemany(
+        "INSERT INTO sync_dead_letters (agent_id, seq, kind, key, reason, data)"
+        " VALUES ($1, $2, $3, $4, $5, $6)",
+        [(agent_id, seq, kind, key, reason, data) for seq, kind, key, reason, data in refused],
+    )
+    await conn.execute(
+        "UPDATE agents SET refused_records = refused_records + $2 WHERE id = $1",
+        agent_id,
+        len(refused),
+    )
+
+
+async def dead_letters(conn: Connection, agent_id: UUID, limit: int) -> list[dict[str, Any]]:
+    """The agent's refused records, newest first."""
+    rows = await conn.fetch(
+        "SELECT seq, kind, key, reason, data, received_at FROM sync_dead_letters"
+        " WHERE agent_id = $1 ORDER BY id DESC LIMIT $2",
+        agent_id,
+        limit,
+    )
+    return [dict(r) for r in rows]
 
 
 async def claim_receipts(

@@ -27,7 +27,7 @@ async def upload(request: web.Request) -> Ack:
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise PayloadTooLarge() from None
+        raise PayloadTooLarge(details=request.app[SYNC].limits()) from None
     return await request.app[SYNC].apply(
         request.headers.get(AGENT_HEADER), request.headers.get(SIGNATURE_HEADER), body
     )

@@ -10,7 +10,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from cloud.services.auth_events import AuthEvents
 from cloud.services.auth_flows import AuthFlows
-from cloud.services.identity import IdentityService, LoginPolicy, LoginThrottle
+from cloud.services.identity import IdentityService, LoginPolicy
+from cloud.services.login_throttle import LoginThrottle
 from cloud.services.mfa import MfaService
 from cloud.services.sessions import SessionService
 from cloud.settings import CloudSettings

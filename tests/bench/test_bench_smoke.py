@@ -34,6 +34,19 @@ BENCHES = {
             r"webhook verified: +[\d,]+ events/s, p50 [\d.]+ ms, p99 [\d.]+ ms",
         ],
     ),
+    "outage": (
+        [
+            *("-m", "bench.outage", "--devices", "3", "--hours", "0.25"),
+            *("--cap-mib", "0.01", "--timeout", "120"),
+        ],
+        [
+            r"readings offered: [\d,]+  stored: [\d,]+",
+            r"outbox peak: [\d.]+ MiB against a cap",
+            r"drain: [\d.]+ s, [\d,]+ readings/s",
+            r"device-minutes missing: 0  doubled: 0",
+            r"fan command during the outage: p50 [\d.na]+ ms",
+        ],
+    ),
     "readings_query": (
         ["bench/readings_query.py", "--repeat", "3", "--days", "2"],
         [r"whole year: \d+ points", r"ratio whole-year query / baseline .*: \d"],

@@ -114,7 +114,7 @@ async def add_farm_tree(conn: Conn, creator: UUID | None, name: str) -> FarmTree
         "count) VALUES ($1, $2, 'temperature', '1m', $3, 21, 23, 22, 3)",
         device_id,
         farm_id,
-        T0,
+        T0 - timedelta(minutes=10),
     )
     await conn.execute(
         "INSERT INTO events (farm_id, device_id, kind, severity, message, ts) "

@@ -82,7 +82,8 @@ async def test_a_revoked_agent_is_refused_and_says_so(
 
     async def refused() -> bool:
         health = await (await agent.client.get("/healthz")).json()
-        return bool(health["checks"]["cloud"] == "disconnected")
+        checks = health["checks"]
+        return bool(checks["cloud"] == "stuck" and "401" in checks["sync_last_error"])
 
     await eventually(refused, "the agent reports the cloud refusing it")
     assert await _farms_in_cloud(cloud, "After revocation") == 0

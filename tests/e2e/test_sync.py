@@ -223,7 +223,7 @@ async def test_full_outbox_rolls_raw_readings_up_and_keeps_configuration(
     cloud: LiveCloud, make_agent: Any, tmp_path: Path
 ) -> None:
     await paired_state(cloud, tmp_path / "state")
-    agent: Agent = await make_agent(**FAST_SYNC, outbox_max_bytes=40_000)
+    agent: Agent = await make_agent(**FAST_SYNC, outbox_max_bytes=20_000)
     farm_id, device_id = await _farm_with_device(agent)
 
     async def farm_in_cloud() -> bool:
@@ -235,12 +235,12 @@ async def test_full_outbox_rolls_raw_readings_up_and_keeps_configuration(
         f"/api/v1/farms/{farm_id}", json={"name": "Renamed offline"}, headers=agent.auth()
     )
     assert resp.status == 200, await resp.text()
-    # 1 reading a second for 20 minutes: far over a 40 kB outbox.
+    # 1 reading a second for 20 minutes: far over a 20 kB outbox.
     await add_readings(tmp_path / "state" / "agent.db", device_id, 1_700_000_040_000, 1200)
 
     async def rolled_up() -> bool:
         checks = await _healthz(agent)
-        return int(checks["sync_rolled_up"]) > 0 and int(checks["sync_bytes_queued"]) <= 40_000
+        return int(checks["sync_rolled_up"]) > 0 and int(checks["sync_bytes_queued"]) <= 20_000
 
     await eventually(rolled_up, "raw readings rolled up under the cap")
     await cloud.start()

@@ -25,12 +25,15 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start_agent(state: Path, log: Path) -> subprocess.Popen[bytes]:
+def _start_agent(
+    state: Path, log: Path, extra: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """The agent as a process (``extra``: more of its environment)."""
     with log.open("ab") as out:
-        return _spawn(state, out.fileno())
+        return _spawn(state, out.fileno(), extra or {})
 
 
-def _spawn(state: Path, out: int) -> subprocess.Popen[bytes]:
+def _spawn(state: Path, out: int, extra: dict[str, str]) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "FARM_ADMIN_EMAIL": "admin@farm.test",
@@ -41,6 +44,7 @@ def _spawn(state: Path, out: int) -> subprocess.Popen[bytes]:
         "FARM_SYNC_INTERVAL_S": "0.05",
         "FARM_SYNC_BACKOFF_INITIAL_S": "0.05",
         "FARM_SYNC_BACKOFF_MAX_S": "0.3",
+        **extra,
     }
     return subprocess.Popen(
         [sys.executable, "-m", "agent", "run", "--state-dir", str(state), "--host", "127.0.0.1",

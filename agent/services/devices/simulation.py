@@ -45,8 +45,14 @@ class SimulatedDevice:
 
 
 DEMO_DEVICES = (
-    SimulatedDevice("Row 1 climate", "sensor", "tasmota-sht3x", "Row 1", topic_base="demo-row1"),
-    SimulatedDevice("Row 2 climate", "sensor", "esphome-sensor", "Row 2", topic_base="demo-row2"),
+    # Locations name the sample farm's racks, so the web app's overview shows their readings
+    # on those racks' shelves.
+    SimulatedDevice(
+        "Rack A1 climate", "sensor", "tasmota-sht3x", "Rack A1", topic_base="demo-row1"
+    ),
+    SimulatedDevice(
+        "Rack B1 climate", "sensor", "esphome-sensor", "Rack B1", topic_base="demo-row2"
+    ),
     SimulatedDevice("Exhaust fan", "fan", "tasmota-ifan", "Exhaust", topic_base="demo-fan"),
     SimulatedDevice("Tank pH", "sensor", "atlas-ezo-ph", "Nutrient tank", ezo="ph"),
     SimulatedDevice("Tank EC", "sensor", "atlas-ezo-ec", "Nutrient tank", ezo="ec"),
@@ -99,6 +105,10 @@ class DeviceSimulation:
                 )
                 await simulator.start()
                 self._ezo[device.ezo] = simulator
+
+    def ezo_simulator(self, kind: str) -> EzoSimulator:
+        """The simulated EZO circuit of ``kind`` ("ph" or "ec"), once plugged in."""
+        return self._ezo[kind]
 
     async def register(self, devices: DeviceService, farms: FarmStore, users: UserStore) -> int:
         """Register the demo devices on the oldest farm (skipping those already there)."""

@@ -10,8 +10,7 @@ import logging
 import sqlite3
 
 from agent.services.identity.auth_events import AuthEvents
-from agent.services.identity.sessions import new_password_hash
-from agent.services.identity.users import user_model
+from agent.services.identity.views import user_model
 from agent.store.one_time_tokens import OneTimeTokenStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
@@ -26,6 +25,7 @@ from protocol.mail import (
     reset_mail,
     verification_mail,
 )
+from protocol.passwords import new_password_hash
 from protocol.schemas.auth import (
     Accepted,
     RegisterRequest,

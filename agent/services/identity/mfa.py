@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from agent.services.identity.auth_events import AuthEvents
 from agent.services.identity.login_throttle import LoginThrottle
-from agent.services.identity.sessions import SessionIssuer
+from agent.services.identity.session_issuer import SessionIssuer
 from agent.store.one_time_tokens import OneTimeTokenStore, Purpose
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore

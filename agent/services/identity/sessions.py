@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from agent.services.identity.auth_events import AuthEvents
 from agent.services.identity.login_throttle import LoginThrottle
+from agent.services.identity.mfa import MfaService
+from agent.services.identity.session_issuer import SessionIssuer
 from agent.store.api_keys import ApiKeyStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
 from protocol.errors import BadRequest, InvalidCredentials, TokenExpired, Unauthorized
 from protocol.http.credentials import bearer_token
 from protocol.identity import Plan, Principal, Role
-from protocol.passwords import DUMMY_HASH, hash_password, verify_password
+from protocol.passwords import check_password, new_password_hash
 from protocol.schemas.auth import (
     LoginRequest,
     LoginResult,
@@ -33,21 +32,14 @@ from protocol.timefmt import iso, now_iso, utcnow
 from protocol.tokens import (
     InvalidToken,
     TokenExpiredError,
-    TokenSigner,
     TokenVerifier,
     hash_secret,
     new_secret,
 )
 
-if TYPE_CHECKING:
-    from agent.services.identity.mfa import MfaService
-
 __all__ = [
     "FirstAdmin",
     "IdentityService",
-    "SessionIssuer",
-    "check_password",
-    "new_password_hash",
 ]
 
 log = logging.getLogger(__name__)
@@ -56,47 +48,12 @@ API_KEY_HEADER = "X-API-Key"
 _KEY_TOUCH_INTERVAL = timedelta(minutes=5)
 
 
-async def check_password(password: str, encoded: str | None) -> bool:
-    """Verify off the event loop (Argon2id takes tens of ms); ``None`` checks a dummy hash so
-    that timing does not reveal whether an account exists."""
-    return await asyncio.to_thread(verify_password, password, encoded or DUMMY_HASH)
-
-
-async def new_password_hash(password: str) -> str:
-    """Hash a new password off the event loop."""
-    return await asyncio.to_thread(hash_password, password)
-
-
 @dataclass(frozen=True)
 class FirstAdmin:
     """The admin created on an empty database; ``password`` is set only if it was generated."""
 
     email: str
     generated_password: str | None
-
-
-class SessionIssuer:
-    """Opens sessions: an access token and a rotating refresh token."""
-
-    def __init__(self, sessions: SessionStore, signer: TokenSigner, refresh_ttl_s: int) -> None:
-        self._sessions = sessions
-        self._signer = signer
-        self.refresh_ttl_s = refresh_ttl_s
-
-    async def open(self, user: sqlite3.Row) -> LoginResult:
-        """Issue an access and refresh token pair for a new session of ``user``."""
-        refresh = new_secret("rt_")
-        session_id = await self._sessions.open(user["id"], hash_secret(refresh), self.refresh_ttl_s)
-        return self.result(user, session_id, refresh)
-
-    def result(self, user: sqlite3.Row, session_id: str, refresh: str) -> LoginResult:
-        """The login result for a session with a fresh access token."""
-        return LoginResult(
-            access_token=self._signer.issue(user["id"], user["role"], session_id),
-            expires_in=self._signer.ttl_s,
-            refresh_token=refresh,
-            user=UserRef(id=user["id"], email=user["email"], role=user["role"]),
-        )
 
 
 class IdentityService:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent.services.identity.auth_events import AuthEvents
-from agent.services.identity.sessions import check_password, new_password_hash
+from agent.services.identity.auth_flows import AuthFlows
+from agent.services.identity.views import user_model
 from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
 from protocol.access import require_role
 from protocol.errors import BadRequest, Conflict, InvalidCredentials, NotFound, ValidationFailed
 from protocol.identity import Principal, Role
+from protocol.passwords import check_password, new_password_hash
 from protocol.schemas.users import (
     ProfileUpdate,
     RoleChange,
@@ -25,28 +27,7 @@ from protocol.schemas.users import (
 )
 from protocol.user_rules import ends_an_admin, farms_access_grants, grant_pairs
 
-if TYPE_CHECKING:  # auth_flows imports user_model from here
-    from agent.services.identity.auth_flows import AuthFlows
-
-__all__ = ["UserService", "user_model"]
-
-
-def user_model(row: sqlite3.Row, farms: Sequence[str]) -> User:
-    """The API view of a user row (no password hash, no MFA secret)."""
-    return User(
-        id=row["id"],
-        email=row["email"],
-        full_name=row["full_name"],
-        role=Role(row["role"]),
-        status=row["status"],
-        plan=row["plan"],
-        email_verified=bool(row["email_verified"]),
-        mfa_enabled=bool(row["mfa_enabled"]),
-        last_login=row["last_login"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        farms_access=list(farms),
-    )
+__all__ = ["UserService"]
 
 
 class UserService:

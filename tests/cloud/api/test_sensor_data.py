@@ -55,7 +55,6 @@ async def test_a_short_range_answers_raw_readings(cloud: Cloud, world: World) ->
     assert result.resolution == "raw"
     [series] = result.series
     assert (series.metric, series.unit) == ("temperature", "degC")
-    # The seeded 1-minute rollup of the same minute is not shown beside its own raw readings.
     assert [(p.timestamp, p.value, p.count) for p in series.points] == [
         ("2025-01-01T00:00:00.000Z", 21.0, 1),
         ("2025-01-01T00:00:01.000Z", 22.0, 1),
@@ -104,7 +103,8 @@ async def test_long_ranges_come_as_hours_merged_from_every_level(
 ) -> None:
     t2 = T0 + timedelta(days=10)
     tree = world.farm_a
-    # Day one: hourly rollups (and two raw readings of its first hour the rollup already holds).
+    # Day one: hourly rollups, and two raw readings of its first hour that the agent sent raw
+    # (an agent sends each reading once: raw, or inside one rollup).
     await add_rollups(system, tree, "co2", "1h", [t2 + timedelta(hours=h) for h in range(24)], 400)
     await add_readings(system, tree, "co2", [(t2, 1000.0), (t2 + timedelta(seconds=1), 1000.0)])
     # Two more hours as minute rollups, then raw readings not rolled up yet.
@@ -131,7 +131,8 @@ async def test_long_ranges_come_as_hours_merged_from_every_level(
     points = result.series[0].points
     assert len(points) == 27
     assert points[0].timestamp == iso(t2)
-    assert (points[0].value, points[0].count) == (400, 3600)  # the rollup, not doubled by raw
+    assert points[0].count == 3602  # the rollup plus the raw readings of the same hour
+    assert points[0].value == (400 * 3600 + 2 * 1000) / 3602
     assert {(p.value, p.min, p.max, p.count) for p in points[1:24]} == {(400, 395, 405, 3600)}
     assert [(p.timestamp, p.value, p.count) for p in points[24:26]] == [
         (iso(t2 + timedelta(hours=24)), 600, 3600),
@@ -144,6 +145,46 @@ async def test_long_ranges_come_as_hours_merged_from_every_level(
         802,
     )
     assert points[26].count == 3
+
+
+async def test_a_minute_part_rollup_part_raw_reads_whole(
+    cloud: Cloud, world: World, system: Conn
+) -> None:
+    # The agent folded the first half of a minute into a rollup and sent the rest raw.
+    t3 = T0 + timedelta(days=20)
+    await system.execute(
+        "INSERT INTO rollups (device_id, farm_id, metric, resolution, bucket, min, max, mean,"
+        " count, unit) VALUES ($1, $2, 'ph', '1m', $3, 9, 11, 10, 30, '')",
+        world.farm_a.device_id,
+        world.farm_a.farm_id,
+        t3,
+    )
+    await add_readings(
+        system, world.farm_a, "ph", [(t3 + timedelta(seconds=30 + s), 20.0) for s in range(30)]
+    )
+    extra = [(t3 + timedelta(minutes=1, seconds=30 * i), 5.0) for i in range(300)]
+    await add_readings(system, world.farm_a, "ph", extra)
+    token = await cloud.login("will@example.com")
+    status, body = await data(
+        cloud,
+        token,
+        world.farm_a.device_id,
+        metric="ph",
+        start=iso(t3),
+        end=iso(t3 + timedelta(hours=4)),
+        max_points=250,
+    )
+    assert status == 200, body
+    result = SensorData.model_validate(body)
+    assert result.resolution == "1m"
+    first = result.series[0].points[0]
+    assert (first.timestamp, first.count, first.value, first.min, first.max) == (
+        iso(t3),
+        60,
+        15,
+        9,
+        20,
+    )
 
 
 async def test_every_metric_of_the_sensor_by_default(

@@ -26,11 +26,13 @@ export function lineChart(series, opts) {
   hi += span * 0.05;
   const x = (/** @type {number} */ t) => pad.l + ((t - opts.start) / (opts.end - opts.start || 1)) * (width - pad.l - pad.r);
   const y = (/** @type {number} */ v) => pad.t + (1 - (v - lo) / (hi - lo)) * (height - pad.t - pad.b);
+  // Enough decimals that the five labels differ: a pH line spanning 0.02 needs three.
+  const digits = Math.max(0, Math.min(4, Math.ceil(-Math.log10((hi - lo) / 4)) + 1));
   const grid = [];
   for (let i = 0; i <= 4; i++) {
     const v = lo + ((hi - lo) * i) / 4;
     grid.push(h("svg:line", { class: "grid", x1: pad.l, x2: width - pad.r, y1: y(v), y2: y(v) }));
-    grid.push(h("svg:text", { x: pad.l - 6, y: y(v) + 4, "text-anchor": "end" }, formatValue(v)));
+    grid.push(h("svg:text", { x: pad.l - 6, y: y(v) + 4, "text-anchor": "end" }, v.toFixed(digits)));
   }
   for (let i = 0; i <= 4; i++) {
     const t = opts.start + ((opts.end - opts.start) * i) / 4;
@@ -54,12 +56,6 @@ export function lineChart(series, opts) {
     grid,
     paths,
   );
-}
-
-/** @param {number} v */
-function formatValue(v) {
-  const a = Math.abs(v);
-  return a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : v.toFixed(2);
 }
 
 /** @param {number} t @param {number} range */

@@ -70,7 +70,7 @@ function usersPanel(ctx, users) {
     "section",
     { class: "panel", "aria-labelledby": "users-title" },
     h("h2", { id: "users-title" }, "Users"),
-    h("div", { class: "table-wrap" }, h("table", null,
+    h("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Scrollable table" }, h("table", null,
       h("thead", null, h("tr", null, ["Email", "Role", "Status", "MFA", "Last sign-in", "Actions"].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", null, users.map((u) => {
         const select = h("select", { "aria-label": `Role of ${u.email}` }, ROLES.map((r) => h("option", { value: r, selected: r === u.role }, r)));

@@ -30,7 +30,7 @@ export async function render(ctx) {
       { class: "panel", "aria-labelledby": "alerts-title" },
       h("h2", { id: "alerts-title" }, "Alerts"),
       alerts.length
-        ? h("div", { class: "table-wrap" }, h("table", null,
+        ? h("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Scrollable table" }, h("table", null,
             h("thead", null, h("tr", null, ["State", "Sensor", "Metric", "Raised", "Value", "Cleared"].map((t) => h("th", { scope: "col" }, t)))),
             h("tbody", null, alerts.map((a) => h("tr", { class: a.state === "active" ? "alert-active" : "" },
               h("td", null, h("span", { class: `badge ${a.state === "active" ? "bad" : "ok"}` }, a.state)),

@@ -250,7 +250,7 @@ function inAgent(ctx, sensor, count) {
     mount(
       box,
       h("h1", null, `Check the fit for ${sensor.name}`),
-      h("div", { class: "table-wrap" }, h("table", null, h("thead", null, h("tr", null, ["Reference", "Raw", "Corrected", "Error"].map((t) => h("th", { scope: "col" }, t)))),
+      h("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Scrollable table" }, h("table", null, h("thead", null, h("tr", null, ["Reference", "Raw", "Corrected", "Error"].map((t) => h("th", { scope: "col" }, t)))),
         h("tbody", null, captured.map((p) => h("tr", null, h("td", null, num(p.reference, 3)), h("td", null, num(p.raw, 3)), h("td", null, num(f.slope * p.raw + f.offset, 3)), h("td", null, num(f.slope * p.raw + f.offset - p.reference, 3))))))),
       h("p", null, `value = ${num(f.slope, 4)} × raw + ${num(f.offset, 4)}; largest error ${num(f.worst, 3)} ${unit}`),
       Math.abs(f.slope - 1) > 0.3 ? h("p", { class: "form-error" }, "The slope is far from 1: check the references before saving.") : null,

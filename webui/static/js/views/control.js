@@ -65,8 +65,10 @@ function actuatorCard(device, schedule, readOnly) {
     outcome.textContent = "Pending: waiting for the device to confirm…";
     try {
       const answer = await send();
-      const command = answer.command || answer;
-      const [cls, text] = outcomeText(command);
+      const command = answer.command || (answer.outcome ? answer : null);
+      const [cls, text] = command
+        ? outcomeText(command)
+        : ["confirmed", answer.mode === "auto" ? "Back in auto: the climate loop and the schedule drive it" : "Done: nothing needed changing"];
       outcome.className = `outcome ${cls}`;
       outcome.textContent = text || "Done";
       if (answer.current_speed !== undefined) {

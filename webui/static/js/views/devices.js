@@ -16,7 +16,7 @@ export async function render(ctx) {
   const editor = h("div");
   const table = h(
     "div",
-    { class: "table-wrap" },
+    { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Scrollable table" },
     h(
       "table",
       null,

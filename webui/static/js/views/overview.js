@@ -75,7 +75,7 @@ function summaryCards(data) {
     stat("Active alerts", String(data.alerts.length), data.alerts.length ? "bad" : ""),
     stat("Growing", `${data.plans.length} plan${data.plans.length === 1 ? "" : "s"}`, ""),
     live && live.temperature ? stat("Air", `${num(live.temperature.value)} °C · ${live.humidity ? num(live.humidity.value, 0) + " %" : "–"}`, "") : null,
-    live ? stat("Climate", `${live.mode || "–"}${live.failsafe ? " · fail-safe" : ""}${live.fan_speed !== null ? ` · fans ${live.fan_speed}%` : ""}`, live.failsafe ? "bad" : "") : null,
+    live ? stat("Climate", `${live.mode || "not set"}${live.failsafe ? " · fail-safe" : ""}${live.fan_speed !== null ? ` · fans ${live.fan_speed}%` : ""}`, live.failsafe ? "bad" : "") : null,
     offline.length ? h("div", { class: "stat warn wide" }, h("span", null, "Offline"), h("strong", null, offline.map((d) => d.name).join(", "))) : null,
   ];
 }

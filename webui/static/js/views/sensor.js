@@ -95,7 +95,7 @@ export async function render(ctx) {
   mount(
     ctx.main,
     h("div", { class: "screen-title" }, h("h1", null, sensor.name), h("small", null, `${sensor.device_type} · ${sensor.location || "no location"} · `, h("span", { class: `status-${sensor.status}` }, sensor.status), ` · last reading ${when(sensor.last_reading)}`)),
-    h("div", { class: "panel" }, rangeButtons, metricBoxes),
+    h("div", { class: "panel controls" }, h("p", { class: "label" }, "Range"), rangeButtons, h("p", { class: "label" }, "Metrics"), metricBoxes),
     stats,
     h("div", { class: "panel" }, chartBox),
     h(
@@ -106,7 +106,7 @@ export async function render(ctx) {
         ? h("p", null, cal.active.length ? cal.active.map((/** @type {any} */ a) => `${a.metric}: ${a.method}, ${when(a.performed_at)}`).join("; ") : "Not calibrated.", " ", ctx.service === "agent" ? h("a", { class: "button", href: `#/calibrate?sensor=${id}` }, "Calibrate") : null)
         : h("p", null, "This sensor has no calibration procedure."),
       history.calibrations && history.calibrations.length
-        ? h("div", { class: "table-wrap" }, h("table", null,
+        ? h("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Scrollable table" }, h("table", null,
             h("thead", null, h("tr", null, ["When", "Metric", "Method", "Points", "By", "Active"].map((t) => h("th", { scope: "col" }, t)))),
             h("tbody", null, history.calibrations.map((/** @type {any} */ c) => h("tr", null,
               h("td", null, when(c.performed_at)), h("td", null, c.metric), h("td", null, c.method),

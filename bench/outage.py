@@ -1,0 +1,430 @@
+"""A long cloud outage at farm scale, then the catch-up (issue: "a long outage must end in an
+exact catch-up").
+
+Run: .venv/bin/python -m bench.outage [--devices 500] [--metrics 3] [--hours 8] [--cap-mib 96]
+
+A paired agent (``farm-agent run`` as a process, a private Mosquitto) and its cloud (on a private
+PostgreSQL). ``--devices`` generic-JSON sensors (``--metrics`` of CO2, temperature, humidity) and
+one ESPHome fan (simulated). The cloud is stopped; every device then publishes one message per
+``--step-s`` seconds of device time for ``--hours`` farm hours, as fast as the agent takes them
+(at most ``--window`` messages ahead of its commits); meanwhile the farm list and a fan command
+are timed. Then the cloud starts again and the backlog drains.
+
+Printed: readings offered and stored; the outbox's peak bytes against its cap; the agent's peak
+RSS; database and WAL size; time to the first acknowledgement, to the latest state of every
+series in the cloud, and to the end of the drain, with the drain rate; device-minutes (and, where
+the agent had to send hourly rollups, device-hours) missing and doubled in the cloud (both must
+be 0); farm-list and fan-command latency during the outage. The baseline of the run is the drain
+rate against PostgreSQL COPY of the same number of rows (bench/sync.py's measure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import aiomqtt
+import asyncpg
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent.devices.broker_process import MosquittoProcess
+from agent.devices.profiles import load_profiles
+from agent.devices.simulator.mqtt import SimulatedMqttDevice
+from agent.settings import DEFAULT_PROFILES_DIR
+from agent.sync.pairing import pair
+from bench.support import ROOT, free_port, request_json, rss_mb, wait_http
+from bench.sync import _pairing_code
+from cloud.app import create_app
+from cloud.settings import CloudSettings
+from tests.cloud.conftest import (
+    APP_PASSWORD,
+    OWNER_PASSWORD,
+    OWNER_ROLE,
+    SYSTEM_PASSWORD,
+    TEMPLATE,
+    _build_template,
+)
+from tests.support.postgres import PostgresCluster
+
+PASSWORD = "bench password 123"
+METRICS = (("co2", "sensors.co2_ppm"), ("temperature", "sensors.air.temperature_c"),
+           ("humidity", "sensors.air.humidity_pct"))  # fmt: skip
+MINUTE_MS, HOUR_MS = 60_000, 3_600_000
+
+
+class Cloud:
+    """The cloud app on a fixed loopback port, stopped and started like a process."""
+
+    def __init__(self, settings: CloudSettings) -> None:
+        self.settings = settings
+        self.port = free_port()
+        self.runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self.runner = web.AppRunner(create_app(self.settings), access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port, reuse_address=True).start()
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
+
+
+def _payload(step_ts_s: int, metrics: int, rng: random.Random) -> str:
+    sensors: dict[str, Any] = {"co2_ppm": round(rng.uniform(600, 900))}
+    air: dict[str, float] = {}
+    if metrics >= 2:
+        air["temperature_c"] = round(rng.uniform(18, 26), 1)
+    if metrics >= 3:
+        air["humidity_pct"] = round(rng.uniform(50, 70), 1)
+    if air:
+        sensors["air"] = air
+    return json.dumps({"ts": step_ts_s, "sensors": sensors})
+
+
+def _sqlite(db_path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+    with contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)) as c:
+        return c.execute(sql, params).fetchall()
+
+
+def _queued_seq(db_path: Path) -> int:
+    """The outbox's sequence: one number per stored reading (and per entity change)."""
+    rows = _sqlite(db_path, "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
+    return int(rows[0][0]) if rows else 0
+
+
+def _outbox_bytes(db_path: Path) -> tuple[int, int]:
+    rows = _sqlite(db_path, "SELECT records, bytes FROM outbox_stats WHERE id = 1")
+    return int(rows[0][0]), int(rows[0][1])
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _publish(port: int, topics: list[str], steps: int, start_s: int, step_s: int,
+                   metrics: int, db_path: Path, window: int, first_seq: int) -> int:  # fmt: skip
+    """Publish every step for every device at QoS 1, at most ``window`` messages ahead of the
+    agent's commits; return the messages published."""
+    rng = random.Random(17)
+    sent = 0
+    async with aiomqtt.Client("127.0.0.1", port, identifier="bench-outage-pub", timeout=60) as c:
+        for step in range(steps):
+            ts = start_s + step * step_s
+            for topic in topics:
+                await c.publish(topic, _payload(ts, metrics, rng), qos=1)
+                sent += 1
+            while True:
+                stored = (await asyncio.to_thread(_queued_seq, db_path) - first_seq) // metrics
+                if sent - stored <= window:
+                    break
+                await asyncio.sleep(0.01)
+    return sent
+
+
+async def _sample_latency(agent_url: str, token: str, fan_id: str, stop: asyncio.Event,
+                          farm_ms: list[float], fan_ms: list[float]) -> None:  # fmt: skip
+    """Time the farm list and a fan command every half second until ``stop``."""
+    auth = {"Authorization": f"Bearer {token}"}
+    on = True
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+        while not stop.is_set():
+            started = time.perf_counter()
+            async with session.get(agent_url + "/api/v1/farms/", headers=auth) as resp:
+                await resp.read()
+            farm_ms.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            body = {"kind": "power", "value": on}
+            async with session.post(
+                f"{agent_url}/api/v1/devices/{fan_id}/commands", json=body, headers=auth
+            ) as resp:
+                await resp.read()
+                if resp.status == 200:
+                    fan_ms.append((time.perf_counter() - started) * 1000)
+            on = not on
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
+
+
+async def _cloud_parts(conn: asyncpg.Connection) -> tuple[dict[Any, int], dict[Any, int]]:
+    """Per (device, metric, minute): raw readings plus 1-minute rollups; per (device, metric,
+    hour): 1-hour rollups."""
+    minutes = await conn.fetch(
+        "SELECT device_id, metric, m, sum(n)::bigint FROM ("
+        " SELECT device_id, metric, (floor(extract(epoch FROM ts) / 60) * 60000)::bigint AS m,"
+        "  count(*) AS n FROM readings GROUP BY 1, 2, 3"
+        " UNION ALL SELECT device_id, metric, (extract(epoch FROM bucket) * 1000)::bigint, count"
+        "  FROM rollups WHERE resolution = '1m') AS parts GROUP BY 1, 2, 3"
+    )
+    hours = await conn.fetch(
+        "SELECT device_id, metric, (extract(epoch FROM bucket) * 1000)::bigint, count"
+        " FROM rollups WHERE resolution = '1h'"
+    )
+    return ({(str(r[0]), r[1], int(r[2])): int(r[3]) for r in minutes},
+            {(str(r[0]), r[1], int(r[2])): int(r[3]) for r in hours})  # fmt: skip
+
+
+def _agent_minutes(db_path: Path) -> dict[Any, int]:
+    rows = _sqlite(
+        db_path,
+        "SELECT s.device_id, s.metric, r.ts - r.ts % 60000, count(*) FROM readings AS r"
+        " JOIN series AS s ON s.id = r.series_id GROUP BY 1, 2, 3",
+    )
+    return {(str(d), m, int(t)): int(n) for d, m, t, n in rows}
+
+
+def _compare(
+    agent: dict[Any, int], minutes: dict[Any, int], hours: dict[Any, int]
+) -> dict[str, int]:
+    """Missing and doubled device-minutes; device-hours where the cloud holds hourly rollups."""
+    hourly = {(d, m, t - t % HOUR_MS) for d, m, t in agent} & set(hours)
+    out = {"minutes_missing": 0, "minutes_doubled": 0, "hours_missing": 0, "hours_doubled": 0}
+    per_hour: dict[Any, int] = {}
+    for (d, m, t), n in agent.items():
+        hour = (d, m, t - t % HOUR_MS)
+        if hour in hourly:
+            per_hour[hour] = per_hour.get(hour, 0) + n
+            continue
+        found = minutes.get((d, m, t), 0)
+        out["minutes_missing"] += found < n
+        out["minutes_doubled"] += found > n
+    for hour, n in per_hour.items():
+        d, m, h = hour
+        found = hours[hour] + sum(minutes.get((d, m, h + k * MINUTE_MS), 0) for k in range(60))
+        out["hours_missing"] += found < n
+        out["hours_doubled"] += found > n
+    extra = set(minutes) - set(agent)
+    out["minutes_doubled"] += len(extra)
+    return out
+
+
+async def main(args: argparse.Namespace) -> None:
+    """Run the scenario and print its figures."""
+    steps = int(args.hours * 3600 / args.step_s)
+    cluster = PostgresCluster.start()
+    try:
+        await _build_template(cluster)
+        with tempfile.TemporaryDirectory(prefix="bench-outage-") as tmp:
+            await _run(args, steps, cluster, Path(tmp))
+    finally:
+        cluster.stop()
+
+
+async def _run(args: argparse.Namespace, steps: int, cluster: PostgresCluster, tmp: Path) -> None:
+    settings = CloudSettings(
+        owner_dsn=cluster.dsn(TEMPLATE, OWNER_ROLE, OWNER_PASSWORD),
+        app_dsn=cluster.dsn(TEMPLATE, "farm_app", APP_PASSWORD),
+        sync_dsn=cluster.dsn(TEMPLATE, "farm_sync", SYSTEM_PASSWORD),
+        signing_key_path=tmp / "cloud.pem",
+        rate_limit_per_address=0,
+        rate_limit_per_user=0,
+        rate_limit_per_premium_user=0,
+        admin_email=None,
+    )
+    cloud = Cloud(settings)
+    await cloud.start()
+    state = tmp / "state"
+    await pair(cloud.url, await _pairing_code(cluster), state)
+    broker = MosquittoProcess(tmp / "broker")
+    await broker.start()
+    port = free_port()
+    env = {
+        **os.environ,
+        "FARM_STATE_DIR": str(state),
+        "FARM_ADMIN_EMAIL": "bench@farm.local",
+        "FARM_ADMIN_PASSWORD": PASSWORD,
+        "FARM_RATE_LIMIT_PER_USER": "0",
+        "FARM_RATE_LIMIT_PER_PREMIUM_USER": "0",
+        "FARM_RATE_LIMIT_PER_ADDRESS": "0",
+        "FARM_LOG_LEVEL": "WARNING",
+        "FARM_MQTT_PORT": str(broker.port),
+        "FARM_SERIAL_ENABLED": "false",
+        "FARM_OUTBOX_MAX_BYTES": str(int(args.cap_mib * 1024 * 1024)),
+    }
+    agent = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is measured)
+        [sys.executable, "-m", "agent", "run", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    pg = await asyncpg.connect(cluster.dsn(TEMPLATE))
+    fan_sim: SimulatedMqttDevice | None = None
+    try:
+        url = f"http://127.0.0.1:{port}"
+        await asyncio.to_thread(wait_http, url + "/health", 60)
+        login = {"email": "bench@farm.local", "password": PASSWORD}
+        token = request_json(url + "/api/v1/login", "POST", login)["access_token"]
+        auth = {"Authorization": f"Bearer {token}"}
+        farm = request_json(url + "/api/v1/farms/", "POST", {"name": "Outage farm"}, auth)
+        topics = []
+        for n in range(args.devices):
+            body = {"name": f"Node {n}", "kind": "sensor", "farm_id": farm["id"],
+                    "profile": "generic-json",
+                    "address": {"transport": "mqtt", "topic_base": f"node-{n}"}}  # fmt: skip
+            request_json(url + "/api/v1/devices", "POST", body, auth)
+            topics.append(f"farm/node-{n}/telemetry")
+        fan_body = {"name": "Exhaust", "kind": "fan", "farm_id": farm["id"],
+                    "profile": "esphome-fan",
+                    "address": {"transport": "mqtt", "topic_base": "benchfan"}}  # fmt: skip
+        fan_id = request_json(url + "/api/v1/devices", "POST", fan_body, auth)["id"]
+        profiles = load_profiles(DEFAULT_PROFILES_DIR)
+        fan_sim = SimulatedMqttDevice(
+            profiles["esphome-fan"], "benchfan", port=broker.port, autopublish=False,
+            rng=random.Random(3),
+        )  # fmt: skip
+        await fan_sim.start()
+        while await pg.fetchval("SELECT count(*) FROM devices") < args.devices + 1:  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+        await cloud.stop()
+        db_path = state / "agent.db"
+        first_seq = await asyncio.to_thread(_queued_seq, db_path)
+        now_s = int(time.time())
+        start_s = now_s - now_s % 60 - steps * args.step_s
+        stop = asyncio.Event()
+        farm_ms: list[float] = []
+        fan_ms: list[float] = []
+        sampler = asyncio.create_task(_sample_latency(url, token, fan_id, stop, farm_ms, fan_ms))
+        peak = {"rss": rss_mb(agent.pid), "bytes": 0}
+
+        async def watch() -> None:
+            while not stop.is_set():
+                peak["rss"] = max(peak["rss"], rss_mb(agent.pid))
+                peak["bytes"] = max(
+                    peak["bytes"], (await asyncio.to_thread(_outbox_bytes, db_path))[1]
+                )
+                await asyncio.sleep(0.25)
+
+        watcher = asyncio.create_task(watch())
+        began = time.perf_counter()
+        published = await _publish(broker.port, topics, steps, start_s, args.step_s,
+                                   args.metrics, db_path, args.window, first_seq)  # fmt: skip
+        offered = published * args.metrics
+        while (await asyncio.to_thread(_queued_seq, db_path)) - first_seq < offered:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+        outage_s = time.perf_counter() - began
+        await asyncio.sleep(2.5)  # a compaction check or two after the last reading
+        stop.set()
+        await asyncio.gather(sampler, watcher)
+        stored = _sqlite(db_path, "SELECT count(*) FROM readings")[0][0]
+        db_bytes = db_path.stat().st_size
+        wal = db_path.with_name(db_path.name + "-wal")
+        wal_bytes = wal.stat().st_size if wal.exists() else 0
+        records, queued_bytes = _outbox_bytes(db_path)
+
+        acked_before = int(await pg.fetchval("SELECT acked_seq FROM agents"))
+        newest = await asyncio.to_thread(_queued_seq, db_path)
+        last_ts = datetime.fromtimestamp(start_s + (steps - 1) * args.step_s, UTC)
+        devices = [r[0] for r in await pg.fetch("SELECT id FROM devices WHERE kind = 'sensor'")]
+        metric_names = [name for name, _ in METRICS[: args.metrics]]
+        await cloud.start()
+        back = time.perf_counter()
+        first_ack = latest = None
+        while True:
+            acked = int(await pg.fetchval("SELECT acked_seq FROM agents"))
+            now = time.perf_counter() - back
+            if first_ack is None and acked > acked_before:
+                first_ack = now
+            if latest is None:
+                have = await pg.fetchval(
+                    "SELECT count(*) FROM unnest($1::uuid[]) AS d, unnest($2::text[]) AS m"
+                    " WHERE EXISTS (SELECT 1 FROM readings AS r WHERE r.device_id = d"
+                    " AND r.metric = m AND r.ts = $3)",
+                    devices, metric_names, last_ts,
+                )  # fmt: skip
+                if have == len(devices) * len(metric_names):
+                    latest = now
+            if acked >= newest and _outbox_bytes(db_path)[0] == 0:
+                break
+            if now > args.timeout:
+                print(f"drain did not finish within {args.timeout} s (acked {acked} of {newest})")
+                break
+            await asyncio.sleep(0.1)
+        drain_s = time.perf_counter() - back
+        minutes, hours = await _cloud_parts(pg)
+        result = _compare(await asyncio.to_thread(_agent_minutes, db_path), minutes, hours)
+        rolled = _sqlite(db_path, "SELECT rolled_up FROM outbox_stats")[0][0]
+    finally:
+        if fan_sim is not None:
+            await fan_sim.stop()
+        agent.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            agent.wait(30)
+        await pg.close()
+        await cloud.stop()
+        await broker.stop()
+
+    cap = int(args.cap_mib * 1024 * 1024)
+    mib = 1024 * 1024
+    print(
+        f"scenario: {args.devices} devices x {args.metrics} metrics, one message per"
+        f" {args.step_s} s of device time for {args.hours} farm hours ({steps} steps)"
+    )
+    print(f"readings offered: {offered:,}  stored: {stored:,}  (outage phase {outage_s:.1f} s)")
+    print(f"outbox peak: {peak['bytes'] / mib:.1f} MiB against a cap of {cap / mib:.1f} MiB"
+          f" ({peak['bytes'] / cap:.2f}x); at the end {records:,} records,"
+          f" {queued_bytes / mib:.1f} MiB; {rolled:,} rows folded into rollups")  # fmt: skip
+    print(f"agent peak RSS: {peak['rss']:.1f} MB (target <= 120 MB)")
+    per_reading = db_bytes / max(1, stored)
+    print(
+        f"database: {db_bytes / mib:.1f} MiB, WAL {wal_bytes / mib:.1f} MiB"
+        f" ({per_reading:.1f} bytes per stored reading, readings included)"
+    )
+    print(
+        f"time to first ack: {_s(first_ack)}  to the latest state in the cloud: {_s(latest)}"
+        " (target <= 30 s)"
+    )
+    print(f"drain: {drain_s:.1f} s, {offered / drain_s:,.0f} readings/s (target < 60 s)")
+    print(f"device-minutes missing: {result['minutes_missing']}  doubled:"
+          f" {result['minutes_doubled']}  (both must be 0)")  # fmt: skip
+    print(f"device-hours (hourly rollups) missing: {result['hours_missing']}  doubled:"
+          f" {result['hours_doubled']}")  # fmt: skip
+    print(
+        f"farm list during the outage: p50 {_pct(farm_ms, 0.5):.1f} ms,"
+        f" p99 {_pct(farm_ms, 0.99):.1f} ms (target <= 50 ms, {len(farm_ms)} samples)"
+    )
+    print(
+        f"fan command during the outage: p50 {_pct(fan_ms, 0.5):.1f} ms,"
+        f" p99 {_pct(fan_ms, 0.99):.1f} ms (target <= 50 ms, {len(fan_ms)} samples)"
+    )
+    if farm_ms:
+        print(
+            f"ratio farm list p99 / median: {_pct(farm_ms, 0.99) / statistics.median(farm_ms):.1f}"
+        )
+
+
+def _s(value: float | None) -> str:
+    return "never" if value is None else f"{value:.1f} s"
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", type=int, default=500)
+    parser.add_argument("--metrics", type=int, default=3, choices=(1, 2, 3))
+    parser.add_argument("--hours", type=float, default=8.0, help="farm hours of outage")
+    parser.add_argument("--step-s", type=int, default=10, help="device seconds per message")
+    parser.add_argument("--cap-mib", type=float, default=96.0, help="FARM_OUTBOX_MAX_BYTES")
+    parser.add_argument("--window", type=int, default=2000, help="messages ahead of commits")
+    parser.add_argument("--timeout", type=float, default=600.0, help="drain time limit, s")
+    asyncio.run(main(parser.parse_args()))

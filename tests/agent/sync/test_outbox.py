@@ -1,0 +1,199 @@
+"""The outbox on its own (agent migrations 0008, 0030): what is queued, how compaction folds it
+in tiers without losing or doubling a reading, and which sequence ranges a batch claims."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agent.store.db import Database
+from agent.sync.outbox import HOUR_MS, MINUTE_MS, READING_BYTES, ROLLUP_BYTES, OutboxStore
+from protocol.sync import advance
+from tests.support.reading_seed import add_device, add_farm, add_user
+
+T0 = 1_700_000_040_000 - 1_700_000_040_000 % HOUR_MS  # an hour boundary
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    database = Database(tmp_path / "agent.db")
+    await database.open()
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+async def _series(db: Database) -> int:
+    farm = await add_farm(db, await add_user(db))
+    device = await add_device(db, farm)
+    async with db.transaction() as conn:
+        cursor = await conn.execute(
+            "INSERT INTO series (device_id, metric, unit, created_at)"
+            " VALUES (?, 'ph', '', '2024-01-01T00:00:00.000Z')",
+            (device,),
+        )
+        series_id = cursor.lastrowid
+    assert series_id is not None
+    return series_id
+
+
+async def _readings(db: Database, series_id: int, stamps: list[int], value: float = 1.0) -> None:
+    async with db.transaction() as conn:
+        await conn.executemany(
+            "INSERT INTO readings (series_id, ts, value) VALUES (?, ?, ?)",
+            [(series_id, ts, value + i) for i, ts in enumerate(stamps)],
+        )
+
+
+async def _rollups(db: Database) -> list[sqlite3.Row]:
+    return list(
+        await db.fetch_all(
+            "SELECT width_ms, ts, vmin, vmax, vsum, n FROM outbox_rollups ORDER BY width_ms, ts"
+        )
+    )
+
+
+async def _recount(db: Database) -> tuple[int, int]:
+    """Records and bytes counted from the tables (what the running totals must equal)."""
+    row = await db.fetch_one(
+        "SELECT (SELECT count(*) FROM outbox) + (SELECT count(*) FROM outbox_readings)"
+        " + (SELECT count(*) FROM outbox_rollups),"
+        " (SELECT coalesce(sum(bytes), 0) FROM outbox) + ? * (SELECT count(*) FROM"
+        " outbox_readings) + ? * (SELECT count(*) FROM outbox_rollups)",
+        (READING_BYTES, ROLLUP_BYTES),
+    )
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+async def test_two_compactions_that_split_a_minute_merge_into_one_rollup(db: Database) -> None:
+    outbox = OutboxStore(db)
+    series = await _series(db)
+    await _readings(db, series, [T0 + s * 1000 for s in range(30)], value=10)
+    assert (await outbox.roll_up_readings(1000)).replaced == 30
+    await _readings(db, series, [T0 + s * 1000 for s in range(30, 60)], value=50)
+    assert (await outbox.roll_up_readings(1000)).replaced == 30
+    rows = await _rollups(db)
+    assert [tuple(r) for r in rows] == [
+        (MINUTE_MS, T0, 10, 79, sum(10 + i for i in range(30)) + sum(50 + i for i in range(30)), 60)
+    ]
+    figures = await outbox.figures()
+    assert (figures.records, figures.bytes) == await _recount(db)
+    assert figures.rolled_up == 60
+
+
+async def test_minutes_become_hours_when_they_no_longer_fit(db: Database) -> None:
+    outbox = OutboxStore(db)
+    series = await _series(db)
+    # Two hours at one reading every 10 s.
+    await _readings(db, series, [T0 + s * 10_000 for s in range(720)])
+    await outbox.roll_up_readings(10_000)
+    assert len(await _rollups(db)) == 120
+    await outbox.roll_up_minutes(10_000)
+    hours = await _rollups(db)
+    assert [(r["width_ms"], r["ts"], r["n"]) for r in hours] == [
+        (HOUR_MS, T0, 360),
+        (HOUR_MS, T0 + HOUR_MS, 360),
+    ]
+    assert sum(r["vsum"] for r in hours) == sum(1.0 + i for i in range(720))
+    assert ((await outbox.figures()).records, (await outbox.figures()).bytes) == await _recount(db)
+
+
+async def test_rows_in_flight_are_never_folded_and_a_new_rollup_stands_beside_them(
+    db: Database,
+) -> None:
+    outbox = OutboxStore(db)
+    series = await _series(db)
+    await _readings(db, series, [T0 + s * 1000 for s in range(20)])
+    await outbox.roll_up_readings(1000)
+    taken = await outbox.take(100)
+    assert len(taken.rollups) == 1
+    # The rest of the minute arrives while that rollup is posted: compaction leaves the posted
+    # rollup alone (the cloud may hold it already) and starts another for the minute.
+    await _readings(db, series, [T0 + s * 1000 for s in range(20, 60)], value=100)
+    await outbox.roll_up_readings(1000)
+    rows = await _rollups(db)
+    assert sorted(r["n"] for r in rows) == [20, 40]
+    assert (await outbox.in_flight(100)).rollups == taken.rollups
+    await outbox.acknowledge(taken, acked_seq=0, rejected=0)
+    assert [r["n"] for r in await _rollups(db)] == [40]
+    assert ((await outbox.figures()).records, (await outbox.figures()).bytes) == await _recount(db)
+
+
+async def test_a_release_merges_rollups_back(db: Database) -> None:
+    outbox = OutboxStore(db)
+    series = await _series(db)
+    await _readings(db, series, [T0 + s * 1000 for s in range(20)])
+    await outbox.roll_up_readings(1000)
+    await outbox.take(100)
+    await _readings(db, series, [T0 + s * 1000 for s in range(20, 60)])
+    await outbox.roll_up_readings(1000)
+    await outbox.release()
+    assert [r["n"] for r in await _rollups(db)] == [60]
+    assert len(await outbox.in_flight(100)) == 0
+    assert ((await outbox.figures()).records, (await outbox.figures()).bytes) == await _recount(db)
+
+
+async def test_claims_let_the_cloud_ack_advance_over_what_compaction_replaced(
+    db: Database,
+) -> None:
+    """A priority change sent before the bulk backlog, then a compaction of that backlog, then
+    the rest: the cloud's contiguous acknowledgement reaches the newest number."""
+    outbox = OutboxStore(db)
+    series = await _series(db)
+    await _readings(db, series, [T0 + s * 1000 for s in range(120)])
+    farm = await db.fetch_value("SELECT id FROM farms")
+    async with db.transaction() as conn:
+        await conn.execute("UPDATE farms SET name = 'Renamed' WHERE id = ?", (farm,))
+    # The farm rename goes first, alone (out of order: 120 readings sit below it)...
+    cloud: list[tuple[int, int]] = []
+    first = await outbox.take(1)
+    assert [r.entity for r in first.entities] == ["farms"]
+    cloud += await outbox.claims(first.seqs)
+    await outbox.acknowledge(first, 0, 0)
+    # ... then compaction replaces the readings below it ...
+    await outbox.roll_up_readings(1000)
+    # ... and the rest drains.
+    while len(rest := await outbox.take(1000)):
+        cloud += await outbox.claims(rest.seqs)
+        await outbox.acknowledge(rest, 0, 0)
+    newest = int(await db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'"))
+    acked, pending = advance(0, cloud)
+    assert (acked, pending) == (newest, [])
+    assert (await outbox.figures()).records == 0
+
+
+async def test_claims_cover_what_compaction_folds_below_a_row_sent_first(db: Database) -> None:
+    """After an outage the newest reading of a series goes first; compaction then folds the
+    readings below it into a rollup numbered lower still: the numbers between are claimed."""
+    outbox = OutboxStore(db)
+    series = await _series(db)
+    async with db.transaction() as conn:
+        await conn.execute("DELETE FROM outbox")
+    await _readings(db, series, [T0 + s * 1000 for s in range(120)])
+    cloud: list[tuple[int, int]] = []
+    latest = await outbox.take(10, latest_first=True)
+    assert [r.ts for r in latest.readings] == [T0 + 119_000]
+    cloud += await outbox.claims(latest.seqs)
+    await outbox.acknowledge(latest, 0, 0)
+    await outbox.roll_up_readings(1000)
+    while len(rest := await outbox.take(1000)):
+        cloud += await outbox.claims(rest.seqs)
+        await outbox.acknowledge(rest, 0, 0)
+    newest = int(await db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'"))
+    assert advance(0, cloud) == (newest, [])
+
+
+async def test_the_oldest_unsent_age_counts_when_one_kind_of_row_is_empty(db: Database) -> None:
+    """SQLite's two-argument min() is NULL when either side is: the age read 0 with millions
+    of readings queued and no priority record."""
+    outbox = OutboxStore(db)
+    series = await _series(db)
+    async with db.transaction() as conn:
+        await conn.execute("DELETE FROM outbox")  # the set-up's own farm and device rows
+    await _readings(db, series, [T0, T0 + 1000])
+    assert (await outbox.figures()).oldest_unsent_ms == T0
