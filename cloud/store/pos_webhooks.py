@@ -10,7 +10,7 @@ import asyncpg
 
 from cloud.store.db import Connection
 
-__all__ = ["claim_events", "mark_applied", "store_event"]
+__all__ = ["claim_events", "mark_all_applied", "store_event"]
 
 
 async def store_event(
@@ -44,14 +44,15 @@ async def claim_events(conn: Connection, limit: int) -> list[asyncpg.Record]:
     return list(rows)
 
 
-async def mark_applied(
-    conn: Connection, config_id: UUID, event_id: str, error: str | None = None
-) -> None:
-    """The event is done with (``error``: why it could not be applied)."""
+async def mark_all_applied(conn: Connection, done: list[tuple[UUID, str, str | None]]) -> None:
+    """Mark a batch of events done: (config id, event id, error or None) each."""
+    if not done:
+        return
     await conn.execute(
-        "UPDATE pos_webhook_events SET applied_at = now(), error = $3"
-        " WHERE config_id = $1 AND event_id = $2",
-        config_id,
-        event_id,
-        error,
+        "UPDATE pos_webhook_events AS w SET applied_at = now(), error = d.error"
+        " FROM unnest($1::uuid[], $2::text[], $3::text[]) AS d (config_id, event_id, error)"
+        " WHERE w.config_id = d.config_id AND w.event_id = d.event_id",
+        [c for c, _, _ in done],
+        [e for _, e, _ in done],
+        [err for _, _, err in done],
     )
