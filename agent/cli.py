@@ -54,15 +54,31 @@ def _run(args: argparse.Namespace) -> None:
     tune_malloc()
     configure_logging(settings.log_level, settings.log_format)
 
+    first_admin: list[str] = []
+
     def announce(line: str) -> None:
+        if line.startswith("First admin:"):
+            first_admin.append(line)
         print(line, flush=True)
 
     app = create_app(settings, announce=announce)
     shown_host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
 
     async def show_url(_: web.Application) -> None:
-        announce(f"Farm agent listening on http://{shown_host}:{settings.port}/")
-        announce(f"API docs: http://{shown_host}:{settings.port}/api/v1/docs")
+        url = f"http://{shown_host}:{settings.port}/"
+        announce(f"Farm agent listening on {url}")
+        announce(f"API docs: {url}api/v1/docs")
+        # The last lines say where to point a browser and how to sign in.
+        announce(
+            f"Web app: {url} (tablets on the LAN: this machine's address, port {settings.port})"
+        )
+        if first_admin:
+            announce("Sign in: " + first_admin[-1].removeprefix("First admin: "))
+        else:
+            announce(
+                f"Sign in as {settings.admin_email} with the password printed when the"
+                " database was created (or FARM_ADMIN_PASSWORD)"
+            )
 
     app.on_startup.append(show_url)
     app.on_startup.append(freeze_startup_objects)

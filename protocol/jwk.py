@@ -1,55 +1,50 @@
-"""Ed25519 public keys as JSON Web Keys (RFC 8037 section 2: kty OKP, crv Ed25519, x)."""
+"""Ed25519 public keys as JSON Web Keys (RFC 8037 section 2: kty OKP, crv Ed25519, x).
+
+PyJWT reads and writes the key members (``PyJWK``, ``OKPAlgorithm.to_jwk``); what it does not
+offer is the RFC 7638 thumbprint the cloud uses as the key id.
+"""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from jwt import PyJWK, PyJWTError
+from jwt.algorithms import OKPAlgorithm
+from jwt.utils import base64url_encode
 
 __all__ = ["key_id", "public_jwk", "public_key_from_jwk"]
 
-
-def _b64url(data: bytes) -> str:
-    # RFC 7515 section 2: base64url without padding.
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+_MEMBERS = ("kty", "crv", "x")  # RFC 8037 section 2: the members of a public OKP key
 
 
-def _raw(key: Ed25519PublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+def _members(key: Ed25519PublicKey) -> dict[str, str]:
+    jwk = OKPAlgorithm.to_jwk(key, as_dict=True)
+    return {name: str(jwk[name]) for name in _MEMBERS}
 
 
 def key_id(key: Ed25519PublicKey) -> str:
     """The key's RFC 7638 thumbprint: SHA-256 of the required members in lexical order."""
-    members = {"crv": "Ed25519", "kty": "OKP", "x": _b64url(_raw(key))}
-    canonical = json.dumps(members, separators=(",", ":"), sort_keys=True).encode()
-    return _b64url(hashlib.sha256(canonical).digest())
+    canonical = json.dumps(_members(key), separators=(",", ":"), sort_keys=True).encode()
+    return base64url_encode(hashlib.sha256(canonical).digest()).decode("ascii")
 
 
 def public_jwk(key: Ed25519PublicKey) -> dict[str, str]:
     """The public JWK of ``key``, for signature verification with EdDSA."""
-    return {
-        "kty": "OKP",
-        "crv": "Ed25519",
-        "x": _b64url(_raw(key)),
-        "kid": key_id(key),
-        "alg": "EdDSA",
-        "use": "sig",
-    }
+    return {**_members(key), "kid": key_id(key), "alg": "EdDSA", "use": "sig"}
 
 
 def public_key_from_jwk(jwk: Mapping[str, Any]) -> Ed25519PublicKey:
-    """The Ed25519 key of a JWK; ``ValueError`` for any other kind of key."""
+    """The Ed25519 key of a JWK (its public members only); ``ValueError`` for any other key."""
     if jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
         raise ValueError("not an OKP Ed25519 key")
-    x = jwk.get("x")
-    if not isinstance(x, str):
-        raise ValueError("missing x")
-    raw = base64.urlsafe_b64decode(x + "=" * (-len(x) % 4))
-    if len(raw) != 32:  # RFC 8032 section 5.1.5: 32-byte public keys
-        raise ValueError("x is not a 32-byte Ed25519 key")
-    return Ed25519PublicKey.from_public_bytes(raw)
+    try:
+        key = PyJWK({name: jwk.get(name) for name in _MEMBERS}, algorithm="EdDSA").key
+    except (PyJWTError, TypeError) as err:
+        raise ValueError(f"not a valid Ed25519 public key: {err}") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise ValueError("not an Ed25519 public key")
+    return key

@@ -24,10 +24,10 @@ from paho.mqtt.reasoncodes import ReasonCode
 from agent.devices.codec import OutgoingMessage
 from agent.devices.errors import DeviceUnavailable
 from agent.devices.throttled_log import ThrottledLog
+from protocol.backoff import Backoff, Retry
 
 __all__ = [
     "PUBLISH_POLICY",
-    "Backoff",
     "InboundMessage",
     "MessageHandler",
     "MqttClient",
@@ -108,32 +108,6 @@ class MqttStats:
     published: int = 0
 
 
-class Backoff:
-    """Exponential back-off with jitter: each delay is random in [cap/2, cap], cap doubling."""
-
-    def __init__(
-        self,
-        initial: float,
-        maximum: float,
-        rand: Callable[[], float] = random.random,
-    ) -> None:
-        self._initial = initial
-        self._maximum = maximum
-        self._rand = rand
-        self._attempt = 0
-
-    def next_delay(self) -> float:
-        """The delay before the next attempt."""
-        cap = min(self._maximum, self._initial * 2.0 ** min(self._attempt, 30))
-        self._attempt += 1
-        # Jitter spreads the reconnects of many agents after a broker restart.
-        return cap / 2 + self._rand() * cap / 2
-
-    def reset(self) -> None:
-        """Start again from the initial delay (after a successful connection)."""
-        self._attempt = 0
-
-
 class MqttClient:
     """A supervised MQTT client; use ``async with`` or ``start()``/``stop()``.
 
@@ -154,7 +128,7 @@ class MqttClient:
         self.stats = MqttStats()
         self._handler = handler
         self._sleep = sleep
-        self._backoff = Backoff(settings.backoff_initial, settings.backoff_max, rand)
+        self._backoff = Retry(Backoff(settings.backoff_initial, settings.backoff_max), rand)
         self._queue: asyncio.Queue[InboundMessage] = asyncio.Queue(maxsize=settings.queue_size)
         self._filters: set[str] = set()
         self._subscription_lock = asyncio.Lock()

@@ -19,9 +19,9 @@ import serial
 import serial_asyncio_fast
 
 from agent.devices.errors import DeviceRejected, DeviceTimeout, DeviceUnavailable
+from protocol.backoff import Backoff
 
 __all__ = [
-    "Backoff",
     "LineFraming",
     "Reply",
     "ReplyRejected",
@@ -32,6 +32,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _OPEN_ERRORS = (serial.SerialException, OSError, ValueError, TimeoutError)
+# Jittered (protocol/backoff.py): ports that lost power together do not hammer the USB hub in step.
+_REOPEN_BACKOFF = Backoff(initial=0.5, maximum=30.0)
 
 
 @dataclass(frozen=True)
@@ -58,22 +60,6 @@ class LineFraming:
     ok_lines: frozenset[str] = frozenset()
     error_lines: Mapping[str, str] = field(default_factory=dict)
     ignore_lines: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Jittered exponential back-off between reopen attempts."""
-
-    initial: float = 0.5
-    maximum: float = 30.0
-    factor: float = 2.0
-    jitter: float = 0.25
-
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        """Seconds to wait before reopen attempt number `attempt` (0-based)."""
-        base = min(self.maximum, self.initial * self.factor**attempt)
-        # Jitter keeps many ports that lost power together from hammering the USB hub in step.
-        return max(0.0, base * (1.0 + rng.uniform(-self.jitter, self.jitter)))
 
 
 @dataclass(frozen=True)
@@ -180,7 +166,7 @@ class SerialPort:
     ) -> None:
         self.settings = settings
         self._framing = framing
-        self._backoff = backoff or Backoff()
+        self._backoff = backoff or _REOPEN_BACKOFF
         self._open_timeout = open_timeout
         # After a timeout the device may still answer the abandoned command; wait this long and
         # drop what arrives so the late answer is not taken as the next command's reply.
@@ -299,7 +285,7 @@ class SerialPort:
                 try:
                     protocol = await self._open()
                 except _OPEN_ERRORS as err:
-                    delay = self._backoff.delay(failures, self._rng)
+                    delay = self._backoff.delay(failures, self._rng.random)
                     log = logger.warning if failures == 0 else logger.debug
                     log("%s: cannot open (%s); retrying in %.2f s", self.settings.url, err, delay)
                     failures += 1
@@ -307,7 +293,7 @@ class SerialPort:
                     continue
                 failures = 0
                 await self._serve(protocol)
-                delay = self._backoff.delay(0, self._rng)
+                delay = self._backoff.delay(0, self._rng.random)
                 logger.warning("%s: port lost; reopening in %.2f s", self.settings.url, delay)
                 await asyncio.sleep(delay)
         finally:

@@ -28,7 +28,8 @@ m farm-agent dialout
 _UNIT_DIR = Path("etc/systemd/system")
 _SYSUSERS_FILE = Path("etc/sysusers.d/farm-agent.conf")
 _CONFIG_FILE = Path("etc/farm-agent/agent.toml")
-# Set by the unit itself (StateDirectory=); a line in agent.toml would be overridden.
+STATE_DIR = "/var/lib/farm-agent"
+# Written as an active line above the commented ones.
 _SET_BY_UNIT = {"state_dir"}
 
 Runner = Callable[[Sequence[str]], None]
@@ -67,6 +68,10 @@ def config_template() -> str:
         "# Uncomment a line to change it; FARM_* environment variables override this file.",
         "# Restart after a change: sudo systemctl restart farm-agent",
         "",
+        "# Where the database and keys live: the unit's StateDirectory=, so that farm-agent",
+        "# backup, restore, pair and doctor find the service's state without --state-dir.",
+        f'state_dir = "{STATE_DIR}"',
+        "",
     ]
     for name, field in AgentSettings.model_fields.items():
         if name in _SET_BY_UNIT:
@@ -74,7 +79,7 @@ def config_template() -> str:
         shown = '"..."' if field.default is None else _toml_value(field.default)
         lines += [f"# {field.description}", f"# {name} = {shown}", ""]
     text = "\n".join(lines)
-    tomllib.loads(text)  # all comments: a valid, empty document
+    tomllib.loads(text)  # a valid document: one setting, the rest commented out
     return text
 
 

@@ -26,6 +26,7 @@ from agent.sync.batcher import build_records, now_ms, series_ids
 from agent.sync.link import CloudLink
 from agent.sync.outbox import OutboxStore, Selection
 from agent.sync.replica import IdentityReplica
+from protocol.backoff import Backoff
 from protocol.sync import (
     AGENT_HEADER,
     MAX_BATCH_BYTES,
@@ -112,7 +113,7 @@ class Uploader:
         policy: SyncPolicy,
         *,
         on_stuck: StuckAlert | None = None,
-        jitter: Callable[[float, float], float] = random.uniform,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         self._link = link
         self._key = key
@@ -120,7 +121,7 @@ class Uploader:
         self._replica = replica
         self._policy = policy
         self._on_stuck = on_stuck
-        self._jitter = jitter
+        self._rand = rand
         self._last_post = 0.0
         self._max_json = policy.batch_max_bytes
         self._max_body = policy.batch_max_body_bytes
@@ -184,21 +185,23 @@ class Uploader:
             await self._probe_until_reachable(delay)
 
     async def _probe_until_reachable(self, delay: float) -> None:
-        """Wait ``delay``, or less as soon as a cheap request finds the cloud answering."""
+        """Wait at least ``delay`` and until a cheap request finds the cloud answering, probing
+        every ``probe_interval_s`` (or ``delay``, if shorter): an unreachable cloud costs no
+        batch building, and its return is noticed within one probe interval."""
         assert self._session is not None, "run() owns the HTTP session"
+        interval = min(delay, self._policy.probe_interval_s)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + delay
-        while (left := deadline - loop.time()) > 0:
-            await asyncio.sleep(min(left, self._policy.probe_interval_s))
-            if loop.time() >= deadline:
-                return
+        while True:
+            await asyncio.sleep(interval)
             try:
                 async with self._session.get(
                     self._link.cloud_url + PROBE_PATH,
                     timeout=aiohttp.ClientTimeout(total=min(5.0, self._policy.probe_interval_s)),
                 ) as resp:
                     if resp.status < 500:
-                        log.info("cloud answers again: resuming sync")
+                        if loop.time() < deadline:
+                            log.info("cloud answers again: resuming sync")
                         return
             except (aiohttp.ClientError, TimeoutError):
                 continue
@@ -207,8 +210,7 @@ class Uploader:
         cap = self._policy.backoff_max_s
         if isinstance(err, UploadRefused) and err.retry_after is not None:
             return min(cap, err.retry_after)
-        ceiling = min(cap, self._policy.backoff_initial_s * 2 ** min(failures - 1, 30))
-        return self._jitter(ceiling / 2, ceiling)
+        return Backoff(self._policy.backoff_initial_s, cap).delay(failures - 1, self._rand)
 
     async def step(self) -> bool:
         """One batch (or an identity refresh when idle); ``True`` if more is waiting."""

@@ -2,8 +2,9 @@
 
 Every request carries ``Authorization: Bearer <token>`` and ``Square-Version``, has a time
 limit, and is retried on 429 (no Retry-After is sent), 5xx, timeouts and broken connections with
-capped exponential back-off and full jitter. A 401 raises :class:`ProviderAuthError` at once;
-another 4xx raises :class:`ProviderRequestError`. The token never appears in an exception or log.
+the project's capped, jittered exponential back-off (``protocol/backoff.py``). A 401 raises
+:class:`ProviderAuthError` at once; another 4xx raises :class:`ProviderRequestError`. The token
+never appears in an exception or log.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from cloud.pos_provider.errors import (
     ProviderUnavailable,
 )
 from cloud.pos_provider.resources import Resource
+from protocol.backoff import Backoff
 
-__all__ = ["SQUARE_VERSION", "Page", "PosClient", "RetryPolicy", "backoff_delay"]
+__all__ = ["SQUARE_VERSION", "Page", "PosClient", "RetryPolicy"]
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +47,10 @@ class RetryPolicy:
     max_s: float = 30.0
     timeout_s: float = 30.0
 
-
-def backoff_delay(attempt: int, policy: RetryPolicy, rng: Callable[[], float]) -> float:
-    """Full jitter (a uniform wait up to the capped exponential), attempt 1 first."""
-    ceiling = min(policy.max_s, policy.initial_s * 2 ** (attempt - 1))
-    return float(ceiling * rng())
+    @property
+    def backoff(self) -> Backoff:
+        """The wait before each retry (jittered: many jobs may be refused together)."""
+        return Backoff(self.initial_s, self.max_s)
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ class PosClient:
             except ProviderUnavailable as err:
                 if attempt >= self._retry.attempts:
                     raise
-                delay = backoff_delay(attempt, self._retry, self._rng)
+                delay = self._retry.backoff.delay(attempt - 1, self._rng)
                 log.info(
                     "POS provider %s %s: %s; retry %d in %.2f s",
                     method,

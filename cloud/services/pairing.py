@@ -13,7 +13,7 @@ from uuid import UUID
 import asyncpg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from cloud.store import sync_agents
+from cloud.store import sync_agents, sync_mirror
 from cloud.store.db import Database
 from protocol.errors import Forbidden, NotFound, ValidationFailed
 from protocol.identity import Principal
@@ -24,9 +24,12 @@ from protocol.schemas.agents import (
     AgentCreated,
     AgentList,
     AgentListQuery,
+    DeadLetter,
+    DeadLetterList,
     PairRequest,
     PairResult,
 )
+from protocol.schemas.common import PageQuery
 from protocol.timefmt import iso
 
 __all__ = ["PairingService", "code_hash"]
@@ -101,6 +104,27 @@ class PairingService:
             offset=query.offset,
         )
 
+    async def dead_letters(
+        self, principal: Principal, agent_id: str, query: PageQuery
+    ) -> DeadLetterList:
+        """The records of an agent's batches the cloud refused, newest first (admins only)."""
+        if not principal.is_admin:
+            raise Forbidden("Only an administrator may read an agent's dead letters")
+        async with self._db.as_system() as conn:
+            if not await sync_agents.agent_exists(conn, UUID(agent_id)):
+                raise NotFound("Agent not found")
+            rows, total = await sync_mirror.dead_letters(
+                conn, UUID(agent_id), query.limit, query.offset
+            )
+        letters = [
+            DeadLetter(seq=r["seq"], kind=r["kind"], key=r["key"], reason=r["reason"],
+                       data=r["data"], received_at=iso(r["received_at"]))
+            for r in rows
+        ]  # fmt: skip
+        return DeadLetterList(
+            dead_letters=letters, total=total, limit=query.limit, offset=query.offset
+        )
+
     async def revoke(self, principal: Principal, agent_id: str) -> None:
         """Refuse the agent's batches from now on (admins only); 404 for an unknown agent."""
         if not principal.is_admin:
@@ -125,6 +149,7 @@ def _agent(row: asyncpg.Record) -> Agent:
         pairing_expires_at=stamp("pairing_expires_at"),
         last_seen_at=stamp("last_seen_at"),
         acked_seq=row["acked_seq"],
+        refused_records=row["refused_records"],
         revoked_at=stamp("revoked_at"),
         created_at=iso(row["created_at"]),
     )

@@ -15,6 +15,7 @@ from cloud.store.db import Connection
 
 __all__ = [
     "add_coverage",
+    "agent_exists",
     "agent_for_sync",
     "create_agent",
     "list_agents",
@@ -50,6 +51,7 @@ async def list_agents(
     where = " WHERE ($1::boolean IS NULL OR (revoked_at IS NOT NULL) = $1)"
     rows = await conn.fetch(
         "SELECT id, name, owner_id, paired_at, pairing_expires_at, last_seen_at, acked_seq,"
+        " refused_records,"
         f" revoked_at, created_at FROM agents{where}"
         " ORDER BY created_at DESC, id LIMIT $2 OFFSET $3",
         revoked,
@@ -95,6 +97,11 @@ async def agent_for_sync(conn: Connection, agent_id: UUID) -> asyncpg.Record | N
         " WHERE id = $1 AND paired_at IS NOT NULL AND revoked_at IS NULL FOR UPDATE",
         agent_id,
     )
+
+
+async def agent_exists(conn: Connection, agent_id: UUID) -> bool:
+    """Whether the agent exists (system path)."""
+    return bool(await conn.fetchval("SELECT true FROM agents WHERE id = $1", agent_id))
 
 
 async def remember_batch(conn: Connection, agent_id: UUID, batch_id: UUID) -> bool:

@@ -16,6 +16,8 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+import asyncpg
+
 from cloud.store.db import Connection
 
 __all__ = [
@@ -489,15 +491,21 @@ async def dead_letter(
     )
 
 
-async def dead_letters(conn: Connection, agent_id: UUID, limit: int) -> list[dict[str, Any]]:
-    """The agent's refused records, newest first."""
+async def dead_letters(
+    conn: Connection, agent_id: UUID, limit: int, offset: int
+) -> tuple[list[asyncpg.Record], int]:
+    """A page of the agent's refused records, newest first, and their total."""
     rows = await conn.fetch(
         "SELECT seq, kind, key, reason, data, received_at FROM sync_dead_letters"
-        " WHERE agent_id = $1 ORDER BY id DESC LIMIT $2",
+        " WHERE agent_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3",
         agent_id,
         limit,
+        offset,
     )
-    return [dict(r) for r in rows]
+    total = await conn.fetchval(
+        "SELECT count(*) FROM sync_dead_letters WHERE agent_id = $1", agent_id
+    )
+    return list(rows), int(total)
 
 
 async def claim_receipts(

@@ -11,9 +11,11 @@ from protocol.schemas.agents import (
     AgentCreated,
     AgentList,
     AgentListQuery,
+    DeadLetterList,
     PairRequest,
     PairResult,
 )
+from protocol.schemas.common import PageQuery
 
 api = Api()
 _TAG = "Agents"
@@ -73,3 +75,18 @@ async def list_agents(request: web.Request, query: AgentListQuery) -> AgentList:
 async def revoke_agent(request: web.Request, agent_id: str) -> None:
     """Admins only; revoking twice is harmless."""
     await request.app[PAIRING].revoke(principal_of(request), agent_id)
+
+
+@api.route(
+    "GET",
+    "/api/v1/agents/{agent_id}/dead-letters",
+    summary="Records of the agent's batches the cloud refused, and why",
+    tag=_TAG,
+    query=PageQuery,
+    response=DeadLetterList,
+    errors=(403, 404),
+)
+async def dead_letters(request: web.Request, agent_id: str, query: PageQuery) -> DeadLetterList:
+    """Admins only; newest first. Refused records are never retried: an operator reads them
+    here, fixes the cause, and the agent's next change of the same entity goes through."""
+    return await request.app[PAIRING].dead_letters(principal_of(request), agent_id, query)

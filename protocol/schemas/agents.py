@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from protocol.schemas.auth import UuidIn
@@ -13,6 +15,8 @@ __all__ = [
     "AgentCreated",
     "AgentList",
     "AgentListQuery",
+    "DeadLetter",
+    "DeadLetterList",
     "PairRequest",
     "PairResult",
 ]
@@ -65,6 +69,9 @@ class Agent(Schema):
     )
     last_seen_at: Timestamp | None = Field(description="The last batch the cloud accepted")
     acked_seq: int = Field(description="Highest contiguous outbox sequence applied here")
+    refused_records: int = Field(
+        0, description="Records of the agent's batches the cloud refused (its dead letters)"
+    )
     revoked_at: Timestamp | None
     created_at: Timestamp
 
@@ -82,3 +89,23 @@ class AgentListQuery(PageQuery):
     """Query of GET /api/v1/agents."""
 
     revoked: bool | None = Field(None, description="Only revoked (true) or active (false) agents")
+
+
+class DeadLetter(Schema):
+    """A record of an agent's batch the cloud refused, kept for an operator."""
+
+    seq: int = Field(description="The record's sequence number on the agent")
+    kind: str
+    key: str
+    reason: str
+    data: dict[str, Any]
+    received_at: Timestamp
+
+
+class DeadLetterList(Schema):
+    """GET /api/v1/agents/{agent_id}/dead-letters: newest first (admins only)."""
+
+    dead_letters: list[DeadLetter]
+    total: int
+    limit: int
+    offset: int

@@ -32,3 +32,22 @@ async def test_sample_data_is_not_created_twice(make_agent: AgentFactory) -> Non
 
 async def test_no_sample_farm_unless_asked(agent: Agent) -> None:
     assert (await _farms(agent))["total"] == 0
+
+
+async def test_sample_shelves_count_their_levels_from_the_bottom(make_agent: AgentFactory) -> None:
+    agent = await make_agent(sample_data=True)
+    farms = await (await agent.client.get("/api/v1/farms/", headers=agent.auth())).json()
+    farm_id = farms["farms"][0]["id"]
+    rows = await (
+        await agent.client.get(f"/api/v1/rows/?farm_id={farm_id}", headers=agent.auth())
+    ).json()
+    row_a = next(r for r in rows["rows"] if r["name"].startswith("Row A"))
+    racks = await (
+        await agent.client.get(f"/api/v1/racks/?row_id={row_a['id']}", headers=agent.auth())
+    ).json()
+    rack = next(r for r in racks["racks"] if r["name"] == "Rack A1")
+    shelves = await (
+        await agent.client.get(f"/api/v1/shelves/?rack_id={rack['id']}", headers=agent.auth())
+    ).json()
+    levels = {s["name"]: s["level"] for s in shelves["shelves"]}
+    assert levels == {"A1 low": 0, "A1 middle": 1, "A1 top": 2}

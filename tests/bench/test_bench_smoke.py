@@ -51,6 +51,14 @@ BENCHES = {
         ["bench/readings_query.py", "--repeat", "3", "--days", "2"],
         [r"whole year: \d+ points", r"ratio whole-year query / baseline .*: \d"],
     ),
+    "startup": (
+        ["bench/startup.py", "--readings", "2000", "--devices", "2", "--runs", "1"],
+        [
+            r"agent start -> READY=1: +[\d.]+ s",
+            r"agent RSS at READY: +[\d.]+ MiB",
+            r"ratio agent / bare: start [\d.]+x, RSS [\d.]+x",
+        ],
+    ),
     "stream": (
         [
             "bench/stream.py",

@@ -216,6 +216,26 @@ async def test_a_record_the_cloud_cannot_apply_is_refused_alone_and_the_rest_lan
                                                       (4, "readings_1m")]  # fmt: skip
     counted = await cloud.sql("SELECT refused_records FROM agents")
     assert counted[0][0] == 3
+    # An operator reads them (admins only).
+    link = CloudLink.load(state)
+    assert link is not None
+    path = f"{cloud.url}/api/v1/agents/{link.agent_id}/dead-letters"
+    owner = await cloud.login("owner@cloud.test")
+    admin = await cloud.login("root@cloud.test")
+    async with aiohttp.ClientSession() as session:
+        async with session.get(path, headers={"Authorization": f"Bearer {owner}"}) as resp:
+            assert resp.status == 403
+        async with session.get(path, headers={"Authorization": f"Bearer {admin}"}) as resp:
+            assert resp.status == 200, await resp.text()
+            listed = await resp.json()
+        async with session.get(
+            f"{cloud.url}/api/v1/agents", headers={"Authorization": f"Bearer {admin}"}
+        ) as resp:
+            assert (await resp.json())["agents"][0]["refused_records"] == 3
+    assert listed["total"] == 3
+    by_seq = sorted(listed["dead_letters"], key=lambda d: d["seq"])
+    assert [d["kind"] for d in by_seq] == ["readings", "bogus", "readings_1m"]
+    assert "not on one of the agent's farms" in by_seq[0]["reason"]
 
 
 async def test_a_batch_over_the_clouds_limit_is_split_and_lands(

@@ -95,10 +95,14 @@ def check_accessibility(page: Any, name: str) -> None:
     """No serious or critical axe-core violation on the page as it is now."""
     from axe_playwright_python.sync_playwright import Axe
 
-    results = Axe().run(page)
+    assert_no_serious(Axe().run(page).response, name)
+
+
+def assert_no_serious(results: dict[str, Any], name: str) -> None:
+    """Fail on any serious or critical violation in axe-core's results."""
     serious = [
         f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes'][:3]]}"
-        for v in results.response["violations"]
+        for v in results["violations"]
         if v["impact"] in ("serious", "critical")
     ]
     assert not serious, f"{name}: " + "; ".join(serious)

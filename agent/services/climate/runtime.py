@@ -29,6 +29,7 @@ from agent.services.climate.loop import (
 from agent.services.live.outbox import Stream, StreamEvent
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.store.climate import ClimateStore, SettingsRecord
+from protocol.backoff import Backoff, Retry
 from protocol.timefmt import iso
 
 __all__ = ["ClimateRuntime", "FanDriver", "ReadingSource", "clock_iso", "config_of"]
@@ -163,6 +164,8 @@ class ClimateRuntime:
             self.observe(await subscription.get())
 
     async def _tick(self) -> None:
+        # After a failed step: twice the interval (at least 1 s), doubling up to four intervals.
+        retry = Retry(Backoff(max(self._interval * 2, 1.0), self._interval * 4, jitter=False))
         delay = self._interval
         while True:
             await asyncio.sleep(delay)
@@ -170,12 +173,13 @@ class ClimateRuntime:
                 # Settings also change underneath (a farm or fan deleted): start from the store.
                 await self.reload()
                 await self.step(self._now())
+                retry.reset()
                 delay = self._interval
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("climate step failed; retrying")
-                delay = min(self._interval * 4, max(delay * 2, 1.0))
+                delay = retry.next_delay()
 
     # Inputs ------------------------------------------------------------------------------------
 

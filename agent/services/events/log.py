@@ -27,14 +27,14 @@ from agent.devices.throttled_log import ThrottledLog
 from agent.services.live.hub import DeviceEventLike, FarmStatusChange
 from agent.services.live.outbox import Stream, StreamEvent
 from agent.store.events import EventRecord, EventStore
+from protocol.backoff import Backoff, Retry
 from protocol.timefmt import iso, utcnow
 
 __all__ = ["EventLog", "EventLogStats"]
 
 log = logging.getLogger(__name__)
 
-_RETRY_MIN_S = 0.5
-_RETRY_MAX_S = 30.0
+_RETRY = Backoff(0.5, 30.0, jitter=False)
 _FLUSH_TIMEOUT_S = 10.0
 
 
@@ -223,7 +223,7 @@ class EventLog:
         await self._queue.join()
 
     async def _run(self) -> None:
-        delay = _RETRY_MIN_S
+        retry = Retry(_RETRY)
         while True:
             batch = [await self._queue.get()]
             while len(batch) < self._max_batch and not self._queue.empty():
@@ -231,7 +231,7 @@ class EventLog:
             while True:
                 try:
                     self.stats.stored += await self._store.insert_many(batch)
-                    delay = _RETRY_MIN_S
+                    retry.reset()
                     break
                 except asyncio.CancelledError:
                     raise
@@ -242,8 +242,7 @@ class EventLog:
                 except Exception:
                     self.stats.failed_batches += 1
                     log.exception("event log: writing %d events failed; retrying", len(batch))
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, _RETRY_MAX_S)
+                    await asyncio.sleep(retry.next_delay())
             for _ in batch:
                 self._queue.task_done()
 

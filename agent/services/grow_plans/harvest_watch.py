@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, tzinfo
 
 from agent.store.grow_plans import GrowPlanStore
+from protocol.backoff import Backoff, Retry
 from protocol.timefmt import iso
 
 __all__ = ["HarvestWatch", "Notice"]
@@ -87,18 +88,18 @@ class HarvestWatch:
         return sent
 
     async def _run(self) -> None:
-        backoff = _FIRST_BACKOFF_S
+        retry = Retry(Backoff(_FIRST_BACKOFF_S, self._interval, jitter=False))
         while True:
             try:
                 sent = await self.check()
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("harvest check failed; retrying in %.0f s", backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self._interval)
+                delay = retry.next_delay()
+                log.exception("harvest check failed; retrying in %.0f s", delay)
+                await asyncio.sleep(delay)
                 continue
-            backoff = _FIRST_BACKOFF_S
+            retry.reset()
             if sent:
                 log.info("harvest-ready notices sent: %d", sent)
             await asyncio.sleep(self._interval)

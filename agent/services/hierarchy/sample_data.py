@@ -87,7 +87,10 @@ async def create_sample_farm(
                     depth_cm=60,
                 ),
             )
-            for level, (shelf_name, species, plants) in enumerate(rack_shelves, start=1):
+            # Listed top first; levels count from 0 at the bottom (protocol/schemas/farms.py).
+            top = len(rack_shelves) - 1
+            for index, (shelf_name, species, plants) in enumerate(rack_shelves):
+                level = top - index
                 shelf = await hierarchy.create_shelf(
                     owner,
                     ShelfCreate(

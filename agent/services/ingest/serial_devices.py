@@ -20,9 +20,10 @@ from datetime import datetime
 from agent.devices.codec import Measurement
 from agent.devices.errors import DeviceError
 from agent.devices.ezo import EzoCircuit, EzoEc, EzoPh, ezo_framing
-from agent.devices.serial_port import Backoff, SerialPort
+from agent.devices.serial_port import SerialPort
 from agent.services.calibration.runtime import EzoDevices
 from agent.services.devices.registry import DeviceBinding
+from protocol.backoff import Backoff
 
 __all__ = ["SerialDevices", "SerialOptions", "SerialReports"]
 

@@ -24,6 +24,7 @@ from agent.devices.codec import Measurement
 from agent.devices.throttled_log import ThrottledLog
 from agent.services.readings.listeners import CommittedReading, ListenerSet, ReadingSubscription
 from agent.store.readings import NewReading, ReadingStore
+from protocol.backoff import Backoff
 
 __all__ = [
     "CalibrationProvider",
@@ -361,7 +362,9 @@ class ReadingWriter:
                     log.exception("reading batch of %d lost after %d attempts", len(batch), attempt)
                     return
                 self._problems.exception("commit", "reading batch commit failed; retrying")
-                await asyncio.sleep(self._retry_delay * 2 ** (attempt - 1))
+                await asyncio.sleep(
+                    Backoff(self._retry_delay, math.inf, jitter=False).delay(attempt - 1)
+                )
                 continue
             self.stats.commits += 1
             self.stats.committed += len(outcome.inserted)

@@ -16,6 +16,7 @@ from typing import Protocol
 from agent.services.live.hub import EventHub
 from agent.services.live.outbox import Stream
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
+from protocol.backoff import Backoff, Retry
 
 __all__ = ["ReadingFeed", "ReadingSource"]
 
@@ -89,18 +90,18 @@ class ReadingFeed:
     async def _run(self) -> None:
         assert self._subscription is not None
         subscription = self._subscription
-        delay = 0.1
+        retry = Retry(Backoff(0.1, 5.0, jitter=False))
         while True:
             try:
                 reading = await subscription.get()
                 await self._forward(subscription, reading)
-                delay = 0.1
+                retry.reset()
             except asyncio.CancelledError:
                 raise
             except Exception:
+                delay = retry.next_delay()
                 log.exception("sensor-data feed failed; retrying in %.1f s", delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
 
     async def _forward(self, subscription: ReadingSubscription, first: CommittedReading) -> None:
         reading: CommittedReading | None = first

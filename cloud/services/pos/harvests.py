@@ -17,6 +17,7 @@ from cloud.services.pos.mirror_rows import mirror_rows
 from cloud.services.pos.secrets import PosSecrets
 from cloud.store import pos_harvests, pos_mirror
 from cloud.store.db import Database
+from protocol.backoff import Backoff
 from protocol.secretbox import SecretBoxError
 from protocol.timefmt import iso, utcnow
 
@@ -25,6 +26,7 @@ __all__ = ["HarvestPusher", "idempotency_key"]
 log = logging.getLogger(__name__)
 
 _MAX_ATTEMPTS = 10
+_RETRY = Backoff(30.0, 3600.0)
 
 
 def idempotency_key(grow_plan_id: Any) -> str:

@@ -30,6 +30,7 @@ from cloud.services.pos.mirror_rows import high_water, mirror_rows
 from cloud.services.pos.secrets import PosSecrets
 from cloud.store import pos_configs, pos_jobs, pos_mirror
 from cloud.store.db import Database
+from protocol.backoff import Backoff
 from protocol.secretbox import SecretBoxError
 
 __all__ = ["JobPolicy", "LeaseLost", "SyncRunner"]
@@ -52,7 +53,7 @@ class JobPolicy:
 
     def retry_in(self, attempts: int) -> float:
         """Seconds before a job that failed transiently runs again."""
-        return float(min(self.retry_max_s, self.retry_initial_s * 2 ** max(0, attempts - 1)))
+        return Backoff(self.retry_initial_s, self.retry_max_s).delay(max(0, attempts - 1))
 
 
 @dataclass

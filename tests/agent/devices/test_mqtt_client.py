@@ -8,7 +8,7 @@ import pytest
 
 from agent.devices.codec import OutgoingMessage
 from agent.devices.errors import DeviceUnavailable
-from agent.devices.mqtt import Backoff, InboundMessage, MqttClient, outgoing
+from agent.devices.mqtt import InboundMessage, MqttClient, outgoing
 from tests.agent.devices.conftest import WAIT, eventually, settings_for
 from tests.support.mosquitto import Mosquitto
 
@@ -209,15 +209,6 @@ async def test_birth_on_connect_and_offline_on_clean_stop(broker: Mosquitto) -> 
             await agent.wait_connected(WAIT)
             await eventually(lambda: watcher.payloads(status) == ["online"])
         await eventually(lambda: watcher.payloads(status) == ["online", "offline"])
-
-
-def test_backoff_grows_with_jitter_and_resets() -> None:
-    backoff = Backoff(0.5, 8.0, rand=lambda: 1.0)
-    assert [backoff.next_delay() for _ in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
-    backoff.reset()
-    low = Backoff(0.5, 8.0, rand=lambda: 0.0)
-    assert [low.next_delay() for _ in range(3)] == [0.25, 0.5, 1.0]
-    assert backoff.next_delay() == 0.5
 
 
 def test_commands_are_qos1_and_never_retained_status_is_retained() -> None:

@@ -16,11 +16,11 @@ import pytest
 from agent.devices.calibration_runner import Stability
 from agent.devices.ezo import EzoPh, ezo_port
 from agent.devices.profiles import load_profiles
-from agent.devices.serial_port import Backoff
 from agent.devices.simulator.ezo import EzoSimulator
 from agent.services.calibration.runtime import EzoDevices
 from agent.store.users import UserStore
 from agent.web.keys import CALIBRATION, DATABASE
+from protocol.backoff import Backoff
 from protocol.passwords import hash_password
 from protocol.timefmt import now_iso
 from tests.conftest import Agent

@@ -38,7 +38,7 @@ def test_install_puts_user_unit_and_config_in_place_and_uninstall_keeps_the_data
     wanted = root / "etc/systemd/system/multi-user.target.wants/farm-agent.service"
     assert wanted.is_symlink()
     config = root / "etc/farm-agent/agent.toml"
-    assert tomllib.loads(config.read_text()) == {}
+    assert tomllib.loads(config.read_text()) == {"state_dir": "/var/lib/farm-agent"}
     assert config.stat().st_mode & 0o777 == 0o640
 
     # Data written meanwhile, and a changed configuration, survive uninstall and reinstall.

@@ -10,8 +10,9 @@ import pytest
 
 from agent.devices.ezo import EzoEc, EzoPh, ezo_port
 from agent.devices.profiles import FirmwareProfile, load_profiles
-from agent.devices.serial_port import Backoff, SerialPort
+from agent.devices.serial_port import SerialPort
 from agent.devices.simulator.ezo import EzoSimulator
+from protocol.backoff import Backoff
 
 PROFILES = load_profiles(Path(__file__).parents[3] / "firmware_profiles")
 PH_PROFILE: FirmwareProfile = PROFILES["atlas-ezo-ph"]

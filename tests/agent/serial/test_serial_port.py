@@ -10,7 +10,7 @@ import pytest
 
 from agent.devices.errors import DeviceRejected, DeviceTimeout, DeviceUnavailable
 from agent.devices.ezo import EzoPh, ezo_port
-from agent.devices.serial_port import Backoff, ReplyRejected
+from agent.devices.serial_port import ReplyRejected
 from agent.devices.simulator.ezo import EzoSimulator
 
 from .conftest import FAST_BACKOFF, PH_PROFILE, PortFactory
@@ -139,15 +139,3 @@ async def test_port_opens_once_the_device_appears(tmp_path: Path) -> None:
         async with sim:
             await port.wait_connected(within=5.0)
             assert (await port.command("i", timeout=2.0)).value == "?i,pH,2.16"
-
-
-def test_reopen_back_off_grows_with_jitter_up_to_the_maximum() -> None:
-    backoff = Backoff(initial=0.5, maximum=30.0, factor=2.0, jitter=0.25)
-    rng = random.Random(11)
-
-    delays = [backoff.delay(attempt, rng) for attempt in range(10)]
-
-    for attempt, delay in enumerate(delays):
-        base = min(30.0, 0.5 * 2**attempt)
-        assert 0.75 * base <= delay <= 1.25 * base
-    assert len({round(d / min(30.0, 0.5 * 2**a), 6) for a, d in enumerate(delays)}) > 1

@@ -1,7 +1,19 @@
 // What several screens need about one farm, fetched in parallel: its rows, racks and shelves,
 // sensors and devices, active plans and alerts, climate settings; and where each sensor sits.
 
-import { all, get } from "./api.js";
+import { ApiError, all, get } from "./api.js";
+
+/**
+ * A read some servers do not offer (the cloud serves fewer than the agent): a 404 for the path
+ * itself gives ``fallback``; any other failure is the caller's to show.
+ * @template T @param {Promise<T>} call @param {T} fallback
+ */
+export function optional(call, fallback) {
+  return call.catch((err) => {
+    if (err instanceof ApiError && err.status === 404 && err.message === "No such endpoint") return fallback;
+    throw err;
+  });
+}
 
 /** Metrics the overview shows on each shelf, in order, with short labels and decimals. */
 export const SHELF_METRICS = [
@@ -50,19 +62,25 @@ async function fetchHierarchy(farmId) {
 
 /** @param {string} farmId */
 export async function loadFarm(farmId) {
-  const [rows, sensors, devices, plans, alerts, climate] = await Promise.all([
+  const [rows, listed, devices, plans, alerts, climate] = await Promise.all([
     loadHierarchy(farmId),
-    all("/api/v1/sensors", "sensors", { farm_id: farmId }),
+    optional(all("/api/v1/sensors", "sensors", { farm_id: farmId }), null),
     all("/api/v1/devices", "devices", { farm_id: farmId }),
-    all("/api/v1/grow-plans", "grow_plans", { farm_id: farmId, status: "active" }),
-    all("/api/v1/alerts", "alerts", { farm_id: farmId, state: "active" }),
-    get("/api/v1/climate-control", { farm_id: farmId }).catch(() => ({ climate_controls: [] })),
+    optional(all("/api/v1/grow-plans", "grow_plans", { farm_id: farmId, status: "active" }), []),
+    optional(all("/api/v1/alerts", "alerts", { farm_id: farmId, state: "active" }), []),
+    optional(get("/api/v1/climate-control", { farm_id: farmId }), { climate_controls: [] }),
   ]);
+  const sensors = listed || sensorsOf(devices);
   const progress = await Promise.all(
     plans.map((p) => get(`/api/v1/grow-plans/${p.id}/progress`).catch(() => null)),
   );
   plans.forEach((p, i) => (p.progress = progress[i]));
   return { rows, sensors, devices, plans, alerts, climate: climate.climate_controls };
+}
+
+/** Sensors as the device registry describes them, where no sensor list is served. @param {any[]} devices */
+export function sensorsOf(devices) {
+  return devices.filter((d) => d.kind === "sensor").map((d) => ({ ...d, metrics: [], calibration: null }));
 }
 
 /** Lower-case name for matching a device's free-text location to a structure. @param {string} s */
@@ -101,13 +119,13 @@ export function placeSensors(rows, sensors) {
   return { byShelf, unplaced };
 }
 
-/** Latest value of each metric of a sensor, from its last minute of data. @param {any} sensor */
+/** Latest value of each metric of a sensor, from its last two minutes of data. @param {any} sensor */
 export async function latestValues(sensor) {
   /** @type {Record<string, number>} */
   const values = {};
-  if (!sensor.last_reading) return values;
-  const end = new Date(new Date(sensor.last_reading).getTime() + 1000);
-  const start = new Date(end.getTime() - 120_000);
+  // Without a last-reading time (the cloud's mirror may not carry one) look at the last hour.
+  const end = sensor.last_reading ? new Date(new Date(sensor.last_reading).getTime() + 1000) : new Date();
+  const start = new Date(end.getTime() - (sensor.last_reading ? 120_000 : 3600_000));
   const data = await get(`/api/v1/sensors/${sensor.id}/data`, {
     start: start.toISOString(),
     end: end.toISOString(),

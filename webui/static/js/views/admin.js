@@ -3,6 +3,7 @@
 
 import { all, call, currentUser, get } from "../api.js";
 import { field, h, mount, when } from "../dom.js";
+import { optional } from "../farmdata.js";
 import { confirmDialog, messageOf, showError, toast } from "../notify.js";
 
 const ROLES = ["admin", "farm_manager", "operator", "analyst", "user"];
@@ -16,7 +17,7 @@ export async function render(ctx) {
   }
   const [users, permissions, keys] = await Promise.all([
     all("/api/v1/users/", "users"),
-    all("/api/v1/permissions/", "permissions"),
+    optional(all("/api/v1/permissions/", "permissions"), []),
     all("/api/v1/api-keys", "api_keys"),
   ]);
   const farms = new Map(ctx.farms.map((/** @type {any} */ f) => [f.id, f.name]));

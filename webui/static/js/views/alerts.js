@@ -3,6 +3,7 @@
 
 import { all, call, currentUser, get } from "../api.js";
 import { field, h, mount, num, when } from "../dom.js";
+import { optional } from "../farmdata.js";
 import { confirmDialog, messageOf, showError, toast } from "../notify.js";
 import { LiveStream } from "../streams.js";
 
@@ -14,9 +15,9 @@ export async function render(ctx) {
   const canWrite = ctx.service === "agent" && ["admin", "farm_manager", "operator"].includes(role);
   const [events, alerts, rules, devices] = await Promise.all([
     get("/api/v1/events", { farm_id: farm.id, limit: 50 }).then((e) => e.events),
-    get("/api/v1/alerts", { farm_id: farm.id, limit: 50 }).then((a) => a.alerts),
-    get("/api/v1/alert-rules", { farm_id: farm.id, limit: 500 }).then((r) => r.alert_rules).catch(() => []),
-    all("/api/v1/devices", "devices", { farm_id: farm.id, kind: "sensor" }),
+    optional(get("/api/v1/alerts", { farm_id: farm.id, limit: 50 }).then((a) => a.alerts), []),
+    optional(get("/api/v1/alert-rules", { farm_id: farm.id, limit: 500 }).then((r) => r.alert_rules), []),
+    all("/api/v1/devices", "devices", { farm_id: farm.id }),
   ]);
   const names = new Map(devices.map((d) => [d.id, d.name]));
   const eventList = h("ul", { class: "event-list", "aria-live": "polite" });

@@ -4,6 +4,7 @@
 
 import { all, call, currentUser, get } from "../api.js";
 import { field, h, mount, num, when } from "../dom.js";
+import { optional } from "../farmdata.js";
 import { messageOf, toast } from "../notify.js";
 
 const CONTROL_ROLES = ["admin", "farm_manager", "operator"];
@@ -17,11 +18,11 @@ export async function render(ctx) {
   const readOnly = ctx.service !== "agent" || !CONTROL_ROLES.includes(role);
   const [devices, climate, history] = await Promise.all([
     all("/api/v1/devices", "devices", { farm_id: farm.id }),
-    get("/api/v1/climate-control", { farm_id: farm.id }).then((c) => c.climate_controls).catch(() => []),
-    get("/api/v1/climate-control/history", { farm_id: farm.id, limit: 20 }).then((c) => c.entries).catch(() => []),
+    optional(get("/api/v1/climate-control", { farm_id: farm.id }).then((c) => c.climate_controls), []),
+    optional(get("/api/v1/climate-control/history", { farm_id: farm.id, limit: 20 }).then((c) => c.entries), []),
   ]);
   const actuators = devices.filter((d) => d.kind !== "sensor");
-  const schedules = await Promise.all(actuators.map((d) => get(`/api/v1/devices/${d.id}/schedule`).catch(() => null)));
+  const schedules = await Promise.all(actuators.map((d) => optional(get(`/api/v1/devices/${d.id}/schedule`), null)));
   mount(
     ctx.main,
     h("h1", null, "Control"),

@@ -5,7 +5,7 @@
 import { h, mount, num, when } from "../dom.js";
 import { SHELF_METRICS, latestValues, loadFarm, placeSensors, shelfMetric } from "../farmdata.js";
 import { get } from "../api.js";
-import { LiveStream } from "../streams.js";
+import { LIVE, LiveStream } from "../streams.js";
 
 /** @param {any} ctx */
 export async function render(ctx) {
@@ -32,7 +32,14 @@ export async function render(ctx) {
     mount(others, unplaced.length ? [h("h2", null, "Other sensors"), h("div", { class: "sensor-list" }, unplaced.map((s) => sensorCard(s, values, data)))] : null);
   };
   draw();
-  mount(ctx.main, h("h1", { class: "screen-title" }, farm.name, h("small", null, farm.location)), summary, grid, others);
+  mount(
+    ctx.main,
+    h("h1", { class: "screen-title" }, farm.name, h("small", null, farm.location)),
+    LIVE ? null : h("p", { class: "hint" }, "Synced from the farm's agent: reload for the latest readings; control it from the farm's own app."),
+    summary,
+    grid,
+    others,
+  );
 
   let pending = 0;
   const redraw = () => {

@@ -3,7 +3,7 @@
 
 import { all, call, currentUser, get } from "../api.js";
 import { field, h, mount, num } from "../dom.js";
-import { loadHierarchy } from "../farmdata.js";
+import { loadHierarchy, optional } from "../farmdata.js";
 import { confirmDialog, messageOf, showError, toast } from "../notify.js";
 
 /** @param {any} ctx */
@@ -11,11 +11,11 @@ export async function render(ctx) {
   const farm = ctx.farm;
   if (!farm) return mount(ctx.main, h("p", { class: "panel" }, "No farm to show."));
   const canWrite = ctx.service === "agent" && ["admin", "farm_manager"].includes(currentUser()?.role || "");
-  const [plans, rows] = await Promise.all([all("/api/v1/grow-plans", "grow_plans", { farm_id: farm.id }), loadHierarchy(farm.id)]);
+  const [plans, rows] = await Promise.all([optional(all("/api/v1/grow-plans", "grow_plans", { farm_id: farm.id }), []), loadHierarchy(farm.id)]);
   const shelves = new Map(rows.flatMap((r) => r.racks.flatMap((rack) => rack.shelves.map((s) => [s.id, `${rack.name} · ${s.name}`]))));
   const current = plans.filter((p) => p.status === "active" || p.status === "planned");
   const past = plans.filter((p) => p.status === "harvested" || p.status === "cancelled");
-  const progress = await Promise.all(current.map((p) => get(`/api/v1/grow-plans/${p.id}/progress`).catch(() => null)));
+  const progress = await Promise.all(current.map((p) => optional(get(`/api/v1/grow-plans/${p.id}/progress`), null)));
   const editor = h("div");
   mount(
     ctx.main,

@@ -2,6 +2,7 @@
 // the live tail from /ws/sensor-data, min/avg/max, and its calibration state and history.
 
 import { all, get } from "../api.js";
+import { optional, sensorsOf } from "../farmdata.js";
 import { COLOURS, lineChart } from "../chart.js";
 import { h, mount, num, when } from "../dom.js";
 import { showError } from "../notify.js";
@@ -19,14 +20,18 @@ const RANGES = [
 /** @param {any} ctx */
 export async function render(ctx) {
   const id = ctx.params.id;
-  const device = await get(`/api/v1/devices/${id}`);
+  const device =
+    (await optional(get(`/api/v1/devices/${id}`), null)) ||
+    (await all("/api/v1/devices", "devices", { farm_id: ctx.farm?.id })).find((d) => d.id === id);
+  if (!device) throw new Error("No such sensor on this farm.");
   if (ctx.farm && device.farm_id !== ctx.farm.id) ctx.selectFarm(device.farm_id);
-  const sensors = await all("/api/v1/sensors", "sensors", { farm_id: device.farm_id });
-  const sensor = sensors.find((s) => s.id === id) || { ...device, metrics: [], calibration: null };
-  const history = await get(`/api/v1/sensors/${id}/calibrations`, { limit: 20 }).catch(() => ({ calibrations: [] }));
+  const sensors = (await optional(all("/api/v1/sensors", "sensors", { farm_id: device.farm_id }), null)) || sensorsOf([device]);
+  const sensor = sensors.find((s) => s.id === id) || sensorsOf([device])[0];
+  const history = await optional(get(`/api/v1/sensors/${id}/calibrations`, { limit: 20 }), { calibrations: [] });
   let range = RANGES[0];
   /** @type {Set<string>} */
   const shown = new Set(sensor.metrics.slice(0, 2).map((/** @type {any} */ m) => m.name));
+  const showAll = !sensor.metrics.length; // the cloud's registry view names no metrics: show every series
   /** @type {any} */
   let data = null;
   const chartBox = h("div", { class: "chart-box" });
@@ -36,7 +41,7 @@ export async function render(ctx) {
 
   const draw = () => {
     if (!data) return;
-    const series = data.series.filter((/** @type {any} */ s) => shown.has(s.metric)).map((/** @type {any} */ s) => ({
+    const series = data.series.filter((/** @type {any} */ s) => showAll || shown.has(s.metric)).map((/** @type {any} */ s) => ({
       label: s.metric,
       unit: s.unit,
       points: s.points.map((/** @type {any} */ p) => ({ t: Date.parse(p.timestamp), v: p.value, min: p.min, max: p.max })),
@@ -51,7 +56,7 @@ export async function render(ctx) {
     chartBox.querySelectorAll(".legend span").forEach((el, i) => /** @type {HTMLElement} */ (el).style.setProperty("--c", COLOURS[i % COLOURS.length]));
     mount(
       stats,
-      data.series.filter((/** @type {any} */ s) => shown.has(s.metric)).map((/** @type {any} */ s) => {
+      data.series.filter((/** @type {any} */ s) => showAll || shown.has(s.metric)).map((/** @type {any} */ s) => {
         const pts = s.points;
         const count = pts.reduce((n, /** @type {any} */ p) => n + p.count, 0);
         const mean = count ? pts.reduce((n, /** @type {any} */ p) => n + p.value * p.count, 0) / count : null;

@@ -1,0 +1,102 @@
+"""The cloud's web app shows a farm that a paired agent synced (a real Chromium, async API:
+the cloud and the agent run on the test's own event loop)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from axe_playwright_python.async_playwright import Axe
+from playwright.async_api import async_playwright, expect
+
+from tests.conftest import Agent
+from tests.e2e.conftest import CLOUD_PASSWORD, LiveCloud
+from tests.e2e.helpers import FAST_SYNC, add_readings, eventually, paired_state
+from tests.webui.conftest import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PHONE,
+    TABLET,
+    WAIT_MS,
+    assert_no_serious,
+)
+
+
+async def _synced_farm(cloud: LiveCloud, agent: Agent, state: Path) -> None:
+    """A farm with a row, a rack, a shelf and a sensor with fresh readings, mirrored."""
+
+    async def create(path: str, body: dict[str, Any]) -> str:
+        resp = await agent.client.post(path, json=body, headers=agent.auth())
+        assert resp.status == 201, await resp.text()
+        return str((await resp.json())["id"])
+
+    farm = await create("/api/v1/farms/", {"name": "North site", "location": "Valley road"})
+    row = await create("/api/v1/rows/", {"farm_id": farm, "name": "Row 1", "position": 1})
+    rack = await create("/api/v1/racks/", {"row_id": row, "name": "Rack 1", "position": 1})
+    await create(
+        "/api/v1/shelves/",
+        {"rack_id": rack, "name": "Top", "level": 1, "current_species": "lettuce"},
+    )
+    sensor = await create(
+        "/api/v1/devices",
+        {
+            "name": "Rack 1 climate",
+            "kind": "sensor",
+            "farm_id": farm,
+            "location": "Rack 1",
+            "device_type": "temperature_humidity",
+        },
+    )
+    now_ms = int(time.time() * 1000)
+    await add_readings(state / "agent.db", sensor, now_ms - 60_000, 30, 2000)
+
+    async def mirrored() -> bool:
+        rows = await cloud.sql("SELECT count(*) FROM readings")
+        shelves = await cloud.sql("SELECT count(*) FROM shelves")
+        return int(rows[0][0]) >= 30 and int(shelves[0][0]) == 1
+
+    await eventually(mirrored, "the farm and its readings in the cloud")
+
+
+async def test_the_cloud_ui_shows_a_synced_farm(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    _, owner_email = await paired_state(cloud, tmp_path / "state")
+    agent: Agent = await make_agent(**FAST_SYNC)
+    await _synced_farm(cloud, agent, tmp_path / "state")
+    assert CHROMIUM.exists(), "apt-get install chromium (scripts/bootstrap does)"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+        )
+        try:
+            for size, viewport in (("tablet", TABLET), ("phone", PHONE)):
+                context = await browser.new_context(viewport=viewport)
+                page = await context.new_page()
+                page.set_default_timeout(WAIT_MS)
+                await page.goto(cloud.url + "/")
+                await page.get_by_label("Email").fill(owner_email)
+                await page.get_by_label("Password").fill(CLOUD_PASSWORD)
+                await page.get_by_role("button", name="Sign in").click()
+                # The cloud's first screen lists every farm the caller may see.
+                card = page.locator('[data-farm="North site"]')
+                await expect(card).to_contain_text("1 rows · 1 racks · 1 shelves", timeout=WAIT_MS)
+                await page.screenshot(path=str(ARTIFACTS / f"cloud-farms-{size}.png"))
+                assert_no_serious((await Axe().run(page)).response, "cloud farms")
+                await card.get_by_role("button", name="Open North site").click()
+                shelf = page.locator('[data-shelf="Top"]')
+                await expect(shelf).to_contain_text("lettuce", timeout=WAIT_MS)
+                await expect(shelf.locator('[data-metric="temperature"]')).to_be_visible(
+                    timeout=WAIT_MS
+                )
+                await expect(page.locator("#banner")).to_be_hidden()
+                await page.screenshot(
+                    path=str(ARTIFACTS / f"cloud-overview-{size}.png"), full_page=True
+                )
+                assert_no_serious((await Axe().run(page)).response, "cloud overview")
+                await context.close()
+        finally:
+            await browser.close()
