@@ -61,8 +61,19 @@ def _spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Pop
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=None if os.environ.get("BENCH_DEBUG") else subprocess.DEVNULL,
     )
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not ended a minute later (said on stderr)."""
+    process.terminate()
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        print(f"{process.args} did not stop within 60 s of SIGTERM; killed", file=sys.stderr)
+        process.kill()
+        process.wait(30)
 
 
 def _wait_fake(url: str) -> None:
@@ -269,7 +280,7 @@ async def main(orders: int, events: int, connections: int) -> None:
                     "CLOUD_POS_POLL_INTERVAL_S": "0.05",
                     "CLOUD_RATE_LIMIT_PER_USER": "0",
                     "CLOUD_RATE_LIMIT_PER_ADDRESS": "0",
-                    "CLOUD_LOG_LEVEL": "WARNING",
+                    "CLOUD_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
                 }
             )
             cloud = _spawn(["run"], env)
@@ -286,8 +297,7 @@ async def main(orders: int, events: int, connections: int) -> None:
     finally:
         for process in (cloud, fake):
             if process is not None:
-                process.terminate()
-                process.wait(30)
+                _stop(process)
         cluster.stop()
     bare, synced = bare_records / bare_s, sync_records / sync_s
     print(f"orders pulled:         {sync_records:,} (bare loop: {bare_records:,})")
