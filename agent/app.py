@@ -53,6 +53,7 @@ from protocol.http.ratelimit import (
     add_rate_limit_headers,
     rate_limit_middleware,
 )
+from protocol.http.streams_doc import streams_document
 from protocol.identity import Principal
 from protocol.mail import MailSender
 from protocol.version import distribution_version
@@ -132,6 +133,12 @@ def create_app(
             title=f"{settings.farm_name} API",
             version=distribution_version(),
             description="Vertical farm edge agent: farm hierarchy, devices, control and identity.",
+            extensions={
+                "x-streams": streams_document(
+                    max_connections_per_user=settings.ws_max_connections_per_user,
+                    heartbeat_s=settings.ws_heartbeat_s,
+                )
+            },
         ),
     )
 

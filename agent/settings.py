@@ -76,7 +76,10 @@ class AgentSettings(BaseSettings):
     )
     sync_interval_s: float = Field(5.0, gt=0, description="Pause between uploads when caught up")
     sync_heartbeat_s: float = Field(
-        60.0, gt=0, description="With nothing to send, fetch the identity delta this often"
+        4.0,
+        gt=0,
+        le=300,
+        description="With nothing to send, ask for a newer identity delta this often",
     )
     sync_backoff_initial_s: float = Field(1.0, gt=0, description="First retry delay")
     sync_backoff_max_s: float = Field(300.0, gt=0, description="Retry back-off cap (jittered)")

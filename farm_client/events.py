@@ -1,4 +1,4 @@
-"""Typed messages of the WebSocket streams (DESIGN.md section 7; agent/services/live/wire.py).
+"""Typed messages of the WebSocket streams (DESIGN.md section 7; protocol/streams.py).
 
 A server message is ``{"type", "farm_id", "data", "timestamp", "seq"}``. The device event stream
 carries ``status-update`` and ``error`` (the names SPEC.md's client library exposes, "Events"),

@@ -9,6 +9,7 @@ ApiError                      status, code, message, details
 ├── NotFound                  404 RESOURCE_NOT_FOUND
 ├── MethodNotAllowed          405 METHOD_NOT_ALLOWED
 ├── Conflict                  409 RESOURCE_EXISTS
+│   └── ManagedByCloud        409 MANAGED_BY_CLOUD (a paired agent's identity is the cloud's)
 ├── PayloadTooLarge           413 PAYLOAD_TOO_LARGE
 ├── ValidationFailed          422 VALIDATION_ERROR
 ├── RateLimited               429 RATE_LIMITED (carries retry_after)
@@ -33,6 +34,7 @@ __all__ = [
     "Forbidden",
     "InternalError",
     "InvalidCredentials",
+    "ManagedByCloud",
     "MethodNotAllowed",
     "NotFound",
     "PayloadTooLarge",
@@ -108,6 +110,16 @@ class Conflict(ApiError):
     """The resource already exists."""
 
     status, code, default_message = 409, "RESOURCE_EXISTS", "Resource already exists"
+
+
+class ManagedByCloud(Conflict):
+    """A change a paired agent leaves to the cloud, its identity authority (issue 16)."""
+
+    code = "MANAGED_BY_CLOUD"
+    default_message = (
+        "This agent is paired with a cloud, which manages its users, roles, permissions and "
+        "API keys: make this change in the cloud"
+    )
 
 
 class PayloadTooLarge(ApiError):

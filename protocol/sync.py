@@ -37,6 +37,7 @@ __all__ = [
     "ReadingBlock",
     "Record",
     "Refusal",
+    "ReplicaApiKey",
     "ReplicaPermission",
     "ReplicaSession",
     "ReplicaUser",
@@ -95,6 +96,14 @@ class Batch(BaseModel):
             "over these, so holes in the agent's sequence never stall it."
         ),
     )
+    identity_version: int = Field(
+        0,
+        ge=0,
+        description=(
+            "The identity version the agent holds: the cloud leaves the delta out of its answer "
+            "when it has nothing newer"
+        ),
+    )
 
 
 class ReplicaUser(BaseModel):
@@ -136,16 +145,38 @@ class ReplicaSession(BaseModel):
     revoked_at: str | None
 
 
+class ReplicaApiKey(BaseModel):
+    """A cloud API key of a replicated user: the agent accepts it until it is revoked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    user_id: str
+    name: str
+    prefix: str
+    key_hash: str = Field(description="protocol.tokens.hash_secret of the key (hex)")
+    created_at: str
+    expires_at: str | None
+    revoked_at: str | None
+
+
 class IdentityDelta(BaseModel):
-    """Who may use the agent's farms, as the cloud (the identity authority) sees it now."""
+    """Who may use the agent's farms, as the cloud (the identity authority) sees it now.
+
+    Identity flows only this way (protocol/sync_kinds.py): the agent keeps a replica and never
+    sends it back. ``version`` is the cloud's identity version of the snapshot the delta was read
+    in; the agent applies only a delta newer than the one it holds.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     issuer: str
     public_key: str = Field(description="The cloud's token key, JWK `x` (base64url raw Ed25519)")
+    version: int = Field(0, ge=0, description="The cloud's identity version; 0 from old clouds")
     users: tuple[ReplicaUser, ...] = ()
     permissions: tuple[ReplicaPermission, ...] = ()
     sessions: tuple[ReplicaSession, ...] = ()
+    api_keys: tuple[ReplicaApiKey, ...] = ()
 
 
 class Refusal(BaseModel):
@@ -177,7 +208,9 @@ class Ack(BaseModel):
     max_body_bytes: int | None = Field(
         None, ge=1, description="The cloud's limit on a request body (the gzip bytes)"
     )
-    identity: IdentityDelta | None = None
+    identity: IdentityDelta | None = Field(
+        None, description="Left out when the agent already holds the current identity version"
+    )
 
 
 def batch_size(batch: Batch) -> int:

@@ -73,8 +73,9 @@ class ApiKeyStore:
         return await self._db.fetch_one(
             "SELECT k.id AS key_id, k.last_used_at, u.id, u.email, u.role, u.plan, u.status"
             " FROM api_keys k JOIN users u ON u.id = k.user_id"
-            " WHERE k.key_hash = ? AND k.revoked_at IS NULL",
-            (key_hash,),
+            " WHERE k.key_hash = ? AND k.revoked_at IS NULL"
+            " AND (k.expires_at IS NULL OR k.expires_at > ?)",
+            (key_hash, now_iso()),
         )
 
     async def touch(self, key_id: str, stale_before: str) -> None:

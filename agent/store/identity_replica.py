@@ -1,10 +1,13 @@
 """The replica of the cloud's identity (DESIGN.md section 8): users with origin 'cloud', their
-permissions on this agent's farms, and their sessions, so they log in on the LAN offline and
-the cloud's tokens and revocations hold here too."""
+permissions on this agent's farms, their sessions and API keys, so they log in on the LAN offline
+and the cloud's tokens, keys and revocations hold here too. The replica flows one way: nothing
+written here goes into the outbox (protocol/sync_kinds.py)."""
 
 from __future__ import annotations
 
 import logging
+
+import aiosqlite
 
 from agent.store.db import Database
 from protocol.sync import IdentityDelta, ReplicaUser
@@ -24,10 +27,33 @@ class IdentityReplicaStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def apply(self, delta: IdentityDelta) -> None:
-        """Make the replica match ``delta``; cloud users missing from it become inactive."""
+    async def version(self) -> int:
+        """The cloud's identity version the replica holds (0 before the first delta)."""
+        row = await self._db.fetch_one("SELECT version FROM identity_replica_state WHERE id = 1")
+        return int(row["version"]) if row is not None else 0
+
+    async def apply(self, delta: IdentityDelta) -> bool:
+        """Make the replica match ``delta``; cloud users missing from it become inactive.
+
+        ``False`` (and nothing written) when the delta is not newer than the version held:
+        an answer that was slow on the way can never roll a revocation back. A delta of a cloud
+        that sends no version (0) always applies.
+
+        These writes touch only tables without outbox triggers (migration 0025): the replica
+        is never sent back to the cloud.
+        """
         now = now_iso()
         async with self._db.transaction() as conn:
+            cursor = await conn.execute("SELECT version FROM identity_replica_state WHERE id = 1")
+            (held,) = await cursor.fetchone() or (0,)
+            await cursor.close()
+            if delta.version and delta.version <= held:
+                log.debug("identity delta %d ignored: %d held", delta.version, held)
+                return False
+            await conn.execute(
+                "UPDATE identity_replica_state SET version = ? WHERE id = 1",
+                (max(held, delta.version),),
+            )
             kept: list[str] = []
             for user in delta.users:
                 cursor = await conn.execute(
@@ -84,18 +110,63 @@ class IdentityReplicaStore:
             stale = [(r[0],) for r in await cursor.fetchall() if (r[1], r[2]) not in wanted]
             await cursor.close()
             await conn.executemany("DELETE FROM permissions WHERE id = ?", stale)
-            for session in delta.sessions:
-                if session.user_id not in kept:
-                    continue
-                await conn.execute(
-                    "INSERT INTO sessions (id, user_id, created_at, expires_at, revoked_at,"
-                    " revoke_reason) VALUES (?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (id) DO UPDATE SET"
-                    " revoked_at = coalesce(sessions.revoked_at, excluded.revoked_at),"
-                    " revoke_reason = coalesce(sessions.revoke_reason, excluded.revoke_reason)",
-                    (session.id, session.user_id, session.created_at, session.expires_at,
-                     session.revoked_at, "revoked in the cloud" if session.revoked_at else None),
-                )  # fmt: skip
+            await _apply_sessions(conn, delta, kept, now)
+            await _apply_api_keys(conn, delta, kept, now)
+        return True
+
+
+async def _apply_sessions(
+    conn: aiosqlite.Connection, delta: IdentityDelta, kept: list[str], now: str
+) -> None:
+    """Cloud sessions as listed; a revocation here is never undone. A cloud session the cloud
+    no longer lists (revoked longer ago than its window, or deleted) is revoked here too."""
+    listed = []
+    for session in delta.sessions:
+        if session.user_id not in kept:
+            continue
+        listed.append(session.id)
+        await conn.execute(
+            "INSERT INTO sessions (id, user_id, created_at, expires_at, revoked_at,"
+            " revoke_reason, origin) VALUES (?, ?, ?, ?, ?, ?, 'cloud')"
+            " ON CONFLICT (id) DO UPDATE SET"
+            " revoked_at = coalesce(sessions.revoked_at, excluded.revoked_at),"
+            " revoke_reason = coalesce(sessions.revoke_reason, excluded.revoke_reason)",
+            (session.id, session.user_id, session.created_at, session.expires_at,
+             session.revoked_at, "revoked in the cloud" if session.revoked_at else None),
+        )  # fmt: skip
+    marks = ",".join("?" * len(listed))
+    await conn.execute(
+        f"UPDATE sessions SET revoked_at = ?, revoke_reason = 'no longer in the cloud'"
+        f" WHERE origin = 'cloud' AND revoked_at IS NULL AND id NOT IN ({marks})",
+        (now, *listed),
+    )
+
+
+async def _apply_api_keys(
+    conn: aiosqlite.Connection, delta: IdentityDelta, kept: list[str], now: str
+) -> None:
+    """Cloud API keys as listed (stored as the same hash the agent checks); a key the cloud
+    revoked, let expire or deleted is refused here from this moment."""
+    listed = []
+    for key in delta.api_keys:
+        if key.user_id not in kept:
+            continue
+        listed.append(key.id)
+        await conn.execute(
+            "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, created_at, expires_at,"
+            " revoked_at, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'cloud')"
+            " ON CONFLICT (id) DO UPDATE SET name = excluded.name,"
+            " expires_at = excluded.expires_at,"
+            " revoked_at = coalesce(api_keys.revoked_at, excluded.revoked_at)",
+            (key.id, key.user_id, key.name, key.prefix, key.key_hash, key.created_at,
+             key.expires_at, key.revoked_at),
+        )  # fmt: skip
+    marks = ",".join("?" * len(listed))
+    await conn.execute(
+        f"UPDATE api_keys SET revoked_at = ?"
+        f" WHERE origin = 'cloud' AND revoked_at IS NULL AND id NOT IN ({marks})",
+        (now, *listed),
+    )
 
 
 def _replica_hash(user: ReplicaUser) -> str:

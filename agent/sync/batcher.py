@@ -1,5 +1,6 @@
 """Outbox rows into a batch's records: entities coalesced to their newest version, raw
-readings grouped per series into delta-encoded blocks, rollups resolved to their series."""
+readings grouped per series into delta-encoded blocks, rollups resolved to their series. Only
+kinds that flow up (protocol/sync_kinds.py) are sent."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from dataclasses import dataclass, field
 
 from agent.sync.outbox import HOUR_MS, MINUTE_MS, EntityRow, QueuedReading, QueuedRollup, Selection
 from protocol.sync import Lane, ReadingBlock, Record, encode_readings
+from protocol.sync_kinds import upload_kinds
 
 __all__ = ["Outgoing", "build_records", "now_ms", "series_ids"]
 
 Series = Mapping[int, tuple[str, str, str]]
+
+_UPLOAD_KINDS = upload_kinds()
 
 
 @dataclass
@@ -23,7 +27,8 @@ class Outgoing:
 
     records: list[Record] = field(default_factory=list)
     dropped: int = 0
-    """Rows whose series no longer exists (device deleted): accounted for, not sent."""
+    """Rows whose series no longer exists (device deleted), or of a kind that does not flow up:
+    accounted for, not sent."""
 
 
 def build_records(rows: Selection, series: Series) -> Outgoing:
@@ -35,6 +40,10 @@ def build_records(rows: Selection, series: Series) -> Outgoing:
     # farm and before the farm's rename still follows the farm.
     first: dict[tuple[str, str], int] = {}
     for row in rows.entities:
+        if row.entity not in _UPLOAD_KINDS:
+            # Not the agent's to send (identity flows from the cloud only): accounted, dropped.
+            out.dropped += 1
+            continue
         newest[(row.entity, row.entity_id)] = row
         first.setdefault((row.entity, row.entity_id), row.seq)
     entities = [

@@ -23,6 +23,7 @@ folded the rows below it, and it never passes a number whose content is still qu
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -160,6 +161,7 @@ class Compaction:
 
 _ENTITY = "seq, lane, kind, entity, entity_id, op, payload, bytes"
 _READING = "seq, series_id, ts, value"
+_R_COLUMNS = "r.seq, r.series_id, r.ts, r.value"
 _ROLLUP = "seq, series_id, width_ms, ts, vmin, vmax, vsum, n"
 _NOT_IN_FLIGHT = (
     "NOT EXISTS (SELECT 1 FROM outbox_inflight AS i WHERE r.seq > i.lo AND r.seq <= i.hi)"
@@ -230,9 +232,8 @@ class OutboxStore:
         """Rows posted before whose answer was never seen (sent again first, unchanged)."""
         readings = _readings(
             await self._db.fetch_all(
-                f"SELECT {_READING} FROM outbox_readings AS r WHERE EXISTS (SELECT 1 FROM"
-                " outbox_inflight AS i WHERE r.seq > i.lo AND r.seq <= i.hi)"
-                " ORDER BY r.seq LIMIT ?",
+                f"SELECT {_R_COLUMNS} FROM outbox_inflight AS i JOIN outbox_readings AS r"
+                " ON r.seq > i.lo AND r.seq <= i.hi ORDER BY r.seq LIMIT ?",
                 (limit,),
             )
         )
@@ -245,49 +246,64 @@ class OutboxStore:
         return Selection([], readings, rollups).head(limit)
 
     async def take(self, limit: int, *, latest_first: bool = False) -> Selection:
-        """Mark and return the next rows: entity changes first (events, configuration,
-        calibrations); then, with ``latest_first``, the newest reading of every series; then
-        the oldest readings and rollups. One write transaction, so compaction cannot fold a
-        row between its choice and its mark."""
-        async with self._db.transaction() as conn:
-            entities = _entities(
-                await conn.execute_fetchall(
-                    f"SELECT {_ENTITY} FROM outbox ORDER BY lane, seq LIMIT ?", (limit,)
-                )
+        """Mark the next rows in flight and return them: entity changes first (events,
+        configuration, calibrations); then, with ``latest_first``, the newest reading of every
+        series; else the oldest readings and rollups. The mark is a short write transaction
+        that moves no row through Python (compaction skips what is marked); the rows are read
+        after it."""
+        entities = _entities(
+            await self._db.fetch_all(
+                f"SELECT {_ENTITY} FROM outbox ORDER BY lane, seq LIMIT ?", (limit,)
             )
-            room = limit - len(entities)
-            readings: list[QueuedReading] = []
-            rollups: list[QueuedRollup] = []
-            if room > 0 and latest_first:
-                readings = _readings(
-                    await conn.execute_fetchall(
-                        f"SELECT {', '.join('r.' + c for c in _READING.split(', '))}"
-                        " FROM outbox_latest AS l JOIN outbox_readings AS r ON r.seq = l.seq"
-                        f" WHERE {_NOT_IN_FLIGHT} ORDER BY r.seq LIMIT ?",
-                        (room,),
-                    )
+        )
+        room = limit - len(entities)
+        if room <= 0:
+            return Selection(entities)
+        async with self._db.transaction() as conn:
+            if latest_first:
+                await conn.execute(
+                    "INSERT OR IGNORE INTO outbox_inflight (lo, hi) SELECT r.seq - 1, r.seq"
+                    " FROM outbox_latest AS l JOIN outbox_readings AS r ON r.seq = l.seq"
+                    f" WHERE {_NOT_IN_FLIGHT} ORDER BY r.seq LIMIT ?",
+                    (room,),
                 )
-            elif room > 0:
-                readings = _readings(
-                    await conn.execute_fetchall(
-                        f"SELECT {_READING} FROM outbox_readings AS r WHERE {_NOT_IN_FLIGHT}"
-                        " ORDER BY seq LIMIT ?",
-                        (room,),
-                    )
-                )
-                rollups = _rollups(
-                    await conn.execute_fetchall(
-                        f"SELECT {_ROLLUP} FROM outbox_rollups WHERE inflight = 0"
-                        " ORDER BY seq LIMIT ?",
-                        (room,),
-                    )
-                )
-            selection = Selection(entities, readings, rollups).head(limit)
-            await _mark(conn, selection, contiguous=not latest_first)
-        return selection
+            else:
+                await _mark_oldest(conn, room)
+        rest = await self.in_flight(room)
+        return Selection(entities, rest.readings, rest.rollups)
 
     async def claims(self, seqs: Sequence[int]) -> list[tuple[int, int]]:
         """The sequence ranges a batch of ``seqs`` accounts for (see the module docstring)."""
+        ordered = sorted(seqs)
+        if not ordered:
+            return []
+        first, last = ordered[0], ordered[-1]
+        if last - first > 8 * len(ordered):  # scattered (the newest of every series)
+            return await self._claims_each(ordered)
+        # Runs of the batch with no other queued row between them claim from below the first
+        # to below the next queued row above the last, in one range.
+        batch = set(ordered)
+        others: list[int] = []
+        for table in ("outbox", "outbox_readings", "outbox_rollups"):
+            found = await self._db.fetch_all(
+                f"SELECT seq FROM {table} WHERE seq BETWEEN ? AND ?", (first, last)
+            )
+            others.extend(int(r[0]) for r in found if int(r[0]) not in batch)
+        others.sort()
+        runs: list[tuple[int, int]] = []
+        start = before = first
+        for seq in ordered[1:]:
+            if bisect.bisect(others, before) != bisect.bisect(others, seq):
+                runs.append((start, before))
+                start = seq
+            before = seq
+        runs.append((start, before))
+        ends = sorted({end for run in runs for end in run})
+        inner = [(lo - 1, hi) for lo, hi in runs]
+        return merge_ranges([*await self._claims_each(ends), *inner])
+
+    async def _claims_each(self, seqs: Sequence[int]) -> list[tuple[int, int]]:
+        """``(prev, next - 1]`` of every one of ``seqs``, merged."""
         ranges: list[tuple[int, int]] = []
         for chunk in _chunks(list(seqs)):
             prev = _PREV.replace("?1", "j.value")
@@ -447,25 +463,26 @@ class OutboxStore:
             return await _merge_stage(conn, deleted, ROLLUP_BYTES)
 
 
-async def _mark(conn: aiosqlite.Connection, selection: Selection, *, contiguous: bool) -> None:
-    """Mark readings and rollups in flight. ``contiguous``: the readings are every queued
-    reading from the first to the last, so one range holds them."""
-    readings = selection.readings
-    if readings and contiguous:
+async def _mark_oldest(conn: aiosqlite.Connection, room: int) -> None:
+    """Mark the oldest ``room`` queued readings (one range: every reading from the first to
+    the last) and the oldest ``room`` rollups in flight."""
+    bounds = list(
+        await conn.execute_fetchall(
+            "SELECT min(seq), max(seq) FROM (SELECT seq FROM outbox_readings AS r"
+            f" WHERE {_NOT_IN_FLIGHT} ORDER BY seq LIMIT ?)",
+            (room,),
+        )
+    )
+    if bounds and bounds[0][1] is not None:
+        lo, hi = int(bounds[0][0]), int(bounds[0][1])
         await conn.execute(
-            "INSERT OR IGNORE INTO outbox_inflight (lo, hi) VALUES (?, ?)",
-            (readings[0].seq - 1, readings[-1].seq),
+            "INSERT OR IGNORE INTO outbox_inflight (lo, hi) VALUES (?, ?)", (lo - 1, hi)
         )
-    elif readings:
-        await conn.executemany(
-            "INSERT OR IGNORE INTO outbox_inflight (lo, hi) VALUES (?, ?)",
-            [(r.seq - 1, r.seq) for r in readings],
-        )
-    for chunk in _chunks([r.seq for r in selection.rollups]):
-        await conn.execute(
-            f"UPDATE outbox_rollups SET inflight = 1 WHERE seq IN ({_marks(len(chunk))})",
-            list(chunk),
-        )
+    await conn.execute(
+        "UPDATE outbox_rollups SET inflight = 1 WHERE seq IN (SELECT seq FROM outbox_rollups"
+        " WHERE inflight = 0 ORDER BY seq LIMIT ?)",
+        (room,),
+    )
 
 
 async def _merge_stage(

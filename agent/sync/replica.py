@@ -34,9 +34,14 @@ class IdentityReplica:
         self._link = link
         self._state_dir = state_dir
 
+    async def version(self) -> int:
+        """The cloud's identity version the replica holds; batches tell the cloud."""
+        return await self._store.version()
+
     async def apply(self, delta: IdentityDelta) -> None:
-        """Write the delta; follow a rotated cloud key or issuer."""
-        await self._store.apply(delta)
+        """Write the delta if it is newer than the replica; follow a rotated cloud key."""
+        if not await self._store.apply(delta):
+            return
         if (delta.issuer, delta.public_key) != (
             self._link.cloud_issuer,
             self._link.cloud_public_key,

@@ -58,7 +58,7 @@ class SyncPolicy:
     batch_max_body_bytes: int = 768 * 1024
     """Until the cloud announces its limits: the largest gzip body."""
     idle_interval_s: float = 5.0
-    heartbeat_s: float = 60.0
+    heartbeat_s: float = 4.0
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 300.0
     request_timeout_s: float = 30.0
@@ -146,7 +146,9 @@ class Uploader:
                     continue
                 self._succeeded()
                 if not more:
-                    await asyncio.sleep(self._policy.idle_interval_s)
+                    # Idle: wake at least every heartbeat, so a revocation made in the cloud
+                    # takes effect here within about one heartbeat (issue 16).
+                    await asyncio.sleep(min(self._policy.idle_interval_s, self._policy.heartbeat_s))
 
     def _succeeded(self) -> None:
         if self.status.stuck_since_ms is not None:
@@ -221,7 +223,8 @@ class Uploader:
             latest = self._catching_up and await self._outbox.bulk_waiting() > limit
             self._catching_up = False
             rows = await self._outbox.take(limit, latest_first=latest)
-        # With nothing to send, an empty batch now and then still fetches the identity delta.
+        # With nothing to send, an empty batch every heartbeat asks for a newer identity delta
+        # (the cloud answers none when the replica's version is current).
         if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:
             return False
         while True:
@@ -275,6 +278,7 @@ class Uploader:
                 sent_at=now_ms(),
                 records=tuple(outgoing.records),
                 ranges=tuple(await self._outbox.claims(rows.seqs)),
+                identity_version=await self._replica.version(),
             )
             size = batch_size(batch)
             body, signature = encode_batch(batch, self._key)

@@ -9,14 +9,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from aiohttp import WSMsgType, web
 
 from agent.services.live.outbox import Stream
-from agent.services.live.wire import (
+from agent.web.keys import SETTINGS, STREAMS
+from protocol.errors import BadRequest
+from protocol.streams import (
     CLOSE_GOING_AWAY,
     CLOSE_POLICY,
     StreamClosed,
     text_frames,
 )
-from agent.web.keys import SETTINGS, STREAMS
-from protocol.errors import BadRequest
 
 __all__ = ["PATHS", "install"]
 

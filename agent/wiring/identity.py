@@ -9,6 +9,7 @@ from aiohttp import web
 from agent.services.identity.api_keys import ApiKeyService
 from agent.services.identity.auth_events import AuthEvents
 from agent.services.identity.auth_flows import AuthFlows
+from agent.services.identity.authority import IdentityAuthority
 from agent.services.identity.login_throttle import LoginThrottle, ThrottlePolicy
 from agent.services.identity.mfa import MfaService
 from agent.services.identity.permissions import PermissionService
@@ -23,6 +24,7 @@ from agent.store.one_time_tokens import OneTimeTokenStore
 from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
+from agent.sync.link import link_path
 from agent.web.keys import API_KEYS, AUTH_EVENTS, AUTH_FLOWS, IDENTITY, MFA, PERMISSIONS, USERS
 from agent.wiring.mail import mail_sender
 from protocol.mail import FlowPolicy, MailSender
@@ -55,6 +57,7 @@ def identity_services(
         ),
     )
     issuer = SessionIssuer(sessions, signer, settings.refresh_token_ttl_s)
+    authority = IdentityAuthority(lambda: link_path(settings.state_dir).exists())
     mfa_service = MfaService(
         users,
         tokens,
@@ -62,6 +65,7 @@ def identity_services(
         issuer,
         throttle,
         events,
+        authority,
         issuer_name=settings.farm_name,
         challenge_ttl_s=settings.mfa_challenge_ttl_s,
         clock=clock,
@@ -78,6 +82,7 @@ def identity_services(
             reset_token_ttl_s=settings.reset_token_ttl_s,
             site_name=settings.farm_name,
         ),
+        authority,
     )
     identity = IdentityService(
         users, sessions, api_key_store, issuer, verifier, throttle, events, mfa_service
@@ -86,7 +91,7 @@ def identity_services(
     app[AUTH_EVENTS] = events
     app[AUTH_FLOWS] = flows
     app[MFA] = mfa_service
-    app[API_KEYS] = ApiKeyService(api_key_store, users, events)
-    app[USERS] = UserService(users, permission_store, sessions, flows, events)
-    app[PERMISSIONS] = PermissionService(db, permission_store, users)
+    app[API_KEYS] = ApiKeyService(api_key_store, users, events, authority)
+    app[USERS] = UserService(users, permission_store, sessions, flows, events, authority)
+    app[PERMISSIONS] = PermissionService(db, permission_store, users, authority)
     return identity

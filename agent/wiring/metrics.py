@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator
 
 from aiohttp import web
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from agent.services.readings.writer import COMMIT_BUCKETS_S
 from agent.settings import AgentSettings
 from agent.store.devices import DeviceStore
 from agent.sync.runtime import SyncReport
-from agent.web.keys import DATABASE, DEVICE_RUNTIME, READINGS, STREAMS, SYNC
+from agent.web.keys import CLIMATE_RUNTIME, DATABASE, DEVICE_RUNTIME, READINGS, STREAMS, SYNC
 from protocol.http.metrics import MetricsAccess, install_metrics, parse_networks
 
 __all__ = ["install_agent_metrics"]
@@ -65,6 +71,17 @@ class _AgentFigures(Collector):
                 "readings_duplicates", "Re-delivered readings stored once", stats.duplicates
             )
             yield _gauge("reading_queue_depth", "Readings waiting for a commit", writer.queued)
+            times = stats.commit_times
+            cumulative, buckets = 0, []
+            for bound, count in zip((*COMMIT_BUCKETS_S, math.inf), times.counts, strict=True):
+                cumulative += count
+                buckets.append(("+Inf" if math.isinf(bound) else str(bound), cumulative))
+            yield HistogramMetricFamily(
+                f"{_P}_reading_commit_seconds",
+                "Time one reading batch commit took",
+                buckets=buckets,
+                sum_value=times.total_s,
+            )
             yield _counter("reading_commits", "Reading batches committed", stats.commits)
             yield _counter(
                 "reading_commit_failures",
@@ -83,6 +100,13 @@ class _AgentFigures(Collector):
                 yield _counter("mqtt_messages_dropped", "MQTT messages dropped", mqtt.dropped)
                 yield _counter("mqtt_messages_published", "MQTT messages published", mqtt.published)
                 yield _counter("mqtt_connects", "MQTT connections made", mqtt.connects)
+        if CLIMATE_RUNTIME in app:
+            actions = CounterMetricFamily(
+                f"{_P}_climate_actions", "Climate loop decisions by kind", labels=["kind"]
+            )
+            for kind, count in sorted(app[CLIMATE_RUNTIME].actions.items()):
+                actions.add_metric([kind], count)
+            yield actions
         if STREAMS in app:
             yield _gauge("websocket_clients", "Open WebSocket streams", app[STREAMS].connections)
         devices = GaugeMetricFamily(

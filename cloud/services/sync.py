@@ -3,7 +3,8 @@ transaction idempotent on (agent_id, seq), and answer the contiguous ack, the re
 and the identity delta.
 
 A batch is applied kind by kind, each in a savepoint: a record the cloud cannot apply (unknown
-kind, malformed, not the agent's, refused by the database) is refused alone, with its reason:
+kind, a kind that does not flow up such as identity, malformed, not the agent's, refused by the
+database) is refused alone, with its reason:
 kept in the dead-letter table, counted, logged with the agent id and listed in the answer. The
 rest of the batch commits, so no record can block an agent's sync for ever.
 
@@ -29,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cloud.services.sync_delta import IdentityDeltaSource
 from cloud.store import sync_agents, sync_mirror
 from cloud.store.db import Connection, Database
+from protocol import sync_kinds
 from protocol.errors import BadRequest, Conflict, Forbidden, PayloadTooLarge, Unauthorized
 from protocol.sync import (
     MAX_BATCH_BYTES,
@@ -142,7 +144,7 @@ class SyncService:
             refused=tuple(r for r, _ in refused[:_ANSWERED_REFUSALS]),
             max_batch_bytes=MAX_BATCH_BYTES,
             max_body_bytes=self._max_body_bytes,
-            identity=await self._delta.for_agent(agent_id),
+            identity=await self._delta.newer_than(agent_id, batch.identity_version),
         )
 
 
@@ -150,10 +152,10 @@ Refused = list[tuple[Refusal, dict[str, Any]]]
 
 
 def screen(record: Record) -> str | None:
-    """Why the cloud takes no record of this kind from an agent (``None``: it may apply it)."""
-    if record.kind in (READINGS, *ROLLUPS) or record.kind in sync_mirror.ENTITIES:
-        return None
-    return f"unknown record kind {record.kind!r}"
+    """Why the cloud takes no record of this kind from an agent (``None``: it may apply it):
+    a kind it does not know, or one that does not flow up (identity flows from the cloud only,
+    protocol/sync_kinds.py)."""
+    return sync_kinds.refusal(record.kind)
 
 
 async def _apply_records(

@@ -149,6 +149,16 @@ class Database:
         async with self._system_pool.acquire(timeout=self._timeout) as conn, conn.transaction():
             yield conn
 
+    @asynccontextmanager
+    async def snapshot_as_system(self) -> AsyncIterator[Connection]:
+        """A read-only transaction on the system role that sees one snapshot throughout
+        (REPEATABLE READ): what several queries read belongs to one moment."""
+        async with (
+            self._system_pool.acquire(timeout=self._timeout) as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            yield conn
+
     async def ping(self) -> dict[str, float | None]:
         """Round trip of ``SELECT 1`` in ms on each pool (``user``, ``system``); ``None`` for a
         pool that failed. Runs outside any transaction and acts for nobody."""

@@ -9,7 +9,13 @@ import asyncpg
 
 from cloud.store.db import Connection
 
-__all__ = ["agent_permissions", "agent_sessions", "agent_users"]
+__all__ = [
+    "agent_api_keys",
+    "agent_permissions",
+    "agent_sessions",
+    "agent_users",
+    "identity_version",
+]
 
 # Users with access to the agent's farms: admins (every farm), the agent's owner, the farms'
 # creators and permission holders. Suspended users are included, so the agent learns it.
@@ -55,3 +61,21 @@ async def agent_sessions(
             revoked_within_s,
         )
     )
+
+
+async def agent_api_keys(conn: Connection, user_ids: list[UUID]) -> list[asyncpg.Record]:
+    """Unexpired API keys of ``user_ids``, revoked ones included (the agent drops them)."""
+    return list(
+        await conn.fetch(
+            "SELECT id, user_id, name, prefix, key_hash, created_at, expires_at, revoked_at"
+            " FROM api_keys WHERE user_id = ANY($1::uuid[])"
+            " AND (expires_at IS NULL OR expires_at > now()) ORDER BY id",
+            user_ids,
+        )
+    )
+
+
+async def identity_version(conn: Connection) -> int:
+    """The cloud's identity version (migration 0020): grows with every committed change."""
+    version: int = await conn.fetchval("SELECT version FROM identity_clock WHERE id = 1")
+    return version

@@ -4,6 +4,9 @@ entities, raw readings, 1-minute and 1-hour rollups, and the records it refused.
 Every statement is confined to the farms of the applying agent: a farm is written only if it is
 new or already that agent's, a child only under one of that agent's farms. A write that the
 confinement refuses affects no row, and the caller refuses the record (dead letter).
+
+Only kinds that flow up (protocol/sync_kinds.py) have a statement here: identity (users,
+permissions, sessions, API keys) belongs to the cloud and is never written from a batch.
 """
 
 from __future__ import annotations
@@ -35,14 +38,23 @@ __all__ = [
 
 _MINE = "(SELECT f.id FROM farms AS f WHERE f.agent_id = $1)"
 
+# A user the cloud already lets use one of the agent's farms (cloud/store/sync_identity.py).
+_REPLICATED = f"""(u.role = 'admin'
+    OR u.id = (SELECT a.owner_id FROM agents AS a WHERE a.id = $1)
+    OR u.id IN (SELECT f.user_id FROM farms AS f WHERE f.agent_id = $1)
+    OR u.id IN (SELECT p.user_id FROM permissions AS p WHERE p.farm_id IN {_MINE}))"""
+
 # Upserts by agent entity name; $1 is always the agent id. `RETURNING 1` tells whether the
 # confinement let the row through.
 _UPSERT: dict[str, str] = {
-    "farms": """
+    # The creator holds read_write on the farm (a grant): only a cloud user the agent already
+    # has from the cloud (its identity delta's users) is taken, anyone else gives the owner.
+    "farms": f"""
         INSERT INTO farms AS t (id, agent_id, user_id, name, description, location, status,
                                created_at, updated_at)
         VALUES ($2, $1,
-                coalesce((SELECT u.id FROM users AS u WHERE u.id = $3::uuid), $4),
+                coalesce((SELECT u.id FROM users AS u WHERE u.id = $3::uuid AND {_REPLICATED}),
+                         $4),
                 $5, $6, $7, $8, $9::timestamptz, $10::timestamptz)
         ON CONFLICT (id) DO UPDATE SET name = excluded.name, description = excluded.description,
             location = excluded.location, status = excluded.status,
@@ -110,15 +122,6 @@ _UPSERT: dict[str, str] = {
             slope = excluded.slope, intercept = excluded.intercept
         WHERE t.farm_id IN {_MINE}
         RETURNING 1""",
-    "permissions": f"""
-        INSERT INTO permissions AS t (id, user_id, farm_id, permission_type, granted_at,
-                                     granted_by)
-        SELECT $2, u.id, $4, $5, $6::timestamptz,
-               (SELECT g.id FROM users AS g WHERE g.id = $7::uuid)
-        FROM users AS u WHERE u.id = $3::uuid AND $4 IN {_MINE}
-        ON CONFLICT (user_id, farm_id) DO UPDATE SET permission_type = excluded.permission_type
-        WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
     # An event of a device the mirror does not hold (deleted meanwhile) is kept, unlinked.
     # Only the acknowledgement of a stored event changes.
     "events": f"""
@@ -170,7 +173,6 @@ _DELETE: dict[str, str] = {
     "shelves": f"DELETE FROM shelves WHERE id = $2 AND farm_id IN {_MINE}",
     "devices": f"DELETE FROM devices WHERE id = $2 AND farm_id IN {_MINE}",
     "calibrations": f"DELETE FROM calibrations WHERE id = $2 AND farm_id IN {_MINE}",
-    "permissions": f"DELETE FROM permissions WHERE id = $2 AND farm_id IN {_MINE}",
     "events": f"DELETE FROM events WHERE id = $2 AND farm_id IN {_MINE}",
     "grow_plans": f"DELETE FROM grow_plans WHERE id = $2 AND farm_id IN {_MINE}",
     "climate_settings": f"DELETE FROM climate_settings WHERE id = $2 AND farm_id IN {_MINE}",
@@ -309,15 +311,6 @@ def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
             bool(d.get("active")),
             d.get("performed_by"),
             _ts(d["performed_at"]),
-        ]
-    if entity == "permissions":
-        return [
-            _uuid(d["id"]),
-            d["user_id"],
-            _uuid(d["farm_id"]),
-            d["permission_type"],
-            _ts(d["granted_at"]),
-            d.get("granted_by"),
         ]
     if entity == "grow_plans":
         shelves = _json(d.get("shelves")) or []

@@ -290,6 +290,7 @@ def mfa_api(handlers: MfaHandlers) -> Api:
         tag=_TAG,
         body=MfaCodeRequest,
         response=MfaStatus,
+        errors=(409,),
     )
     async def disable_mfa(request: web.Request, body: MfaCodeRequest) -> MfaStatus:
         """MFA off; the caller's other sessions end."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -50,8 +51,16 @@ def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
     ]
 
 
-def openapi_document(api: Api, *, title: str, version: str, description: str) -> dict[str, Any]:
-    """Build the OpenAPI 3.1 document for ``api``."""
+def openapi_document(
+    api: Api,
+    *,
+    title: str,
+    version: str,
+    description: str,
+    extensions: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build the OpenAPI 3.1 document for ``api``; ``extensions`` are ``x-`` members added
+    at the top level (the agent's WebSocket streams)."""
     models: list[tuple[type[BaseModel], JsonSchemaMode]] = [(ErrorEnvelope, "serialization")]
     for endpoint in api.endpoints:
         if endpoint.body is not None:
@@ -104,6 +113,7 @@ def openapi_document(api: Api, *, title: str, version: str, description: str) ->
         paths.setdefault(endpoint.path, {})[endpoint.method.lower()] = operation
 
     return {
+        **(extensions or {}),
         "openapi": "3.1.0",
         "info": {"title": title, "version": version, "description": description},
         "paths": paths,

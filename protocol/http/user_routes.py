@@ -126,7 +126,7 @@ def users_api(
         tag=_USERS,
         body=RoleChange,
         response=User,
-        errors=(403, 404),
+        errors=(403, 404, 409),
     )
     async def change_role(request: web.Request, body: RoleChange) -> User:
         """The user with the new role and grants."""
@@ -190,7 +190,7 @@ def users_api(
         summary="Remove a user (admins)",
         tag=_USERS,
         status=204,
-        errors=(400, 403),
+        errors=(400, 403, 409),
     )
     async def delete_user(request: web.Request, user_id: str) -> None:
         """Remove the user with their sessions, API keys and permissions."""
@@ -228,7 +228,7 @@ def users_api(
         summary="Revoke a permission",
         tag=_PERMISSIONS,
         status=204,
-        errors=(403,),
+        errors=(403, 409),
     )
     async def delete_permission(request: web.Request, permission_id: str) -> None:
         """The user loses access to the farm at once."""
@@ -249,7 +249,7 @@ def api_keys_api(keys: Callable[[web.Application], ApiKeyManagement]) -> Api:
         body=ApiKeyCreate,
         response=ApiKeyCreated,
         status=201,
-        errors=(403, 404),
+        errors=(403, 404, 409),
     )
     async def create_api_key(request: web.Request, body: ApiKeyCreate) -> ApiKeyCreated:
         """A key acting with the user's role and permissions."""
@@ -274,7 +274,7 @@ def api_keys_api(keys: Callable[[web.Application], ApiKeyManagement]) -> Api:
         summary="Revoke an API key (admins); refused from the next request",
         tag=_API_KEYS,
         status=204,
-        errors=(403,),
+        errors=(403, 409),
     )
     async def revoke_api_key(request: web.Request, key_id: str) -> None:
         """Revoke the key at once."""

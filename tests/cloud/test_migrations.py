@@ -112,3 +112,13 @@ def test_migration_files_must_be_named_and_numbered_once(
 ) -> None:
     with pytest.raises(MigrationError, match=message):
         load_migrations(write(tmp_path / "m", files))
+
+
+async def test_a_gap_filled_by_a_later_release_is_applied_then(
+    empty_db: str, tmp_path: Path
+) -> None:
+    first = {"0001_a.sql": "CREATE TABLE a (id int);", "0020_c.sql": "CREATE TABLE c (id int);"}
+    assert await migrate(empty_db, directory=write(tmp_path / "one", first)) == [1, 20]
+    later = {**first, "0012_b.sql": "CREATE TABLE b (id int);"}
+    assert await migrate(empty_db, directory=write(tmp_path / "two", later)) == [12]
+    assert await table_exists(empty_db, "b")

@@ -216,3 +216,23 @@ def test_every_screen_renders_and_passes_axe(screen: Screen) -> None:
         expect(screen.page.get_by_role("heading", name=title, exact=False).first).to_be_visible()
         expect(screen.page.locator(".loading")).to_have_count(0)
         screen.capture(route.split("/")[0])
+
+
+def test_the_api_docs_page_tries_requests_with_a_token_and_documents_the_streams(
+    screen: Screen,
+) -> None:
+    page = screen.page
+    page.goto(screen.site.base_url + "/api/v1/docs")
+    page.get_by_label("Email").fill(ADMIN_EMAIL)
+    page.get_by_label("Password").fill(ADMIN_PASSWORD)
+    page.get_by_role("button", name="Get a token").click()
+    expect(page.locator("#auth-status")).to_contain_text("Token for admin@farm.test")
+    operation = page.locator("details").filter(has_text="GET/api/v1/farms/ — List farms")
+    operation.locator("summary").click()
+    operation.get_by_role("button", name="Send GET /api/v1/farms/").click()
+    expect(operation.get_by_role("status")).to_have_text("200 OK")
+    expect(operation.locator("pre").first).to_contain_text("Greenhouse One")
+    streams = page.locator("section").filter(has_text="WebSocket streams")
+    expect(streams).to_contain_text("WS /ws/sensor-data")
+    expect(streams).to_contain_text("4429")
+    screen.capture("api-docs")

@@ -61,3 +61,15 @@ def test_all_assets_together_stay_under_300_kb_compressed() -> None:
     total = ui.total_gzipped()
     print(f"web app: {len(ui.assets) + 1} files, {total} bytes gzipped")
     assert total <= 300 * 1024
+
+
+async def test_the_openapi_document_describes_the_streams(agent: Agent) -> None:
+    doc = await (await agent.client.get("/api/v1/openapi.json")).json()
+    streams = doc["x-streams"]
+    assert set(streams["streams"]) == {"/ws/farm-status", "/ws/sensor-data", "/ws/device-events"}
+    assert set(streams["close_codes"]) == {"4401", "4403", "4429"}
+    kinds = {
+        variant["properties"]["type"]["const"]
+        for variant in streams["client_messages"]["$defs"].values()
+    }
+    assert kinds == {"auth", "subscribe", "ping"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -130,6 +131,8 @@ class ClimateRuntime:
         self._writes: set[asyncio.Task[None]] = set()
         self._subscription: ReadingSubscription | None = None
         self.received = 0
+        self.actions: Counter[str] = Counter()
+        """Decisions recorded, by kind (action, failsafe, hold...), for /metrics."""
         """Readings the loop has taken in (tests wait on it)."""
 
     # Lifecycle ---------------------------------------------------------------------------------
@@ -336,6 +339,7 @@ class ClimateRuntime:
         await self._store.record(
             config.settings_id, config.farm_id, config.row_id, kind, clock_iso(now), data
         )
+        self.actions[kind] += 1
         self._publish(
             StreamEvent(
                 stream=Stream.FARM_STATUS,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from agent.services.identity.auth_events import AuthEvents
+from agent.services.identity.authority import IdentityAuthority
 from agent.store.api_keys import ApiKeyStore
 from agent.store.users import UserStore
 from protocol.access import require_role
@@ -25,7 +26,10 @@ def _key_model(row: sqlite3.Row) -> ApiKey:
 class ApiKeyService:
     """Admin management of API keys."""
 
-    def __init__(self, keys: ApiKeyStore, users: UserStore, events: AuthEvents) -> None:
+    def __init__(
+        self, keys: ApiKeyStore, users: UserStore, events: AuthEvents, authority: IdentityAuthority
+    ) -> None:
+        self._authority = authority
         self._keys = keys
         self._users = users
         self._events = events
@@ -38,6 +42,7 @@ class ApiKeyService:
         user = await self._users.by_id(body.user_id)
         if user is None:
             raise NotFound("User not found")
+        self._authority.refuse_for(user, "create an API key")
         key = new_secret(API_KEY_PREFIX)
         prefix = api_key_display_prefix(key)
         row = await self._keys.create(
@@ -72,6 +77,7 @@ class ApiKeyService:
         row = await self._keys.get(key_id)
         if row is None:
             raise NotFound("API key not found")
+        self._authority.refuse_for(await self._users.by_id(row["user_id"]), "revoke an API key")
         if await self._keys.revoke(key_id):
             await self._events.record(
                 "api_key_revoked",

@@ -10,6 +10,7 @@ import logging
 import sqlite3
 
 from agent.services.identity.auth_events import AuthEvents
+from agent.services.identity.authority import IdentityAuthority
 from agent.services.identity.views import user_model
 from agent.store.one_time_tokens import OneTimeTokenStore
 from agent.store.sessions import SessionStore
@@ -53,7 +54,9 @@ class AuthFlows:
         mail: MailSender,
         events: AuthEvents,
         policy: FlowPolicy,
+        authority: IdentityAuthority,
     ) -> None:
+        self._authority = authority
         self._users = users
         self._tokens = tokens
         self._sessions = sessions
@@ -65,6 +68,7 @@ class AuthFlows:
         """Create an account with role ``user`` and no farms; mail a verification token."""
         if not self._policy.registration_enabled:
             raise Forbidden("Registration is disabled on this farm")
+        self._authority.refuse_new("register")
         try:
             row = await self._users.create(
                 email=body.email,
@@ -100,7 +104,9 @@ class AuthFlows:
     async def request_reset(self, body: ResetPasswordRequest, address: str | None) -> Accepted:
         """Mail a reset token if the address has an active account; answer the same anyway."""
         user = await self._users.by_email(body.email)
-        known = user is not None and user["status"] == "active"
+        # A cloud user resets their password in the cloud (the replica's hash comes from
+        # there); the answer is the same, so it tells nobody which accounts exist.
+        known = user is not None and user["status"] == "active" and user["origin"] != "cloud"
         await self._events.record(
             "password_reset_requested",
             user_id=user["id"] if user is not None else None,

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 from agent.services.identity.auth_events import AuthEvents
+from agent.services.identity.authority import IdentityAuthority
 from agent.services.identity.login_throttle import LoginThrottle
 from agent.services.identity.session_issuer import SessionIssuer
 from agent.store.one_time_tokens import OneTimeTokenStore, Purpose
@@ -46,11 +47,13 @@ class MfaService:
         issuer: SessionIssuer,
         throttle: LoginThrottle,
         events: AuthEvents,
+        authority: IdentityAuthority,
         *,
         issuer_name: str,
         challenge_ttl_s: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self._authority = authority
         self._users = users
         self._tokens = tokens
         self._sessions = sessions
@@ -138,9 +141,11 @@ class MfaService:
         return MfaStatus(mfa_enabled=False)
 
     async def _user(self, principal: Principal) -> sqlite3.Row:
+        """The caller's own row, to change their MFA: a cloud user's MFA is the cloud's."""
         user = await self._users.by_id(principal.user_id)
         if user is None:
             raise Unauthorized("Unknown user")
+        self._authority.refuse_for(user, "change MFA")
         return user
 
     async def _check_code(self, user: sqlite3.Row, code: str, address: str | None) -> None:

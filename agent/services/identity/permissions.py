@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from agent.services.identity.authority import IdentityAuthority
 from agent.store.access import farm_grant
 from agent.store.db import Database
 from agent.store.permissions import PermissionStore
@@ -36,7 +37,14 @@ def permission_model(row: sqlite3.Row) -> Permission:
 class PermissionService:
     """Grants as the caller may see and change them."""
 
-    def __init__(self, db: Database, permissions: PermissionStore, users: UserStore) -> None:
+    def __init__(
+        self,
+        db: Database,
+        permissions: PermissionStore,
+        users: UserStore,
+        authority: IdentityAuthority,
+    ) -> None:
+        self._authority = authority
         self._db = db
         self._permissions = permissions
         self._users = users
@@ -58,6 +66,7 @@ class PermissionService:
 
     async def create(self, principal: Principal, body: PermissionCreate) -> Permission:
         """Grant a user access to a farm the caller manages; 409 if they already hold one."""
+        self._authority.refuse_new("grant farm access")
         await self._authorize(principal, body.farm_id)
         if await self._users.by_id(body.user_id) is None:
             raise NotFound("User not found")
@@ -78,6 +87,7 @@ class PermissionService:
         if grant is None:
             raise NotFound("Permission not found")
         authorize(principal, Action.MANAGE, grant)
+        self._authority.refuse_new("revoke farm access")
         await self._permissions.delete(permission_id)
 
     async def _authorize(self, principal: Principal, farm_id: str) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from agent.services.identity.auth_events import AuthEvents
 from agent.services.identity.auth_flows import AuthFlows
+from agent.services.identity.authority import IdentityAuthority
 from agent.services.identity.views import user_model
 from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
@@ -40,7 +41,9 @@ class UserService:
         sessions: SessionStore,
         flows: AuthFlows,
         events: AuthEvents,
+        authority: IdentityAuthority,
     ) -> None:
+        self._authority = authority
         self._users = users
         self._permissions = permissions
         self._sessions = sessions
@@ -64,6 +67,7 @@ class UserService:
     async def create(self, principal: Principal, body: UserCreate) -> User:
         """Create a user with a role and farm grants (admins only)."""
         require_role(principal, Role.ADMIN)
+        self._authority.refuse_new("create a user")
         await self._check_farms(body.farms_access, "farms_access")
         try:
             row = await self._users.create(
@@ -84,8 +88,11 @@ class UserService:
         """Change the given fields of a user (admins only)."""
         require_role(principal, Role.ADMIN)
         row = await self._row(user_id)
+        self._authority.refuse_for(row, "change a user")
         fields = body.model_dump(exclude_unset=True)
         farms_access = fields.pop("farms_access", None)
+        if farms_access is not None:
+            self._authority.refuse_new("grant farm access")
         password = fields.pop("password", None)
         changes: dict[str, Any] = {}
         for name, value in fields.items():
@@ -120,6 +127,9 @@ class UserService:
         """Set a user's role and/or replace their farm grants (admins only)."""
         require_role(principal, Role.ADMIN)
         row = await self._row(body.user_id)
+        self._authority.refuse_for(row, "change a role")
+        if body.permissions is not None:
+            self._authority.refuse_new("grant farm access")
         if body.role is not None:
             await self._keep_an_admin(row, body.role.value, None)
         if body.permissions is not None:
@@ -138,6 +148,7 @@ class UserService:
         if user_id == principal.user_id:
             raise BadRequest("Admins cannot delete their own account")
         row = await self._row(user_id)
+        self._authority.refuse_for(row, "delete a user")
         await self._keep_an_admin(row, Role.USER.value, None)
         await self._users.delete(user_id)
 
@@ -150,6 +161,7 @@ class UserService:
     ) -> User:
         """Change the caller's name, email or password (the last two need the password)."""
         row = await self._row(principal.user_id)
+        self._authority.refuse_for(row, "change your profile")
         changes: dict[str, Any] = {}
         if body.current_password is not None and not await check_password(
             body.current_password, row["password_hash"]

@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from agent.services.live.wire import frame_prefix
+from protocol.streams import frame_prefix
 
 __all__ = ["Missed", "Outbox", "Stream", "StreamEvent"]
 

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -82,6 +83,23 @@ def incoming(
     )
 
 
+COMMIT_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass
+class CommitTimes:
+    """How long reading commits took: counts per upper bound (seconds), for /metrics."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(COMMIT_BUCKETS_S) + 1))
+    total_s: float = 0.0
+
+    def observe(self, seconds: float) -> None:
+        """Count one commit of ``seconds``."""
+        self.total_s += seconds
+        index = next((i for i, b in enumerate(COMMIT_BUCKETS_S) if seconds <= b), -1)
+        self.counts[index] += 1
+
+
 @dataclass
 class WriterStats:
     """Exact counters; the log is rate-limited, these are not."""
@@ -98,6 +116,7 @@ class WriterStats:
     lost: int = 0
     """Readings in batches that failed every commit attempt."""
     commits: int = 0
+    commit_times: CommitTimes = field(default_factory=CommitTimes)
     commit_failures: int = 0
 
 
@@ -354,7 +373,9 @@ class ReadingWriter:
     async def _commit(self, batch: list[NewReading]) -> None:
         for attempt in range(1, self._attempts + 1):
             try:
+                began = time.perf_counter()
                 outcome = await self._store.write(batch)
+                self.stats.commit_times.observe(time.perf_counter() - began)
             except Exception:
                 self.stats.commit_failures += 1
                 if attempt == self._attempts:

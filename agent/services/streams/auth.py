@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from agent.services.live.wire import CLOSE_UNAUTHENTICATED, AuthMessage, StreamClosed
 from protocol.errors import ApiError
 from protocol.identity import Principal
+from protocol.streams import CLOSE_UNAUTHENTICATED, AuthMessage, StreamClosed
 
 __all__ = [
     "Credential",

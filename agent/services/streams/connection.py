@@ -17,7 +17,10 @@ from typing import Any, Protocol
 
 from agent.services.live.hub import EventHub
 from agent.services.live.outbox import Missed, Outbox, Stream, StreamEvent
-from agent.services.live.wire import (
+from agent.services.streams.auth import Credential, StreamAuthenticator
+from agent.services.streams.scope import FarmVisibility, StreamScope
+from protocol.identity import Principal
+from protocol.streams import (
     CLOSE_FORBIDDEN,
     CLOSE_GOING_AWAY,
     CLOSE_INTERNAL,
@@ -31,9 +34,6 @@ from agent.services.live.wire import (
     parse_client_message,
     with_seq,
 )
-from agent.services.streams.auth import Credential, StreamAuthenticator
-from agent.services.streams.scope import FarmVisibility, StreamScope
-from protocol.identity import Principal
 from protocol.timefmt import utcnow
 
 __all__ = ["Socket", "StreamConnection", "StreamFilter", "StreamLimits"]

@@ -9,15 +9,6 @@ from collections.abc import Mapping
 
 from agent.services.live.hub import EventHub
 from agent.services.live.outbox import Stream
-from agent.services.live.wire import (
-    CLOSE_GOING_AWAY,
-    CLOSE_NORMAL,
-    CLOSE_TOO_MANY,
-    CLOSE_UNAUTHENTICATED,
-    AuthMessage,
-    StreamClosed,
-    parse_client_message,
-)
 from agent.services.streams.auth import (
     Credential,
     StreamAuthenticator,
@@ -27,6 +18,15 @@ from agent.services.streams.auth import (
 from agent.services.streams.connection import Socket, StreamConnection, StreamLimits
 from agent.services.streams.readings import ReadingFeed, ReadingSource
 from agent.services.streams.scope import StreamScope
+from protocol.streams import (
+    CLOSE_GOING_AWAY,
+    CLOSE_NORMAL,
+    CLOSE_TOO_MANY,
+    CLOSE_UNAUTHENTICATED,
+    AuthMessage,
+    StreamClosed,
+    parse_client_message,
+)
 
 __all__ = ["StreamService"]
 

@@ -27,6 +27,8 @@ async def test_metrics_from_an_allowed_address(agent):
         "farm_agent_readings_ingested_total",
         'farm_agent_readings_dropped_total{reason="queue_full"}',
         "farm_agent_reading_queue_depth",
+        'farm_agent_reading_commit_seconds_bucket{le="+Inf"}',
+        "farm_agent_climate_actions_total",
         "farm_agent_mqtt_connected",
         "farm_agent_websocket_clients",
         "process_resident_memory_bytes",
@@ -53,3 +55,24 @@ async def test_scrapes_are_not_rate_limited(make_agent):
 def test_a_bad_allow_list_is_a_settings_error(tmp_path):
     with pytest.raises(ValidationError, match="metrics_allowed_networks"):
         agent_settings(tmp_path, metrics_allowed_networks="10.0.0.0/8, not-a-network")
+
+
+async def test_ingested_readings_and_commit_times_are_counted(agent):
+    import re
+
+    from agent.services.readings.writer import IncomingReading
+    from agent.web.keys import DATABASE, READINGS
+    from tests.support.reading_seed import add_device, add_farm, add_user
+
+    db = agent.client.app[DATABASE]
+    device_id = await add_device(db, await add_farm(db, await add_user(db)))
+    writer = agent.client.app[READINGS].writer
+    for i in range(10):
+        writer.submit(
+            IncomingReading(device_id, "ph", "pH", 6.0, received_ts=1_700_000_000_000 + i)
+        )
+    await writer.flush()
+    text = await (await agent.client.get("/metrics")).text()
+    assert re.search(r"^farm_agent_readings_ingested_total 10\.0$", text, re.MULTILINE)
+    commits = re.search(r"^farm_agent_reading_commit_seconds_count (\d+)", text, re.MULTILINE)
+    assert commits and int(commits[1]) >= 1

@@ -3,6 +3,7 @@ in tiers without losing or doubling a reading, and which sequence ranges a batch
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -158,7 +159,7 @@ async def test_claims_let_the_cloud_ack_advance_over_what_compaction_replaced(
     # ... then compaction replaces the readings below it ...
     await outbox.roll_up_readings(1000)
     # ... and the rest drains.
-    while len(rest := await outbox.take(1000)):
+    while len(rest := await outbox.in_flight(1000)) or len(rest := await outbox.take(1000)):
         cloud += await outbox.claims(rest.seqs)
         await outbox.acknowledge(rest, 0, 0)
     newest = int(await db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'"))
@@ -181,7 +182,7 @@ async def test_claims_cover_what_compaction_folds_below_a_row_sent_first(db: Dat
     cloud += await outbox.claims(latest.seqs)
     await outbox.acknowledge(latest, 0, 0)
     await outbox.roll_up_readings(1000)
-    while len(rest := await outbox.take(1000)):
+    while len(rest := await outbox.in_flight(1000)) or len(rest := await outbox.take(1000)):
         cloud += await outbox.claims(rest.seqs)
         await outbox.acknowledge(rest, 0, 0)
     newest = int(await db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'"))
@@ -197,3 +198,64 @@ async def test_the_oldest_unsent_age_counts_when_one_kind_of_row_is_empty(db: Da
         await conn.execute("DELETE FROM outbox")  # the set-up's own farm and device rows
     await _readings(db, series, [T0, T0 + 1000])
     assert (await outbox.figures()).oldest_unsent_ms == T0
+
+
+async def test_whatever_the_order_the_ack_never_passes_a_queued_row_and_reaches_the_newest(
+    db: Database,
+) -> None:
+    """Random interleavings of readings, entity changes, compaction in both tiers, sends
+    (oldest first or newest first; some never reach the cloud, some lose their answer and are
+    sent again): the cloud's contiguous ack never covers a queued row it does not hold, and
+    reaches the newest number once all is sent."""
+    outbox = OutboxStore(db)
+    series = await _series(db)
+    farm = await db.fetch_value("SELECT id FROM farms")
+    rng = random.Random(11)
+    cloud: list[tuple[int, int]] = []
+    committed: set[int] = set()
+    clock = T0
+
+    async def queued() -> list[int]:
+        rows = await db.fetch_all(
+            "SELECT seq FROM outbox UNION ALL SELECT seq FROM outbox_readings"
+            " UNION ALL SELECT seq FROM outbox_rollups"
+        )
+        return [int(r[0]) for r in rows]
+
+    for step in range(200):
+        action = rng.choice(["readings", "readings", "entity", "minutes", "hours", "send", "send"])
+        if action == "readings":
+            count = rng.randint(1, 80)
+            await _readings(db, series, [clock + i * 7_000 for i in range(count)])
+            clock += count * 7_000
+        elif action == "entity":
+            async with db.transaction() as conn:
+                await conn.execute("UPDATE farms SET name = ? WHERE id = ?", (f"n{step}", farm))
+        elif action == "minutes":
+            await outbox.roll_up_readings(rng.randint(1, 100))
+        elif action == "hours":
+            await outbox.roll_up_minutes(rng.randint(1, 20))
+        else:
+            limit = rng.randint(1, 60)
+            taken = await outbox.in_flight(limit)
+            fresh = not taken
+            if fresh:
+                taken = await outbox.take(limit, latest_first=rng.random() < 0.3)
+            fate = rng.random()
+            if fate < 0.15 and fresh:
+                await outbox.release()  # the connection never opened
+                continue
+            cloud += await outbox.claims(taken.seqs)  # the cloud commits...
+            committed.update(taken.seqs)
+            if fate < 0.3:
+                continue  # ... and its answer is lost: the rows stay in flight
+            await outbox.acknowledge(taken, 0, 0)
+        acked, _ = advance(0, cloud)
+        passed = [seq for seq in await queued() if seq <= acked and seq not in committed]
+        assert passed == [], f"step {step}: the ack {acked} passed queued rows"
+    while len(rest := await outbox.in_flight(1000)) or len(rest := await outbox.take(1000)):
+        cloud += await outbox.claims(rest.seqs)
+        await outbox.acknowledge(rest, 0, 0)
+    newest = int(await db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'"))
+    assert advance(0, cloud) == (newest, [])
+    assert ((await outbox.figures()).records, (await outbox.figures()).bytes) == (0, 0)

@@ -86,3 +86,34 @@ async def test_a_deleted_user_and_a_revoked_permission_leave_the_delta(
     assert str(will) in {u.id for u in (await _delta(database).for_agent(agent_id)).users}
     await users.delete(principal, str(will))
     assert str(will) not in {u.id for u in (await _delta(database).for_agent(agent_id)).users}
+
+
+async def test_every_change_an_agent_must_learn_moves_the_identity_version(
+    database: Database,
+) -> None:
+    agent_id, _farm_id, admin, will = await _agent_with_a_farm(database)
+    principal = Principal(str(admin), "admin@example.com", Role.ADMIN)
+    source = _delta(database)
+    version = (await source.for_agent(agent_id)).version
+    assert await source.newer_than(agent_id, version) is None
+
+    async def moved() -> bool:
+        nonlocal version
+        delta = await source.newer_than(agent_id, version)
+        if delta is None:
+            return False
+        version = delta.version
+        return True
+
+    permissions = PermissionService(database)
+    (grant_row,) = (await permissions.list(principal, PermissionQuery())).permissions
+    await permissions.delete(principal, grant_row.id)
+    assert await moved()
+    users = UserService(database, AuthEvents(database), NoMail())
+    await users.change_role(principal, RoleChange(user_id=str(will), role=Role.ADMIN))
+    assert await moved()
+    await users.update(principal, str(will), UserUpdate(status="suspended"))
+    assert await moved()
+    # A change nothing in the delta shows leaves the version alone.
+    await users.update(principal, str(will), UserUpdate(full_name="Will"))
+    assert not await moved()
