@@ -63,7 +63,7 @@ def pos_context(
         app[POS_CONFIGS] = PosConfigService(db, secrets, links)
         app[POS_JOBS] = PosJobService(db, background.wake)
         app[POS_READS] = PosReads(db)
-        app[POS_WEBHOOK] = PosWebhookReceiver(db, secrets, background.wake)
+        app[POS_WEBHOOK] = PosWebhookReceiver(db, secrets, background.wake_events)
         if settings.pos_job_workers > 0:
             background.start()
         try:

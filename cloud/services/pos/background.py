@@ -24,6 +24,8 @@ __all__ = ["PosBackground", "PosWorkPolicy"]
 
 log = logging.getLogger(__name__)
 
+_EVENTS_SETTLE_S = 0.05
+
 
 @dataclass(frozen=True)
 class PosWorkPolicy:
@@ -51,24 +53,35 @@ class PosBackground:
         self._runner = SyncRunner(db, secrets, links, self.worker_id, policy.jobs)
         self._applier = WebhookApplier(db)
         self._pusher = HarvestPusher(db, secrets, links)
-        self._wakeup = asyncio.Event()
+        # One wake-up per kind of work: an incoming event must not send every job worker to
+        # the database, nor a queued job the webhook applier.
+        self._jobs_queued = asyncio.Event()
+        self._events_stored = asyncio.Event()
+        self._harvests_due = asyncio.Event()  # nothing in this process queues them: polled
         self._tasks: list[asyncio.Task[None]] = []
 
     def wake(self) -> None:
-        """Something was queued by this process: look now rather than at the next poll."""
-        self._wakeup.set()
+        """A job was queued by this process: look now rather than at the next poll."""
+        self._jobs_queued.set()
+
+    def wake_events(self) -> None:
+        """A webhook event was stored by this process: apply it now."""
+        self._events_stored.set()
 
     def start(self) -> None:
         """Start the loops."""
-        loops: list[tuple[str, Callable[[], Awaitable[bool]]]] = [
-            (f"pos-sync-{n}", self._runner.run_next) for n in range(self._policy.job_workers)
+        loops: list[tuple[str, Callable[[], Awaitable[bool]], asyncio.Event, float]] = [
+            (f"pos-sync-{n}", self._runner.run_next, self._jobs_queued, 0.0)
+            for n in range(self._policy.job_workers)
         ]
         loops += [
-            ("pos-webhooks", self._apply_events),
-            ("pos-harvests", self._pusher.push_next),
+            # Events come in bursts: a moment's wait applies many in one transaction.
+            ("pos-webhooks", self._apply_events, self._events_stored, _EVENTS_SETTLE_S),
+            ("pos-harvests", self._pusher.push_next, self._harvests_due, 0.0),
         ]
-        for name, work in loops:
-            self._tasks.append(asyncio.create_task(self._loop(name, work), name=name))
+        for name, work, wakeup, settle_s in loops:
+            task = asyncio.create_task(self._loop(name, work, wakeup, settle_s), name=name)
+            self._tasks.append(task)
         if self._policy.schedule_interval_s > 0:
             self._tasks.append(asyncio.create_task(self._schedule(), name="pos-schedule"))
 
@@ -82,7 +95,13 @@ class PosBackground:
     async def _apply_events(self) -> bool:
         return await self._applier.apply_pending() > 0
 
-    async def _loop(self, name: str, work: Callable[[], Awaitable[bool]]) -> None:
+    async def _loop(
+        self,
+        name: str,
+        work: Callable[[], Awaitable[bool]],
+        wakeup: asyncio.Event,
+        settle_s: float,
+    ) -> None:
         pause = self._policy.poll_s
         while True:
             try:
@@ -96,16 +115,18 @@ class PosBackground:
                 pause = min(60.0, pause * 2)
                 await asyncio.sleep(pause)
                 continue
-            await self._idle(self._policy.poll_s)
+            await self._idle(wakeup, self._policy.poll_s)
+            if settle_s:
+                await asyncio.sleep(settle_s)
 
-    async def _idle(self, seconds: float) -> None:
+    async def _idle(self, wakeup: asyncio.Event, seconds: float) -> None:
         try:
-            await asyncio.wait_for(self._wakeup.wait(), seconds)
+            await asyncio.wait_for(wakeup.wait(), seconds)
         except TimeoutError:
             return
-        # Several loops share the event: clear it a moment later so that each of them sees it.
+        # Several job workers share their event: clear it a moment later so each of them sees it.
         await asyncio.sleep(0)
-        self._wakeup.clear()
+        wakeup.clear()
 
     async def _schedule(self) -> None:
         """Queue an incremental 'all' sync for each active configuration when it is due."""
