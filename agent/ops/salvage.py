@@ -10,10 +10,12 @@ table, which Debian's and Raspberry Pi OS's SQLite are built without (docs/decis
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import sqlite3
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -49,15 +51,47 @@ class SalvageReport:
         return sum(self.rows.values())
 
 
-def damage(path: Path) -> list[str]:
-    """The problems ``PRAGMA quick_check`` finds (empty when the database is sound or absent)."""
+LARGE_TABLES = ("readings", "readings_1m", "readings_1h")
+"""Checked after start-up, in the background: their quick_check takes seconds at 10 million
+readings, and start-up must not (agent/ops/integrity.py)."""
+
+
+def damage(
+    path: Path,
+    *,
+    only: Sequence[str] | None = None,
+    skip: Sequence[str] = (),
+    stop: threading.Event | None = None,
+) -> list[str]:
+    """The problems ``PRAGMA quick_check`` finds (empty when the database is sound or absent):
+    of the whole file, of the tables ``only``, or of every table but ``skip``. Setting ``stop``
+    abandons the check (nothing found)."""
     if not path.exists():
         return []
     try:
-        with _open_read_only(path) as conn:
-            found = [str(row[0]) for row in conn.execute("PRAGMA quick_check(20)")]
+        with contextlib.closing(_open_read_only(path)) as conn:
+            if stop is not None:
+                conn.set_progress_handler(lambda: int(stop.is_set()), 10_000)
+            if only is None and not skip:
+                return _verdict(conn, "PRAGMA quick_check(20)")
+            names = [
+                str(row[0])
+                for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            ]
+            found: list[str] = []
+            for name in names:
+                wanted = name in only if only is not None else name not in skip
+                if wanted:
+                    found += _verdict(conn, f"PRAGMA quick_check({_quote(name)})")
+            return found
     except sqlite3.DatabaseError as err:
+        if stop is not None and stop.is_set():
+            return []  # interrupted, not damaged
         return [str(err)]
+
+
+def _verdict(conn: sqlite3.Connection, pragma: str) -> list[str]:
+    found = [str(row[0]) for row in conn.execute(pragma)]
     return [] if found == ["ok"] else found
 
 
@@ -100,7 +134,7 @@ def _quote(name: str) -> str:
 
 
 def _salvage_into(damaged: Path, target: Path, report: SalvageReport) -> None:
-    with _open_read_only(damaged) as source:
+    with contextlib.closing(_open_read_only(damaged)) as source:
         schema = source.execute(
             "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL"
             " AND name NOT LIKE 'sqlite_%' ORDER BY rowid"

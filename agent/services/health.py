@@ -36,6 +36,7 @@ class HealthService:
         self._sync: Callable[[], Awaitable[SyncReport]] | None = None
         self._components: dict[str, Callable[[], bool]] = {}
         self._checks: dict[str, Callable[[], str]] = {}
+        self._faults: list[str] = []
 
     def watch_component(self, name: str, alive: Callable[[], bool]) -> None:
         """A part without which the agent must be restarted (the systemd watchdog asks)."""
@@ -45,10 +46,16 @@ class HealthService:
         """Report ``check()`` as the /healthz check ``name`` (disk, mail, database salvage)."""
         self._checks[name] = check
 
+    def fault(self, reason: str) -> None:
+        """Something found that only a restart mends (a damaged database to salvage)."""
+        self._faults.append(reason)
+
     def problem(self) -> str | None:
         """Why the agent needs a restart, or None while every watched part is alive."""
         dead = [name for name, alive in self._components.items() if not alive()]
-        return f"{', '.join(dead)} stopped" if dead else None
+        reasons = [f"{', '.join(dead)} stopped"] if dead else []
+        reasons += self._faults
+        return "; ".join(reasons) or None
 
     def summary(self) -> str:
         """One line for ``systemctl status``."""

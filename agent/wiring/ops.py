@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from agent.ops.integrity import check_large_tables
 from agent.ops.maintenance import Maintenance, MaintenancePolicy
 from agent.settings import AgentSettings
 from agent.store.farms import FarmStore
@@ -65,6 +67,17 @@ def ops_context(settings: AgentSettings) -> CleanupContext:
             db, settings.state_dir, policy, notify, version=distribution_version()
         )
         app[HEALTH].add_check("disk", maintenance.disk_check)
+
+        async def damaged(problems: list[str]) -> None:
+            app[HEALTH].fault("database damaged: restart to salvage it")
+            await notify(
+                "database_damaged",
+                "critical",
+                "The database is damaged; the agent restarts to salvage it",
+                {"problems": problems[:5]},
+            )
+
+        checking = asyncio.create_task(check_large_tables(db.path, damaged), name="integrity-check")
         smtp = smtp_settings(settings)
         if smtp is None:
             log.warning(
@@ -76,6 +89,8 @@ def ops_context(settings: AgentSettings) -> CleanupContext:
         await maintenance.start()
         app[MAINTENANCE] = maintenance
         yield
+        checking.cancel()
+        await asyncio.gather(checking, return_exceptions=True)
         await maintenance.stop()
 
     return ops

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from agent.ops.salvage import SalvageReport, damage, salvage
+from agent.ops.integrity import startup_damage
+from agent.ops.salvage import SalvageReport, salvage
 from agent.ops.state_lock import hold_state
 from agent.settings import AgentSettings
 from agent.store.db import Database
@@ -29,7 +30,7 @@ def store_context(settings: AgentSettings) -> CleanupContext:
     async def store(app: web.Application) -> AsyncIterator[None]:
         with hold_state(settings.state_dir):
             path = settings.database_path
-            problems = await asyncio.to_thread(damage, path)
+            problems = await asyncio.to_thread(startup_damage, path)
             if problems:
                 log.error("database %s is damaged (%s); salvaging", path, "; ".join(problems[:3]))
                 report = await asyncio.to_thread(salvage, path, problems)
@@ -39,7 +40,7 @@ def store_context(settings: AgentSettings) -> CleanupContext:
                     report.quarantined,
                 )
                 app[SALVAGE] = report
-            db = Database(path)
+            db = Database(path, check_integrity=False)  # checked above
             await db.open()
             app[DATABASE] = db
             yield

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import sqlite3
@@ -10,10 +11,12 @@ from pathlib import Path
 from aiohttp import web
 
 from agent.app import create_app
+from agent.ops.integrity import SALVAGE_MARKER
 from agent.ops.salvage import damage
 from agent.services.readings.writer import IncomingReading, ReadingWriter
 from agent.store.db import Database
 from agent.store.readings import ReadingStore
+from agent.web.keys import HEALTH
 from protocol.identity import Principal, Role
 from tests.conftest import ADMIN_EMAIL, agent_settings
 from tests.support.reading_ingester import T0
@@ -71,7 +74,16 @@ async def test_the_agent_starts_on_what_a_damaged_database_still_holds(make_agen
     corrupt_reading_pages(path, 3)
     assert damage(path), "the corruption must be one quick_check sees"
 
-    agent = await make_agent()  # logs in: the users survived
+    # The reading tables are checked after READY: the first start finds the damage, asks for
+    # a salvage and stops the watchdog pings (systemd restarts it).
+    first = await make_agent()
+    health = await wait_for_runtime_fault(first)
+    assert "database damaged" in health["checks"]["runtime"]
+    assert first.client.app[HEALTH].problem() is not None  # no more watchdog pings
+    assert (tmp_path / "state" / SALVAGE_MARKER).exists()
+    await first.client.close()
+
+    agent = await make_agent()  # the restart salvages; logs in: the users survived
 
     health = await (await agent.client.get("/healthz")).json()
     assert "rows kept" in health["checks"]["database_salvage"]
@@ -86,6 +98,7 @@ async def test_the_agent_starts_on_what_a_damaged_database_still_holds(make_agen
     events = (await resp.json())["events"]
     assert [e["farm_id"] for e in events] == [farm_id]
     assert events[0]["severity"] == "critical"
+    assert not (tmp_path / "state" / SALVAGE_MARKER).exists()
 
     resp = await agent.client.get(f"/api/v1/devices/{device_id}", headers=agent.auth())
     assert resp.status == 200
@@ -93,6 +106,32 @@ async def test_the_agent_starts_on_what_a_damaged_database_still_holds(make_agen
     # Three pages of a few hundred readings each are lost; everything else is back.
     assert READINGS - 1500 < kept < READINGS
     assert not damage(path)
+
+
+async def wait_for_runtime_fault(agent) -> dict:
+    """/healthz once the background check has reported (a hung check fails the test)."""
+    async with asyncio.timeout(120):
+        while True:
+            health = await (await agent.client.get("/healthz")).json()
+            if "runtime" in health["checks"]:
+                return health
+            await asyncio.sleep(0.05)
+
+
+async def test_damage_outside_the_reading_tables_is_salvaged_at_once(make_agent, tmp_path):
+    path = tmp_path / "state" / "agent.db"
+    await seed(path)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        (page,) = conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'sqlite_autoindex_users_1'"
+        ).fetchone()
+    with path.open("r+b") as stream:
+        stream.seek((page - 1) * size)
+        stream.write(b"\xa5" * size)
+    agent = await make_agent()
+    health = await (await agent.client.get("/healthz")).json()
+    assert "rows kept" in health["checks"]["database_salvage"]
 
 
 async def test_a_sound_database_is_left_alone(make_agent, tmp_path):
