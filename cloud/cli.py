@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from pydantic import ValidationError
 
 from cloud.app import create_app
