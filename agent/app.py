@@ -35,6 +35,7 @@ from agent.wiring.grow_plans import grow_plans_context
 from agent.wiring.metrics import install_agent_metrics
 from agent.wiring.ops import ops_context
 from agent.wiring.readings import readings_context
+from agent.wiring.scheduler import scheduler_context
 from agent.wiring.services import services_context
 from agent.wiring.store import store_context
 from agent.wiring.streams import streams_context
@@ -145,6 +146,7 @@ def create_app(
     app.cleanup_ctx.extend(
         [
             store_context(settings),
+            scheduler_context(),
             services_context(settings, announce=announce, clock=clock, mail=mail),
             readings_context(settings),
             events_context(settings),

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
 from pydantic import ValidationError
 
 from cloud.app import create_app
@@ -22,6 +21,7 @@ from cloud.settings import CloudSettings
 from cloud.store.db import Database
 from cloud.store.migrations import migrate
 from protocol.errors import Conflict
+from protocol.http.server import EnvelopeAppRunner, ListenError, listen
 from protocol.logs import configure_logging
 
 __all__ = ["main"]
@@ -64,8 +64,8 @@ def _migrate(settings: CloudSettings) -> None:
 def _serve(settings: CloudSettings, *, signin: str | None = None) -> None:
     try:
         asyncio.run(_serve_until_signal(settings, signin))
-    except OSError as err:  # the port is busy, the address is not ours
-        sys.exit(f"farm-cloud: cannot listen on {settings.host}:{settings.port}: {err}")
+    except ListenError as err:  # the port is busy, the address is not ours
+        sys.exit(f"farm-cloud: {err}")
 
 
 async def _serve_until_signal(settings: CloudSettings, signin: str | None) -> None:
@@ -74,15 +74,15 @@ async def _serve_until_signal(settings: CloudSettings, signin: str | None) -> No
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    runner = web.AppRunner(
+    runner = EnvelopeAppRunner(
         create_app(settings, announce=_announce), access_log=None, shutdown_timeout=10
     )
-    await runner.setup()  # opens the database and makes the first admin
     try:
-        site = web.TCPSite(runner, settings.host, settings.port)
-        await site.start()
-        _announce(f"Farm cloud listening on http://{settings.host}:{settings.port}/")
-        _announce(f"API docs: http://{settings.host}:{settings.port}/api/v1/docs")
+        await runner.setup()  # opens the database and makes the first admin
+        urls = await listen(runner, settings.host, settings.port)
+        for url in urls:
+            _announce(f"Farm cloud listening on {url}")
+        _announce(f"API docs: {urls[0]}api/v1/docs")
         if signin:
             _announce(signin)
         await stop.wait()

@@ -49,8 +49,6 @@ class CloudSettings(BaseSettings):
         1000, ge=0, description="Requests a minute for premium users and their API keys"
     )
     rate_limit_per_address: int = Field(100, ge=0, description="Anonymous requests an hour")
-    login_failures_per_account: int = Field(5, ge=1, description="Before a lockout")
-    login_lockout_s: int = Field(900, ge=1, description="How long a locked account waits")
 
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Larger bodies get a 413")
     pairing_code_ttl_s: int = Field(24 * 3600, ge=60, description="How long a pairing code lives")
@@ -75,7 +73,7 @@ class CloudSettings(BaseSettings):
     mfa_challenge_ttl_s: int = Field(300, ge=30, description="Login MFA challenge")
     login_failures_per_address: int = Field(20, ge=1, description="Per client, before a 429")
     login_throttle_per_account: int = Field(
-        10, ge=1, description="Per account within the window, before a 429"
+        10, ge=1, description="Per account and client within the window, before a 429"
     )
     login_failure_window_s: int = Field(
         900, ge=1, description="Failures counted over this window; also the longest wait"

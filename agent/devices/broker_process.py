@@ -68,7 +68,11 @@ class MosquittoProcess:
             f"persistence_location {persistence}/",
             # Saved on a clean shutdown only: a SIGKILL loses in-memory state, like a crash.
             "autosave_interval 0",
-            "max_queued_messages 100000",
+            # The agent acknowledges a QoS 1 message once its readings are committed: the
+            # in-flight window must cover a commit's worth of messages, and the session's queue
+            # holds what a busy or restarting agent has not taken yet (over it, Mosquitto drops).
+            "max_inflight_messages 1000",
+            "max_queued_messages 1000000",
             f"log_dest file {self.log}",
             "log_type error",
             "log_type warning",

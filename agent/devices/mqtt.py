@@ -2,10 +2,17 @@
 
 The client reconnects with jittered exponential back-off, restores its subscriptions after every
 connect (a broker that restarted without persistence forgot them), publishes its birth message,
-and hands incoming messages to one handler through a bounded queue: the network side never waits
-for the handler, and when the handler falls behind the oldest queued messages are dropped and
-counted. With a persistent session (clean_session false, fixed client id) the broker keeps QoS 1
-messages for the agent while it is away.
+and hands incoming messages to one handler, in order, through a queue: the network side never
+waits for the handler.
+
+A QoS 1 message is acknowledged to the broker only once it is handled and what the handler
+queued for storage is committed (the :class:`CommitBarrier`, the reading writer), in the order
+the messages arrived. Until then the broker counts it as in flight, so a slow writer slows the
+broker's deliveries (its in-flight window, then its queue for the session) instead of dropping
+readings; QoS 1 messages are never dropped here. QoS 0 messages carry no such promise: beyond
+``queue_size`` waiting messages they are dropped and counted. With a persistent session
+(clean_session false, fixed client id) the broker keeps QoS 1 messages for the agent while it is
+away, and re-delivers the ones it never acknowledged.
 """
 
 from __future__ import annotations
@@ -14,9 +21,10 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import aiomqtt
 from paho.mqtt.reasoncodes import ReasonCode
@@ -28,6 +36,7 @@ from protocol.backoff import Backoff, Retry
 
 __all__ = [
     "PUBLISH_POLICY",
+    "CommitBarrier",
     "InboundMessage",
     "MessageHandler",
     "MqttClient",
@@ -73,6 +82,31 @@ class InboundMessage:
 MessageHandler = Callable[[InboundMessage], Awaitable[None]]
 
 
+class CommitBarrier(Protocol):
+    """Where what a handler queued becomes durable: positions in a stream of queued items."""
+
+    def mark(self) -> int:
+        """The position after everything queued so far."""
+        ...
+
+    async def room(self) -> None:
+        """Wait until there is room to queue a message's worth of items."""
+        ...
+
+    def settled(self, start: int, end: int) -> asyncio.Future[bool]:
+        """Resolves once the items queued between two marks are finished: True if committed."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Delivery:
+    """A received message, with what acknowledging it needs: its connection and packet id."""
+
+    message: InboundMessage
+    client: aiomqtt.Client
+    mid: int
+
+
 @dataclass(frozen=True)
 class MqttSettings:
     """Connection settings; ``will`` and ``birth`` announce this client's own availability."""
@@ -102,7 +136,12 @@ class MqttStats:
     disconnects: int = 0
     received: int = 0
     dropped: int = 0
+    """QoS 0 messages dropped because ``queue_size`` messages were already waiting."""
     handled: int = 0
+    acknowledged: int = 0
+    """QoS 1 messages acknowledged to the broker, each after its readings were committed."""
+    unacknowledged: int = 0
+    """QoS 1 messages left for the broker to re-deliver (storage failed or connection lost)."""
     handler_errors: int = 0
     handler_timeouts: int = 0
     published: int = 0
@@ -119,6 +158,7 @@ class MqttClient:
         settings: MqttSettings,
         handler: MessageHandler,
         *,
+        barrier: CommitBarrier | None = None,
         on_connect: Callable[[], Awaitable[None]] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
@@ -127,12 +167,20 @@ class MqttClient:
         self._on_connect = on_connect
         self.stats = MqttStats()
         self._handler = handler
+        self._barrier = barrier
         self._sleep = sleep
         self._backoff = Retry(Backoff(settings.backoff_initial, settings.backoff_max), rand)
-        self._queue: asyncio.Queue[InboundMessage] = asyncio.Queue(maxsize=settings.queue_size)
+        # Bounded by the broker's in-flight window for QoS 1, by ``queue_size`` for QoS 0.
+        self._pending: deque[_Delivery] = deque()
+        self._arrived = asyncio.Event()
+        self._acks: deque[tuple[_Delivery, asyncio.Future[bool] | None]] = deque()
+        self._ack_ready = asyncio.Event()
         self._filters: set[str] = set()
         self._subscription_lock = asyncio.Lock()
         self._client: aiomqtt.Client | None = None
+        # The connection messages arrive on: set at CONNACK, before subscribing (a resumed
+        # session's queue flows at once), while _client waits for the subscriptions.
+        self._receiving: aiomqtt.Client | None = None
         self._connected = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._problems = ThrottledLog(log)
@@ -155,6 +203,7 @@ class MqttClient:
             raise RuntimeError("MQTT client already started")
         self._tasks = [
             asyncio.create_task(self._dispatch(), name="mqtt-dispatch"),
+            asyncio.create_task(self._acknowledge(), name="mqtt-acknowledge"),
             asyncio.create_task(self._supervise(), name="mqtt-supervise"),
         ]
 
@@ -169,6 +218,12 @@ class MqttClient:
         for task in reversed(self._tasks):
             task.cancel()
         for task in reversed(self._tasks):
+            # Cancelled again until it ends: Python 3.11's wait_for (inside aiomqtt's publish)
+            # can swallow a cancellation that races with its completion, and a handler
+            # publishing a reply would then go back to waiting for the next message.
+            while not task.done():
+                await asyncio.wait({task}, timeout=1.0)
+                task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
@@ -252,6 +307,8 @@ class MqttClient:
     async def _session(self) -> None:
         settings = self.settings
         will = settings.will
+        # The queue learns its client once it exists; no message arrives before the connect.
+        owner: list[aiomqtt.Client] = []
         client = aiomqtt.Client(
             settings.host,
             settings.port,
@@ -266,10 +323,15 @@ class MqttClient:
                 if will is not None
                 else None
             ),
-            queue_type=self._forwarding_queue(),
+            queue_type=self._forwarding_queue(owner),
         )
+        owner.append(client)
+        # aiomqtt 2.5 has no option for it; paho's own switch (paho-mqtt >= 2.0): QoS 1 messages
+        # are acknowledged by _acknowledge, after their readings are committed.
+        client._client.manual_ack_set(True)
         async with asyncio.timeout(settings.timeout + 1):
             await client.__aenter__()
+        self._receiving = client
         try:
             self.stats.connects += 1
             self._backoff.reset()
@@ -292,8 +354,10 @@ class MqttClient:
                 pass
         finally:
             self._client = None
+            self._receiving = None
             self._connected.clear()
             self.stats.disconnects += 1
+            self._forget_unhandled(client)
             # Cancellation here is shutdown: aiomqtt then disconnects cleanly (bounded by its
             # own timeout); after a network error it returns at once.
             with contextlib.suppress(aiomqtt.MqttError):
@@ -315,23 +379,28 @@ class MqttClient:
                 if refused:
                     log.error("MQTT broker refused subscription to %s", topic)
 
-    def _forwarding_queue(self) -> type[asyncio.Queue[aiomqtt.Message]]:
+    def _forwarding_queue(
+        self, owner: list[aiomqtt.Client]
+    ) -> type[asyncio.Queue[aiomqtt.Message]]:
         """A queue class for aiomqtt whose put_nowait hands messages straight to our queue.
 
-        aiomqtt puts each message into its queue from paho's receive callback, after paho has
-        acknowledged it. Messages still in aiomqtt's own queue when the connection drops would be
-        lost (acknowledged, never read), so nothing is left there.
+        aiomqtt puts each message into its queue from paho's receive callback; ours remembers
+        the connection it came on, which acknowledging it needs.
         """
         enqueue = self._enqueue
 
         class ForwardingQueue(asyncio.Queue[aiomqtt.Message]):
             def put_nowait(self, item: aiomqtt.Message) -> None:
-                enqueue(item)
+                enqueue(owner[0], item)
 
         return ForwardingQueue
 
-    def _enqueue(self, message: aiomqtt.Message) -> None:
+    def _enqueue(self, client: aiomqtt.Client, message: aiomqtt.Message) -> None:
         self.stats.received += 1
+        if message.qos == 0 and len(self._pending) >= self.settings.queue_size:
+            self.stats.dropped += 1
+            self._problems.warning("queue-full", "MQTT handler is behind; dropping QoS 0 messages")
+            return
         payload = message.payload
         inbound = InboundMessage(
             topic=message.topic.value,
@@ -339,18 +408,29 @@ class MqttClient:
             qos=message.qos,
             retain=bool(message.retain),
         )
-        if self._queue.full():
-            # Keep the newest data: drop the oldest queued message.
-            self._queue.get_nowait()
-            self.stats.dropped += 1
-            self._problems.warning(
-                "queue-full", "MQTT handler is behind; dropping oldest queued messages"
-            )
-        self._queue.put_nowait(inbound)
+        self._pending.append(_Delivery(inbound, client, message.mid))
+        self._arrived.set()
+
+    def _forget_unhandled(self, client: aiomqtt.Client) -> None:
+        """Drop the lost connection's unhandled QoS 1 messages: the broker re-delivers them."""
+        kept = [d for d in self._pending if d.client is not client or d.message.qos == 0]
+        self.stats.unacknowledged += len(self._pending) - len(kept)
+        self._pending = deque(kept)
+
+    async def _next(self) -> _Delivery:
+        while not self._pending:
+            self._arrived.clear()
+            await self._arrived.wait()
+        return self._pending.popleft()
 
     async def _dispatch(self) -> None:
+        barrier = self._barrier
         while True:
-            message = await self._queue.get()
+            delivery = await self._next()
+            message = delivery.message
+            if barrier is not None:
+                await barrier.room()
+            start = barrier.mark() if barrier is not None else 0
             try:
                 async with asyncio.timeout(self.settings.handler_timeout):
                     await self._handler(message)
@@ -365,3 +445,27 @@ class MqttClient:
                 self._problems.exception(
                     "handler-error", "MQTT handler failed on %s", message.topic
                 )
+            # A message the handler failed on is acknowledged too: a broker re-delivering it
+            # for ever would stall the session.
+            if message.qos > 0:
+                settled = barrier.settled(start, barrier.mark()) if barrier is not None else None
+                self._acks.append((delivery, settled))
+                self._ack_ready.set()
+
+    async def _acknowledge(self) -> None:
+        """Acknowledge QoS 1 messages in arrival order, each once its readings are committed."""
+        while True:
+            while not self._acks:
+                self._ack_ready.clear()
+                await self._ack_ready.wait()
+            delivery, settled = self._acks[0]
+            committed = True if settled is None else await settled
+            self._acks.popleft()
+            client = delivery.client
+            # Only on the connection the message came on: after a reconnect the broker
+            # re-delivers what that connection left unacknowledged.
+            if committed and client is self._receiving:
+                client._client.ack(delivery.mid, delivery.message.qos)
+                self.stats.acknowledged += 1
+            else:
+                self.stats.unacknowledged += 1

@@ -134,11 +134,13 @@ async def _apply_sessions(
             (session.id, session.user_id, session.created_at, session.expires_at,
              session.revoked_at, "revoked in the cloud" if session.revoked_at else None),
         )  # fmt: skip
-    marks = ",".join("?" * len(listed))
+    # Only for users the delta lists: one who dropped out (no grant left) is inactive here
+    # anyway, and keeps their sessions if a grant brings them back.
     await conn.execute(
         f"UPDATE sessions SET revoked_at = ?, revoke_reason = 'no longer in the cloud'"
-        f" WHERE origin = 'cloud' AND revoked_at IS NULL AND id NOT IN ({marks})",
-        (now, *listed),
+        f" WHERE origin = 'cloud' AND revoked_at IS NULL AND id NOT IN ({_marks(listed)})"
+        f" AND user_id IN ({_marks(kept)})",
+        (now, *listed, *kept),
     )
 
 
@@ -161,11 +163,11 @@ async def _apply_api_keys(
             (key.id, key.user_id, key.name, key.prefix, key.key_hash, key.created_at,
              key.expires_at, key.revoked_at),
         )  # fmt: skip
-    marks = ",".join("?" * len(listed))
     await conn.execute(
         f"UPDATE api_keys SET revoked_at = ?"
-        f" WHERE origin = 'cloud' AND revoked_at IS NULL AND id NOT IN ({marks})",
-        (now, *listed),
+        f" WHERE origin = 'cloud' AND revoked_at IS NULL AND id NOT IN ({_marks(listed)})"
+        f" AND user_id IN ({_marks(kept)})",
+        (now, *listed, *kept),
     )
 
 
@@ -175,3 +177,8 @@ def _replica_hash(user: ReplicaUser) -> str:
     if user.mfa_enabled or user.password_hash is None:
         return _NO_PASSWORD
     return user.password_hash
+
+
+def _marks(values: list[str]) -> str:
+    """Placeholders for an ``IN`` list."""
+    return ",".join("?" * len(values))

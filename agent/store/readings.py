@@ -1,7 +1,14 @@
 """Readings: series of (device, metric), raw values and their 1-minute and 1-hour rollups.
 
 Timestamps are integer unix milliseconds. Rollups are kept by a trigger in the same transaction
-as each raw insert (migration 0002), so the store only writes raw rows. Ranges are half-open,
+as each raw insert (migration 0002), so the store only writes raw rows.
+
+A series holds one reading per millisecond. A reading stamped with its device's time is stored
+once per (series, ts): a re-delivered message is a no-op. A reading stamped on receipt is a new
+reading every time (many can arrive in one millisecond): it takes the first free millisecond at
+or after its receive time, after the series' previous receive stamp; only when it carries a
+device time that was set aside (a clock far off) is a reading with the same device time and
+value a re-delivery, stored once. Ranges are half-open,
 ``start <= ts < end``; at a bucketed resolution every bucket overlapping the range is returned
 whole, stamped with its start.
 """
@@ -10,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -75,6 +82,10 @@ class NewReading:
     value: float
     raw: float | None = None
     received_ts: int | None = None
+    on_receipt: bool = False
+    """``ts`` is the receive time: moved to a free millisecond of the series if taken."""
+    device_ts: int | None = None
+    """The device's own time when it was set aside for the receive time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +145,8 @@ class ReadingStore:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._series: dict[tuple[str, str], _Cached] = {}
+        # Per series id, the last run of receive stamps given: [first, last] all taken.
+        self._stamps: dict[int, tuple[int, int]] = {}
 
     async def write(self, readings: Sequence[NewReading]) -> WriteOutcome:
         """Store a batch in one transaction; duplicates of stored (series, ts) are skipped.
@@ -149,10 +162,13 @@ class ReadingStore:
             ids = await self._series_ids(conn, wanted, created)
             unknown = duplicates = 0
             keyed: dict[tuple[int, int], NewReading] = {}
+            received: list[tuple[int, NewReading]] = []
             for reading in readings:
                 series_id = ids.get((reading.device_id, reading.metric))
                 if series_id is None:
                     unknown += 1
+                elif reading.on_receipt:
+                    received.append((series_id, reading))
                 elif (series_id, reading.ts) in keyed:
                     duplicates += 1
                 else:
@@ -160,14 +176,115 @@ class ReadingStore:
             for key in await self._existing(conn, keyed):
                 del keyed[key]
                 duplicates += 1
+            fresh = await self._not_redelivered(conn, received)
+            duplicates += len(received) - len(fresh)
+            stamped, runs = await self._stamp(conn, fresh, keyed.keys())
+            keyed.update(stamped)
             await conn.executemany(
-                "INSERT OR IGNORE INTO readings (series_id, ts, value, raw, received_ts)"
-                " VALUES (?, ?, ?, ?, ?)",
-                [(sid, ts, r.value, r.raw, r.received_ts) for (sid, ts), r in keyed.items()],
+                "INSERT OR IGNORE INTO readings (series_id, ts, value, raw, received_ts, device_ts)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (sid, ts, r.value, r.raw, r.received_ts, r.device_ts)
+                    for (sid, ts), r in keyed.items()
+                ],
             )
         # Only after COMMIT: ids created by a rolled-back transaction do not exist.
         self._series.update(created)
+        self._stamps.update(runs)
         return WriteOutcome(tuple(keyed.values()), duplicates, unknown)
+
+    async def _not_redelivered(
+        self, conn: aiosqlite.Connection, received: list[tuple[int, NewReading]]
+    ) -> list[tuple[int, NewReading]]:
+        """Receive-stamped readings minus re-deliveries (same device time and value)."""
+        seen: set[tuple[int, int, float]] = set()
+        timed = [(sid, r.device_ts) for sid, r in received if r.device_ts is not None]
+        for chunk in _batched(timed, _CHUNK):
+            values = ", ".join("(?, ?)" for _ in chunk)
+            rows = await conn.execute_fetchall(
+                f"SELECT r.series_id, r.device_ts, r.value FROM (VALUES {values}) AS k"
+                " CROSS JOIN readings r ON r.series_id = k.column1 AND r.device_ts = k.column2",
+                [part for key in chunk for part in key],
+            )
+            seen.update((row[0], row[1], row[2]) for row in rows)
+        fresh = []
+        for sid, reading in received:
+            if reading.device_ts is not None:
+                key = (sid, reading.device_ts, reading.value)
+                if key in seen:
+                    continue
+                seen.add(key)
+            fresh.append((sid, reading))
+        return fresh
+
+    async def _stamp(
+        self,
+        conn: aiosqlite.Connection,
+        received: list[tuple[int, NewReading]],
+        taken: Iterable[tuple[int, int]],
+    ) -> tuple[dict[tuple[int, int], NewReading], dict[int, tuple[int, int]]]:
+        """Give each receive-stamped reading the first free millisecond at or after its own.
+
+        Returns the readings by their new keys, and the runs to remember after the commit.
+        """
+        used = set(taken)
+        # Per series, a run [first, last] of milliseconds known to be taken: a burst received in
+        # one millisecond walks it once, not once per reading.
+        runs = dict(self._stamps)
+        checked: dict[int, int] = {}  # per series, stored readings are known up to this ts
+        stamped: dict[tuple[int, int], NewReading] = {}
+        pending = received
+        while pending:
+            await self._load_taken(conn, pending, checked, used)
+            unchecked: list[tuple[int, NewReading]] = []
+            for sid, reading in pending:
+                ts = reading.ts
+                first, last = runs.get(sid, (ts, ts - 1))
+                if first <= ts <= last:
+                    ts = last + 1
+                else:
+                    first = ts
+                while (sid, ts) in used:
+                    ts += 1
+                if ts > checked[sid]:
+                    unchecked.append((sid, reading))  # beyond what was loaded: load more
+                    continue
+                used.add((sid, ts))
+                runs[sid] = (first, ts)
+                stamped[sid, ts] = replace(reading, ts=ts)
+            pending = unchecked
+        return stamped, runs
+
+    async def _load_taken(
+        self,
+        conn: aiosqlite.Connection,
+        pending: list[tuple[int, NewReading]],
+        checked: dict[int, int],
+        used: set[tuple[int, int]],
+    ) -> None:
+        """Add the stored milliseconds the pending readings may land on to ``used``."""
+        spans: dict[int, tuple[int, int]] = {}
+        for sid, reading in pending:
+            low = max(reading.ts, checked.get(sid, reading.ts - 1) + 1)
+            known = spans.get(sid)
+            spans[sid] = (low, low) if known is None else (min(known[0], low), known[1])
+        counts: dict[int, int] = {}
+        for sid, _ in pending:
+            counts[sid] = counts.get(sid, 0) + 1
+        ranges = [
+            (sid, low, max(low, self._stamps.get(sid, (0, low))[1]) + 2 * counts[sid])
+            for sid, (low, _) in spans.items()
+        ]
+        for chunk in _batched(ranges, _CHUNK):
+            values = ", ".join("(?, ?, ?)" for _ in chunk)
+            rows = await conn.execute_fetchall(
+                f"SELECT r.series_id, r.ts FROM (VALUES {values}) AS k CROSS JOIN readings r"
+                " ON r.series_id = k.column1 AND r.ts >= k.column2 AND r.ts <= k.column3",
+                [part for key in chunk for part in key],
+            )
+            used.update((row[0], row[1]) for row in rows)
+        for sid, _, high in ranges:
+            checked[sid] = high
 
     async def _series_ids(
         self,

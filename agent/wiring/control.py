@@ -26,6 +26,7 @@ from agent.web.keys import (
     SCHEDULES,
 )
 from agent.wiring.context import CleanupContext
+from agent.wiring.scheduler import SCHEDULER
 
 __all__ = ["control_context", "schedule_timezone"]
 
@@ -82,7 +83,7 @@ def control_context(settings: AgentSettings) -> CleanupContext:
         app[ACTUATORS] = actuators
         app[SCHEDULES] = schedules
         app[ACTUATOR_CONTROL] = ActuatorControl(actuators, schedules, app[DEVICES], devices, store)
-        await schedules.start()
+        await schedules.start(app[SCHEDULER])
         yield
         await schedules.stop()
 

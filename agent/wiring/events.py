@@ -21,6 +21,7 @@ from agent.store.alerts import AlertStore
 from agent.store.events import EventStore
 from agent.web.keys import ALERTS, DATABASE, EVENT_LOG, EVENTS, READINGS
 from agent.wiring.context import CleanupContext
+from agent.wiring.scheduler import SCHEDULER
 
 __all__ = ["build_event_log", "events_context", "fan_out"]
 
@@ -75,7 +76,7 @@ def events_context(settings: AgentSettings) -> CleanupContext:
         app[ALERTS] = AlertService(db, alert_store, evaluator)
         await event_log.start()
         if retention is not None:
-            await retention.start()
+            await retention.start(app[SCHEDULER])
         await evaluator.start()
         try:
             yield

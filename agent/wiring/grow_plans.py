@@ -18,6 +18,7 @@ from agent.store.grow_plans import GrowPlanStore
 from agent.store.readings import ReadingStore
 from agent.web.keys import DATABASE, EVENT_LOG, GROW_PLANS, HARVEST_WATCH
 from agent.wiring.context import CleanupContext
+from agent.wiring.scheduler import SCHEDULER
 
 __all__ = ["grow_plans_context"]
 
@@ -67,7 +68,7 @@ def grow_plans_context(
             interval_s=settings.grow_plan_check_interval_s,
         )
         app[HARVEST_WATCH] = watch
-        await watch.start()
+        await watch.start(app[SCHEDULER])
         yield
         await watch.stop()
 

@@ -15,6 +15,7 @@ from agent.settings import AgentSettings
 from agent.store.readings import ReadingStore
 from agent.web.keys import CALIBRATION, DATABASE, DEVICES, HEALTH, READINGS, SENSORS
 from agent.wiring.context import CleanupContext
+from agent.wiring.scheduler import SCHEDULER
 
 __all__ = ["readings_context"]
 
@@ -59,7 +60,7 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
         )
         app[SENSORS].attach(SensorReadings(query))
         app[CALIBRATION].attach(latest_raw=runtime.latest)
-        await runtime.start()
+        await runtime.start(app[SCHEDULER])
         app[READINGS] = runtime
         app[HEALTH].watch_component("reading writer", lambda: writer.running)
         yield

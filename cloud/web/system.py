@@ -4,46 +4,19 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from cloud.services.health import HealthService
 from cloud.web.keys import HEALTH, JWKS
-from protocol.http.endpoints import Api
-from protocol.schemas.common import Health
+from protocol.http.system_routes import system_api
 from protocol.schemas.jwks import JwkSet
-from protocol.schemas.system import Connectivity, DetailedHealth
 
-api = Api()
+
+def _health(request: web.Request) -> HealthService:
+    return request.app[HEALTH]
+
+
+# /health, /healthz and /supabase-items are shared with the agent (protocol/http/system_routes.py).
+api = system_api(_health)
 _TAG = "System"
-
-
-@api.route("GET", "/health", summary="Liveness", tag=_TAG, response=Health, auth=False)
-async def health(request: web.Request) -> Health:
-    """Cheap liveness for load balancers."""
-    return request.app[HEALTH].health()
-
-
-@api.route(
-    "GET",
-    "/healthz",
-    summary="Detailed health with real checks",
-    tag=_TAG,
-    response=DetailedHealth,
-    auth=False,
-)
-async def healthz(request: web.Request) -> DetailedHealth:
-    """Both database paths and process figures."""
-    return await request.app[HEALTH].detailed()
-
-
-@api.route(
-    "GET",
-    "/supabase-items",
-    summary="Backend connectivity test",
-    tag=_TAG,
-    response=Connectivity,
-    auth=False,
-)
-async def backend_items(request: web.Request) -> Connectivity:
-    """The database's round trip, the records mirrored, and the newest agent sync."""
-    return await request.app[HEALTH].connectivity()
 
 
 @api.route(

@@ -43,6 +43,14 @@ BENCHES = {
         ["bench/readings_query.py", "--repeat", "3", "--days", "2"],
         [r"whole year: \d+ points", r"ratio whole-year query / baseline .*: \d"],
     ),
+    "revocation": (
+        ["-m", "bench.revocation", "--trials", "1", "--heartbeat", "0.5"],
+        [
+            r"revocation on the agent: p50 [\d.]+ s  p95 [\d.]+ s  max [\d.]+ s",
+            r"baseline, one idle sync exchange: p50 [\d.]+ ms",
+            r"ratio revocation p50 / \(heartbeat \+ exchange\): [\d.]+",
+        ],
+    ),
     "startup": (
         ["bench/startup.py", "--readings", "2000", "--devices", "2", "--runs", "1"],
         [

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -14,15 +13,10 @@ from pathlib import Path
 from agent.store.db import Database
 from tests.e2e.conftest import LiveCloud
 from tests.e2e.helpers import add_readings, eventually, paired_state
+from tests.e2e.processes import free_port
 from tests.support.reading_seed import add_device
 
 TOTAL = 60_000
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _start_agent(
@@ -48,7 +42,7 @@ def _spawn(state: Path, out: int, extra: dict[str, str]) -> subprocess.Popen[byt
     }
     return subprocess.Popen(
         [sys.executable, "-m", "agent", "run", "--state-dir", str(state), "--host", "127.0.0.1",
-         "--port", str(_free_port())],
+         "--port", str(free_port())],
         env=env,
         stdout=out,
         stderr=subprocess.STDOUT,

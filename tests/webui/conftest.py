@@ -74,13 +74,16 @@ class Screen:
         """Go to a screen of the app."""
         self.page.goto(f"{self.site.base_url}/#/{route}")
 
-    def sign_in(self, email: str, password: str) -> None:
-        """Sign in through the form."""
+    def sign_in(self, email: str, password: str, farm: str = "Greenhouse One") -> None:
+        """Sign in through the form; show ``farm`` if the caller sees several."""
         self.page.goto(self.site.base_url + "/")
         self.page.get_by_label("Email").fill(email)
         self.page.get_by_label("Password").fill(password)
         self.page.get_by_role("button", name="Sign in").click()
         self.page.get_by_role("navigation", name="Screens").wait_for()
+        switcher = self.page.locator("#farm-switcher")
+        if switcher.count() and switcher.locator("option", has_text=farm).count():
+            switcher.select_option(label=farm)
 
     def capture(self, name: str) -> Path:
         """Save a full-page screenshot and check the page with axe-core."""

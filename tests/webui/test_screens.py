@@ -196,9 +196,6 @@ def test_a_user_without_permissions_sees_no_farm_and_a_granted_one_sees_only_it(
 
 def test_every_screen_renders_and_passes_axe(screen: Screen) -> None:
     screen.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD)
-    switcher = screen.page.locator("#farm-switcher")
-    if switcher.count():  # other tests added farms
-        switcher.select_option(label="Greenhouse One")
     status, sensors = screen.site.api("GET", "/api/v1/sensors?limit=500", token=screen.site.login())
     assert status == 200, sensors
     ph = next(s for s in sensors["sensors"] if s["name"] == "Tank pH")
@@ -236,3 +233,39 @@ def test_the_api_docs_page_tries_requests_with_a_token_and_documents_the_streams
     expect(streams).to_contain_text("WS /ws/sensor-data")
     expect(streams).to_contain_text("4429")
     screen.capture("api-docs")
+
+
+def test_a_device_is_added_from_a_profile_and_deleted_after_a_confirmation(
+    screen: Screen,
+) -> None:
+    page = screen.page
+    name = f"Rack A2 probe {screen.size}"
+    screen.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD)
+    screen.open("devices")
+    page.get_by_role("button", name="Add a device").click()
+    page.get_by_label("Firmware profile").select_option("tasmota-sht3x")
+    page.get_by_label("Name").fill(name)
+    page.get_by_label(re.compile("MQTT topic")).fill(f"ui-added-{screen.size}")
+    page.get_by_label("Where (shelf, rack or row)").fill("Rack A2")
+    screen.capture("device-new")
+    page.get_by_role("button", name="Add", exact=True).click()
+    row = page.locator(f'tr[data-device="{name}"]')
+    expect(row).to_contain_text("Rack A2")
+    row.get_by_role("button", name=f"Delete {name}").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+    expect(row).to_have_count(0)
+
+
+def test_a_lost_connection_shows_a_banner_and_the_app_recovers(screen: Screen) -> None:
+    page = screen.page
+    screen.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD)
+    expect(page.locator('[data-shelf="A1 top"]')).to_be_visible()
+    # The farm server stops answering: every API request fails at the network level.
+    page.route("**/api/v1/**", lambda route: route.abort("connectionrefused"))
+    page.get_by_role("link", name="Devices").click()
+    expect(page.locator("#banner")).to_contain_text("Connection lost")
+    expect(page.get_by_role("alert").filter(has_text="cannot be reached").first).to_be_visible()
+    page.unroute("**/api/v1/**")
+    page.get_by_role("link", name="Overview").click()
+    expect(page.locator('[data-shelf="A1 top"]')).to_be_visible()
+    expect(page.locator("#banner")).to_be_hidden()

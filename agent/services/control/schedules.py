@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 # An edge job running later than this after its edge (agent busy, clock jump) is still applied;
 # a repeated fire of the same edge in a DST fall-back hour is an hour later and is not.
 _EDGE_GRACE = timedelta(minutes=10)
+_EDGE_SUFFIXES = (":open", ":close")  # the ids of a schedule's two jobs: <device id>:open
 _LOOKBACK = timedelta(days=2)
 
 
@@ -102,14 +103,13 @@ class ActuatorSchedules:
 
     # Lifecycle ---------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Create the jobs of every stored schedule, then apply them in the background."""
-        scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop(), timezone=self.timezone)
+    async def start(self, scheduler: AsyncIOScheduler) -> None:
+        """Create the jobs of every stored schedule on the agent's scheduler, then apply them
+        in the background."""
         self._scheduler = scheduler
         scheduled = [s for s in await self._store.scheduled() if s.mode == "auto"]
         for settings in scheduled:
             self._add_jobs(settings)
-        scheduler.start()
         self._registry.add_listener(self)
         # Commands wait for confirmations: start-up does not wait for them.
         self._spawn(self._apply_when_ready(), "schedules-start-up")
@@ -118,9 +118,11 @@ class ActuatorSchedules:
         log.info("schedules: %d actuators scheduled (%s)", len(scheduled), self.timezone.key)
 
     async def stop(self) -> None:
-        """Stop the scheduler and the commands it started."""
+        """Remove the schedules' jobs and stop the commands they started."""
         if self._scheduler is not None:
-            self._scheduler.shutdown(wait=False)
+            for job in self._scheduler.get_jobs():
+                if job.id.endswith(_EDGE_SUFFIXES):
+                    job.remove()
             self._scheduler = None
         tasks = list(self._tasks)
         for task in tasks:

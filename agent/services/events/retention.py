@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import timedelta
 
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
 from agent.services.events.log import EventLog
+from agent.services.periodic import PeriodicJob
 
 __all__ = ["EventRetention"]
 
@@ -18,26 +20,26 @@ _FIRST_RUN_S = 60.0
 
 
 class EventRetention:
-    """Owns the task that prunes old events every ``interval_s``."""
+    """Prunes old events every ``interval_s`` on the agent's scheduler."""
 
     def __init__(self, events: EventLog, keep: timedelta, interval_s: float) -> None:
         self._events = events
         self._keep = keep
         self._interval = interval_s
-        self._task: asyncio.Task[None] | None = None
+        self._job = PeriodicJob(
+            "event-retention",
+            self.run_once,
+            interval_s=interval_s,
+            first_after_s=min(_FIRST_RUN_S, interval_s),
+        )
 
-    async def start(self) -> None:
+    async def start(self, scheduler: AsyncIOScheduler) -> None:
         """Start pruning periodically."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="event-retention")
+        self._job.start(scheduler)
 
     async def stop(self) -> None:
         """Stop pruning."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._job.stop()
 
     async def run_once(self) -> int:
         """Prune now; return how many events went."""
@@ -47,14 +49,3 @@ class EventRetention:
         if gone:
             log.info("event retention deleted %d events", gone)
         return gone
-
-    async def _run(self) -> None:
-        await asyncio.sleep(min(_FIRST_RUN_S, self._interval))
-        while True:
-            try:
-                await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("event retention failed; retrying at the next interval")
-            await asyncio.sleep(self._interval)

@@ -10,14 +10,15 @@ which the plan's progress (``harvest_ready``) still shows.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, tzinfo
 
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from agent.services.periodic import PeriodicJob
 from agent.store.grow_plans import GrowPlanStore
-from protocol.backoff import Backoff, Retry
 from protocol.timefmt import iso
 
 __all__ = ["HarvestWatch", "Notice"]
@@ -28,7 +29,6 @@ Notice = Callable[[str, str, Mapping[str, object]], Awaitable[None] | None]
 """``on_notice(farm_id, kind, data)``; may be a plain function or a coroutine function."""
 
 _NOTICE_TIMEOUT_S = 10.0
-_FIRST_BACKOFF_S = 5.0
 
 
 class HarvestWatch:
@@ -47,20 +47,16 @@ class HarvestWatch:
         self._zone = zone
         self._on_notice = on_notice
         self._now = now
-        self._interval = interval_s
-        self._task: asyncio.Task[None] | None = None
+        # The first check runs at once: a plan may have ripened while the agent was down.
+        self._job = PeriodicJob("harvest-watch", self._run, interval_s=interval_s, first_after_s=0)
 
-    async def start(self) -> None:
-        """Begin checking (the first check runs at once: a plan may have ripened while down)."""
-        self._task = asyncio.create_task(self._run(), name="harvest-watch")
+    async def start(self, scheduler: AsyncIOScheduler) -> None:
+        """Begin checking on the agent's scheduler."""
+        self._job.start(scheduler)
 
     async def stop(self) -> None:
-        """Stop checking and wait for the task to end."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop checking (a check in progress is cancelled)."""
+        await self._job.stop()
 
     async def check(self) -> int:
         """Send the notice of every plan that reached its last day; return how many were sent."""
@@ -88,18 +84,6 @@ class HarvestWatch:
         return sent
 
     async def _run(self) -> None:
-        retry = Retry(Backoff(_FIRST_BACKOFF_S, self._interval, jitter=False))
-        while True:
-            try:
-                sent = await self.check()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                delay = retry.next_delay()
-                log.exception("harvest check failed; retrying in %.0f s", delay)
-                await asyncio.sleep(delay)
-                continue
-            retry.reset()
-            if sent:
-                log.info("harvest-ready notices sent: %d", sent)
-            await asyncio.sleep(self._interval)
+        sent = await self.check()
+        if sent:
+            log.info("harvest-ready notices sent: %d", sent)

@@ -64,7 +64,7 @@ class DeviceRuntime:
         self.client: MqttClient | None = None
         self.gateway: MqttDeviceGateway | None = None
         if mqtt is not None:
-            self.client = MqttClient(mqtt, self._handle)
+            self.client = MqttClient(mqtt, self._handle, barrier=writer)
             self.gateway = MqttDeviceGateway(self.client, self, now=utcnow)
         self._bindings: dict[str, DeviceBinding] = {}
         self._states: dict[str, dict[str, bool | int]] = {}

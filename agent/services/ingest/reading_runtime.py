@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from agent.services.devices.registry import DeviceService
+from agent.services.periodic import PeriodicJob
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.services.readings.retention import ReadingRetention
 from agent.services.readings.writer import ReadingWriter
@@ -80,40 +81,26 @@ class ReadingRuntime:
         self.latest = LatestReadings()
         self._devices = devices
         self._interval = retention_interval_s
-        self._scheduler: AsyncIOScheduler | None = None
+        # The first run soon after start-up, not a whole interval later (after downtime).
+        self._retention_job = PeriodicJob(
+            "reading-retention",
+            self._prune,
+            interval_s=retention_interval_s,
+            first_after_s=min(60.0, retention_interval_s),
+        )
         self._subscription: ReadingSubscription | None = None
         self._recorder: asyncio.Task[None] | None = None
-        self._pruning: set[asyncio.Task[object]] = set()
 
-    async def start(self) -> None:
-        """Start committing, recording and pruning."""
+    async def start(self, scheduler: AsyncIOScheduler) -> None:
+        """Start committing, recording, and pruning on the agent's scheduler."""
         await self.writer.start()
         self._subscription = self.writer.subscribe(maxsize=_RECORDER_QUEUE)
         self._recorder = asyncio.create_task(self._record(self._subscription), name="recorder")
-        scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop(), timezone=UTC)
-        scheduler.add_job(
-            self._prune,
-            "interval",
-            seconds=self._interval,
-            id="reading-retention",
-            max_instances=1,
-            coalesce=True,
-            # The first run soon after start-up, not a whole interval later (after downtime).
-            next_run_time=datetime.now(UTC) + timedelta(seconds=min(60.0, self._interval)),
-        )
-        scheduler.start()
-        self._scheduler = scheduler
+        self._retention_job.start(scheduler)
 
     async def stop(self) -> None:
         """Stop pruning, commit what is queued, then stop recording."""
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=False)
-            self._scheduler = None
-        for task in list(self._pruning):
-            task.cancel()
-        for task in list(self._pruning):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._retention_job.stop()
         await self.writer.stop()
         if self._recorder is not None:
             # The last batch's readings are in the queue: record them before stopping.
@@ -131,20 +118,12 @@ class ReadingRuntime:
         await self._prune()
 
     async def _prune(self) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._pruning.add(task)
         try:
             # A run that overruns its interval is abandoned; the next one resumes the work.
             async with asyncio.timeout(max(self._interval, 60.0)):
                 await self.retention.run()
         except TimeoutError:
             log.warning("reading retention did not finish within its interval")
-        except Exception:
-            log.exception("reading retention failed; retrying at the next interval")
-        finally:
-            if task is not None:
-                self._pruning.discard(task)
 
     async def _record(self, subscription: ReadingSubscription) -> None:
         while True:

@@ -7,12 +7,20 @@ to ``max_batch``) goes into the next ``synchronous=FULL`` transaction, at most o
 ``min_commit_interval`` and no reading waiting longer than ``batch_interval``; only then are the
 stored readings offered to listeners. NaN, infinities, out-of-range values and impossible
 timestamps are counted and logged at a limited rate and never stored.
+
+The writer is also the MQTT client's commit barrier: every queued reading takes the next
+position, :meth:`ReadingWriter.settled` tells when the readings between two positions are
+committed, and :meth:`ReadingWriter.room` makes a producer wait while the queue is nearly full.
+A QoS 1 message is acknowledged only after that, so overload slows the broker instead of
+dropping readings.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import heapq
 import logging
 import math
 import time
@@ -43,6 +51,9 @@ CalibrationProvider = Callable[[str, str], LinearCalibration | None]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DAY_MS = 86_400_000
+# Queue places kept free for whoever waits in room(): more than one message's readings.
+_ROOM = 100
+_FAILURES_KEPT = 1000
 
 
 def to_ms(moment: datetime) -> int:
@@ -166,6 +177,18 @@ class ReadingWriter:
         # Unbounded as a container so flush/stop markers always fit; submit() enforces the bound.
         self._queue: asyncio.Queue[NewReading | _Marker] = asyncio.Queue()
         self._queued = 0
+        # Every reading offered takes a position. Queued ones are committed in position order
+        # (``_finished`` is the last one done); refused ones (queue full, writer stopped) and
+        # lost batches are recorded as failed (start, end] ranges.
+        self._position = 0
+        self._last_queued = 0
+        self._positions: collections.deque[int] = collections.deque()
+        self._finished = 0
+        self._failed: list[tuple[int, int]] = []
+        self._waiters: list[tuple[int, int, int, int, asyncio.Future[bool]]] = []
+        self._waiter_seq = 0
+        self._has_room = asyncio.Event()
+        self._has_room.set()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.stats = WriterStats()
@@ -181,6 +204,7 @@ class ReadingWriter:
         """Validate, calibrate and queue one reading without waiting; True if it was queued."""
         if self._closed:
             self.stats.closed += 1
+            self._refused()
             self._problems.warning("closed", "reading writer is stopped: reading dropped")
             return False
         prepared = self._prepare(reading)
@@ -188,14 +212,69 @@ class ReadingWriter:
             return False
         if self._queued >= self._max_queue:
             self.stats.queue_full += 1
+            self._refused()
             self._problems.error(
                 "queue-full", "reading queue full (%d): reading dropped", self._max_queue
             )
             return False
         self._queued += 1
+        self._position += 1
+        self._last_queued = self._position
+        self._positions.append(self._position)
+        if self._queued + _ROOM > self._max_queue:
+            self._has_room.clear()
         self._queue.put_nowait(prepared)
         self.stats.accepted += 1
         return True
+
+    def mark(self) -> int:
+        """The position after every reading queued so far."""
+        return self._position
+
+    async def room(self) -> None:
+        """Wait while the queue is nearly full (a producer that can wait, like MQTT QoS 1)."""
+        await self._has_room.wait()
+
+    def settled(self, start: int, end: int) -> asyncio.Future[bool]:
+        """A future: True once the readings queued between marks ``start`` and ``end`` are
+        committed, False if one of them was refused or lost (then its message must not be
+        acknowledged: the broker delivers it again)."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        # Nothing to wait for past the last queued reading (the rest were refused).
+        target = min(end, self._last_queued)
+        if target <= self._finished:
+            future.set_result(self._intact(start, end))
+        else:
+            self._waiter_seq += 1
+            heapq.heappush(self._waiters, (target, self._waiter_seq, start, end, future))
+        return future
+
+    def _refused(self) -> None:
+        self._position += 1
+        self._failed.append((self._position - 1, self._position))
+
+    def _intact(self, start: int, end: int) -> bool:
+        return not any(a < end and b > start for a, b in self._failed)
+
+    def _finish(self, count: int, committed: bool) -> None:
+        """The next ``count`` queued readings are done: settle the waiters they complete."""
+        if count == 0:
+            return
+        for _ in range(count - 1):
+            self._positions.popleft()
+        last = self._positions.popleft()
+        if not committed:
+            self._failed.append((self._finished, last))
+        self._finished = last
+        self._queued -= count
+        if self._queued + _ROOM <= self._max_queue:
+            self._has_room.set()
+        while self._waiters and self._waiters[0][0] <= self._finished:
+            _, _, start, end, future = heapq.heappop(self._waiters)
+            if not future.done():
+                future.set_result(self._intact(start, end))
+        # Failures are rare; the recent ones are all a message being handled can span.
+        del self._failed[:-_FAILURES_KEPT]
 
     def submit_many(self, readings: Iterable[IncomingReading]) -> int:
         """Submit several readings; returns how many were queued."""
@@ -245,6 +324,7 @@ class ReadingWriter:
                 self._reject("out_of_range", reading, value)
                 return None
         received, device = reading.received_ts, reading.device_ts
+        set_aside = None
         if device is not None and device > received + self._max_ahead_ms:
             self.stats.device_clock_ahead += 1
             self._problems.warning(
@@ -253,7 +333,7 @@ class ReadingWriter:
                 reading.device_id,
                 device - received,
             )
-            device = None
+            set_aside, device = device, None
         ts = received if device is None else device
         if ts <= 0:
             self._reject("bad_timestamp", reading, ts)
@@ -270,6 +350,8 @@ class ReadingWriter:
             value=value,
             raw=None if value == raw else raw,
             received_ts=received if skewed else None,
+            on_receipt=device is None,
+            device_ts=set_aside,
         )
 
     @property
@@ -307,6 +389,7 @@ class ReadingWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             self.stats.lost += self._queued
+            self._finish(self._queued, committed=False)
 
     async def flush(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
         """Commit everything submitted so far now, and wait until it is committed."""
@@ -323,16 +406,17 @@ class ReadingWriter:
         last_commit = loop.time() - self._min_interval
         while True:
             batch, markers = await self._collect(last_commit)
+            committed = False
             try:
                 if batch:
                     last_commit = loop.time()
-                    await self._commit(batch)
+                    committed = await self._commit(batch)
             except Exception:  # _commit handles store errors; this is a bug guard
                 self.stats.lost += len(batch)
                 log.exception("reading batch of %d lost", len(batch))
                 await asyncio.sleep(self._retry_delay)
             finally:
-                self._queued -= len(batch)
+                self._finish(len(batch), committed)
                 for marker in markers:
                     if not marker.done.done():
                         marker.done.set_result(None)
@@ -370,7 +454,8 @@ class ReadingWriter:
                 except TimeoutError:
                     return batch, markers
 
-    async def _commit(self, batch: list[NewReading]) -> None:
+    async def _commit(self, batch: list[NewReading]) -> bool:
+        """Commit with retries; False if the batch was lost."""
         for attempt in range(1, self._attempts + 1):
             try:
                 began = time.perf_counter()
@@ -381,7 +466,7 @@ class ReadingWriter:
                 if attempt == self._attempts:
                     self.stats.lost += len(batch)
                     log.exception("reading batch of %d lost after %d attempts", len(batch), attempt)
-                    return
+                    return False
                 self._problems.exception("commit", "reading batch commit failed; retrying")
                 await asyncio.sleep(
                     Backoff(self._retry_delay, math.inf, jitter=False).delay(attempt - 1)
@@ -401,4 +486,5 @@ class ReadingWriter:
                 CommittedReading(r.device_id, r.metric, r.unit, r.ts, r.value, r.raw, r.received_ts)
                 for r in outcome.inserted
             )
-            return
+            return True
+        return False

@@ -24,7 +24,14 @@ from protocol.sync import (
 )
 from protocol.timefmt import now_iso
 from protocol.tokens import hash_secret
-from tests.agent.identity.conftest import PASSWORD, create_user, error_of, login, tokens_of
+from tests.agent.identity.conftest import (
+    PASSWORD,
+    CapturedMail,
+    create_user,
+    error_of,
+    login,
+    tokens_of,
+)
 from tests.conftest import Agent
 
 GROWER = str(uuid.uuid4())
@@ -47,6 +54,9 @@ def _delta(
 ) -> IdentityDelta:
     """The cloud's view: one grower with a grant, a session and an API key."""
     now = now_iso()
+    if permission is None and not listed_session and not key_listed:
+        # No grant left: the cloud no longer counts the grower among the agent's users.
+        return IdentityDelta(issuer="farm-cloud", public_key="A" * 43, version=version)
     return IdentityDelta(
         issuer="farm-cloud",
         public_key="A" * 43,
@@ -200,7 +210,7 @@ async def _pair(agent_state: Any) -> None:
 
 
 async def test_a_paired_agent_leaves_identity_changes_to_the_cloud(
-    make_agent: Any, tmp_path: Any
+    make_agent: Any, tmp_path: Any, mail: CapturedMail
 ) -> None:
     agent: Agent = await make_agent(sync_enabled=False)
     db = agent.client.app[DATABASE]
@@ -239,6 +249,15 @@ async def test_a_paired_agent_leaves_identity_changes_to_the_cloud(
         await agent.client.get(f"/api/v1/farms/{farm_id}", headers={"X-API-Key": CLOUD_KEY})
     ).status == 200
 
+    resp = await agent.client.post(
+        "/auth/register", json={"email": "walk-in@farm.test", "password": PASSWORD}
+    )
+    assert (await error_of(resp, 409))["code"] == "MANAGED_BY_CLOUD"
+    # A cloud user resets their password in the cloud: the answer is the same, no mail is sent.
+    resp = await agent.client.post("/auth/reset-password", json={"email": GROWER_EMAIL})
+    assert resp.status == 202, await resp.text()
+    assert [m for m in mail.messages if m.to == GROWER_EMAIL] == []
+
     # A cloud user cannot change their own profile or MFA here either.
     grower = await tokens_of(agent, GROWER_EMAIL)
     mine = agent.auth(grower["access_token"])
@@ -257,3 +276,21 @@ async def test_a_paired_agent_leaves_identity_changes_to_the_cloud(
     )
     assert resp.status == 201, await resp.text()
     assert (await login(agent, local["email"])).status == 200
+
+
+async def test_a_grower_who_loses_and_regains_a_grant_keeps_their_cloud_session(
+    agent: Agent,
+) -> None:
+    db = agent.client.app[DATABASE]
+    farm_id = await _farm(agent)
+    store = IdentityReplicaStore(db)
+    await store.apply(_delta(2, farm_id))
+    await store.apply(_delta(3, farm_id, permission=None, listed_session=False, key_listed=False))
+    status = await db.fetch_value("SELECT status FROM users WHERE id = ?", (GROWER,))
+    assert status == "inactive"
+    key = {"X-API-Key": CLOUD_KEY}
+    assert (await agent.client.get(f"/api/v1/farms/{farm_id}", headers=key)).status == 401
+    await store.apply(_delta(4, farm_id))
+    revoked = await db.fetch_value("SELECT revoked_at FROM sessions WHERE id = ?", (SESSION,))
+    assert revoked is None
+    assert (await agent.client.get(f"/api/v1/farms/{farm_id}", headers=key)).status == 200

@@ -207,9 +207,9 @@ async def test_readings_older_than_raw_retention_are_refused(farm: Farm, make_wr
 async def test_duplicates_are_stored_and_announced_once(farm: Farm, make_writer: Any) -> None:
     writer = await make_writer()
     with writer.subscribe() as listener:
-        for _ in range(2):
-            writer.submit(reading(farm.sensor, 6.0, T0))
-            writer.submit(reading(farm.sensor, 6.5, T0 + 1000))
+        for delay in (0, 5000):  # the same messages (device times), delivered again later
+            writer.submit(reading(farm.sensor, 6.0, T0 + delay, device_ts=T0))
+            writer.submit(reading(farm.sensor, 6.5, T0 + 1000 + delay, device_ts=T0 + 1000))
             await writer.flush()
         announced = [listener.get_nowait() for _ in range(listener.pending())]
 
@@ -314,3 +314,60 @@ async def test_measurements_from_the_codec_convert(farm: Farm) -> None:
     assert item.received_ts == item.device_ts == T0 + 1999 == to_ms(received)
     assert (item.metric, item.unit, item.valid_range) == ("ph", "pH", (0, 14))
     assert Resolution.MINUTE.step_ms == MIN
+
+
+async def test_a_burst_received_in_one_millisecond_keeps_every_reading(
+    farm: Farm, make_writer: Any
+) -> None:
+    writer = await make_writer()
+    with writer.subscribe(maxsize=5000) as listener:
+        # 1,000 distinct messages without a device time, all received in the same millisecond,
+        # in batches of every size; then 1,000 more in that millisecond after the first commit.
+        for value in range(1000):
+            writer.submit(reading(farm.sensor, value / 100, T0))
+        await writer.flush()
+        for value in range(1000, 2000):
+            writer.submit(reading(farm.sensor, value / 100, T0))
+        await writer.flush()
+        announced = [listener.get_nowait() for _ in range(listener.pending())]
+
+    rows = await stored(farm, farm.sensor)
+    assert sorted(round(v * 100) for _, v, _, _ in rows) == list(range(2000))
+    assert len({ts for ts, _, _, _ in rows}) == 2000
+    assert min(ts for ts, _, _, _ in rows) == T0
+    assert len(announced) == 2000 and writer.stats.duplicates == 0
+    assert await count(farm.db, "readings_1m") >= 1
+    (n,) = await farm.db.fetch_one("SELECT sum(n) FROM readings_1m")  # type: ignore[misc]
+    assert n == 2000
+
+
+async def test_receive_stamps_stay_unique_across_a_restart(farm: Farm, make_writer: Any) -> None:
+    first = await make_writer()
+    first.submit_many(reading(farm.sensor, 1.0, T0) for _ in range(300))
+    await first.flush()
+    second = await make_writer(store=ReadingStore(farm.db))  # remembers only the database
+    second.submit_many(reading(farm.sensor, 2.0, T0 + 100) for _ in range(300))
+    await second.flush()
+
+    rows = await stored(farm, farm.sensor)
+    assert len(rows) == len({ts for ts, _, _, _ in rows}) == 600
+    assert [v for _, v, _, _ in rows].count(2.0) == 300
+
+
+async def test_a_redelivered_message_with_a_far_off_clock_is_stored_once(
+    farm: Farm, make_writer: Any
+) -> None:
+    writer = await make_writer()
+    ahead = T0 + 400 * DAY
+    for received in (T0, T0, T0 + 9000):  # a burst, then the same messages re-delivered
+        for i in range(50):
+            writer.submit(reading(farm.sensor, 7.0, received, device_ts=ahead + i * 1000))
+        await writer.flush()
+    # A different value at a device time already seen is a different message.
+    writer.submit(reading(farm.sensor, 7.5, T0 + 9000, device_ts=ahead))
+    await writer.flush()
+
+    rows = await stored(farm, farm.sensor)
+    assert len(rows) == 51
+    assert all(T0 <= ts < T0 + 10_000 for ts, _, _, _ in rows)  # stamped on receipt
+    assert writer.stats.duplicates == 100

@@ -94,13 +94,30 @@ async function onDevice(ctx, sensor, points) {
   let timer = 0;
   let busy = false;
   const stop = () => clearInterval(timer);
+  // The live part (value, stability) updates in place; the rest is drawn again only when the
+  // step changes, so focus and a screen reader's place survive the once-a-second refresh.
+  const liveValue = h("p", { class: "big-value", "aria-label": "Live raw value" }, "…");
+  const liveError = h("p", { class: "form-error" });
+  const liveStability = h("div");
+  const captureButton = h("button", { class: "big primary", onclick: () => capture() }, "Capture point");
+  let drawnStep = -1;
+  const drawLive = () => {
+    const live = session.live;
+    liveValue.textContent = live && live.value !== null ? `${num(live.value, 3)} ${live.unit}` : "…";
+    liveError.textContent = live && live.error ? `Reading failed: ${live.error}` : "";
+    mount(liveStability, stabilityView(live));
+    captureButton.toggleAttribute("disabled", busy);
+    captureButton.textContent = busy ? "Taking the point…" : "Capture point";
+  };
   const draw = () => {
     if (session.state === "succeeded") {
       stop();
       return result(ctx, box, sensor, session.calibration);
     }
     const step = session.next_step;
-    const live = session.live;
+    const number = step ? step.number : 0;
+    if (number === drawnStep) return drawLive();
+    drawnStep = number;
     mount(
       box,
       h("h1", null, `Calibrate ${sensor.name}`),
@@ -108,21 +125,22 @@ async function onDevice(ctx, sensor, points) {
         h("li", { class: i < session.completed_steps ? "done" : "", "aria-current": step && step.number === i + 1 ? "step" : null }, `${p.point} ${p.value ?? ""}`))),
       step
         ? [
-            h("h2", null, `Point ${step.number} of ${session.points.length}: ${step.point}`),
+            h("h2", { tabindex: -1, class: "step-title" }, `Point ${step.number} of ${session.points.length}: ${step.point}`),
             h("p", { class: "instructions" }, step.instructions),
-            h("p", { class: "big-value", "aria-label": "Live raw value" }, live && live.value !== null ? `${num(live.value, 3)} ${live.unit}` : "…"),
-            live && live.error ? h("p", { class: "form-error" }, `Reading failed: ${live.error}`) : null,
-            stabilityView(live),
-            h("div", { class: "actions" },
-              h("button", { class: "big primary", disabled: busy, onclick: capture }, busy ? "Taking the point…" : "Capture point"),
-              h("button", { class: "big danger", onclick: cancel }, "Cancel")),
+            liveValue,
+            liveError,
+            liveStability,
+            h("div", { class: "actions" }, captureButton, h("button", { class: "big danger", onclick: cancel }, "Cancel")),
           ]
         : h("p", null, "The device is taking the point…"),
     );
+    drawLive();
+    const title = box.querySelector(".step-title");
+    if (title && number > 1) /** @type {HTMLElement} */ (title).focus();
   };
   const capture = async () => {
     busy = true;
-    draw();
+    drawLive();
     try {
       session = await call("POST", `${base}/next`);
     } catch (err) {
