@@ -41,6 +41,7 @@ async def test_healthz_checks_both_database_paths(cloud: Cloud) -> None:
         "database_system_path": "connected",
         "backend": "connected",
         "cache": "not_configured",
+        "mail": "not_configured",
     }
     assert body["memory_rss_bytes"] > 0
     assert body["memory_usage"].endswith("%") and body["cpu_usage"].endswith("%")
