@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
@@ -17,8 +18,8 @@ from pydantic_settings import (
 __all__ = ["AgentSettings"]
 
 DEFAULT_CONFIG_FILE = Path("/etc/farm-agent/agent.toml")
-# The profiles shipped beside the packages (the repository or the installed data files).
-DEFAULT_PROFILES_DIR = Path(__file__).resolve().parents[1] / "firmware_profiles"
+# The profiles shipped inside the package (package data: a wheel carries them).
+DEFAULT_PROFILES_DIR = Path(__file__).resolve().parent / "firmware_profiles"
 
 
 class AgentSettings(BaseSettings):
@@ -48,10 +49,14 @@ class AgentSettings(BaseSettings):
         1000, ge=0, description="Requests a minute for premium users and their API keys"
     )
     rate_limit_per_address: int = Field(100, ge=0, description="Anonymous requests an hour")
-    login_failures_per_account: int = Field(5, ge=1, description="Before a 15 min lockout")
-    login_failures_per_address: int = Field(20, ge=1, description="The same per client address")
+    login_failures_per_account: int = Field(
+        5, ge=1, description="Failures of one account from one address before it waits"
+    )
+    login_failures_per_address: int = Field(
+        20, ge=1, description="Failures from one address, all accounts together"
+    )
     login_failure_window_s: int = Field(
-        900, ge=1, description="Failures counted over this window; also the longest lockout"
+        900, ge=1, description="Failures counted over this window; also the longest wait"
     )
     verify_token_ttl_s: int = Field(48 * 3600, ge=60, description="Email verification token")
     reset_token_ttl_s: int = Field(3600, ge=60, description="Password reset token")
@@ -236,6 +241,15 @@ class AgentSettings(BaseSettings):
             if part.strip():
                 ipaddress.ip_network(part.strip())  # a ValueError names the bad entry
         return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, name: str) -> str:
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            raise ValueError(f"{name!r} is not an IANA time zone (e.g. Europe/Berlin)") from None
+        return name
 
     @classmethod
     def settings_customise_sources(

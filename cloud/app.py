@@ -22,7 +22,19 @@ from cloud.services.sync_delta import IdentityDeltaSource
 from cloud.settings import CloudSettings
 from cloud.signing import signing_key
 from cloud.store.db import Database
-from cloud.web import agents, api_keys, auth, devices, farms, grow_plans, mfa, sync, system, users
+from cloud.web import (
+    agents,
+    api_keys,
+    auth,
+    devices,
+    farms,
+    grow_plans,
+    mfa,
+    pos,
+    sync,
+    system,
+    users,
+)
 from cloud.web.keys import (
     API_KEYS,
     DATABASE,
@@ -38,7 +50,8 @@ from cloud.web.keys import (
     SETTINGS,
     SYNC,
 )
-from cloud.wiring.identity import identity_services
+from cloud.wiring.identity import identity_services, secret_key
+from cloud.wiring.pos import pos_context
 from cloud.wiring.users import user_services
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
@@ -56,6 +69,7 @@ from protocol.identity import Principal
 from protocol.jwk import key_id, public_jwk
 from protocol.mail import MailSender
 from protocol.schemas.jwks import Jwk, JwkSet
+from protocol.secretbox import SecretBox
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
 from webui import ASSET_PREFIX, PAGE_PATHS, install_webui
@@ -68,7 +82,19 @@ log = logging.getLogger(__name__)
 def api_of_cloud() -> Api:
     """Every documented endpoint of the cloud."""
     api = Api()
-    for module in (system, auth, mfa, users, api_keys, farms, devices, grow_plans, agents, sync):
+    for module in (
+        system,
+        auth,
+        mfa,
+        users,
+        api_keys,
+        farms,
+        devices,
+        grow_plans,
+        agents,
+        sync,
+        pos,
+    ):
         api.extend(module.api)
     return api
 
@@ -100,7 +126,10 @@ def create_app(
         per_user=settings.rate_limit_per_user,
         per_premium_user=settings.rate_limit_per_premium_user,
         per_address=settings.rate_limit_per_address,
-        unmetered_paths=frozenset({sync.BATCHES_PATH, sync.BATCHES_PATH + "/"}) | PAGE_PATHS,
+        unmetered_paths=frozenset(
+            {sync.BATCHES_PATH, sync.BATCHES_PATH + "/", pos.WEBHOOK_PATH, pos.WEBHOOK_PATH + "/"}
+        )
+        | PAGE_PATHS,
         unmetered_prefixes=(ASSET_PREFIX,),
     )
     app = web.Application(
@@ -184,5 +213,11 @@ def create_app(
         log.info("cloud ready: issuer %s, signing key %s", settings.issuer, kid)
         yield
 
-    app.cleanup_ctx.extend([database, services])
+    app.cleanup_ctx.extend(
+        [
+            database,
+            services,
+            pos_context(settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))),
+        ]
+    )
     return app

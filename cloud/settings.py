@@ -49,8 +49,6 @@ class CloudSettings(BaseSettings):
         1000, ge=0, description="Requests a minute for premium users and their API keys"
     )
     rate_limit_per_address: int = Field(100, ge=0, description="Anonymous requests an hour")
-    login_failures_per_account: int = Field(5, ge=1, description="Before a lockout")
-    login_lockout_s: int = Field(900, ge=1, description="How long a locked account waits")
 
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Larger bodies get a 413")
     pairing_code_ttl_s: int = Field(24 * 3600, ge=60, description="How long a pairing code lives")
@@ -75,13 +73,15 @@ class CloudSettings(BaseSettings):
     mfa_challenge_ttl_s: int = Field(300, ge=30, description="Login MFA challenge")
     login_failures_per_address: int = Field(20, ge=1, description="Per client, before a 429")
     login_throttle_per_account: int = Field(
-        10, ge=1, description="Per account within the window, before a 429"
+        10, ge=1, description="Per account and client within the window, before a 429"
     )
     login_failure_window_s: int = Field(
         900, ge=1, description="Failures counted over this window; also the longest wait"
     )
     secret_key: SecretStr | None = Field(
-        None, description="AES-256 key (URL-safe base64 of 32 bytes) for secrets at rest"
+        None,
+        description="AES-256 key (URL-safe base64 of 32 bytes) for secrets at rest (MFA seeds,"
+        " POS credentials); derived from the signing key when unset",
     )
     secret_key_path: Path | None = Field(
         None, description="File of that key; created (mode 0600) if missing"
@@ -92,6 +92,39 @@ class CloudSettings(BaseSettings):
     metrics_allowed_networks: str = Field(
         "127.0.0.1/32,::1/128",
         description="Comma-separated networks that may read /metrics without the token",
+    )
+
+    # POS provider integration (DESIGN.md section 9).
+    pos_sandbox_url: str = Field(
+        "https://connect.squareupsandbox.com",
+        pattern=r"^https?://",
+        description="The POS provider's sandbox API (a fake's URL to try it out)",
+    )
+    pos_production_url: str = Field(
+        "https://connect.squareup.com",
+        pattern=r"^https?://",
+        description="The POS provider's production API",
+    )
+    pos_sync_interval_s: float = Field(
+        900.0, ge=0, description="Incremental sync of each active POS configuration; 0 disables"
+    )
+    pos_job_workers: int = Field(
+        2, ge=0, le=32, description="POS sync jobs this process runs at once; 0: no POS work"
+    )
+    pos_poll_interval_s: float = Field(
+        1.0, gt=0, le=60, description="How often idle POS workers look for jobs and events"
+    )
+    pos_job_lease_s: float = Field(
+        60.0, ge=1, description="A job whose worker is silent this long is taken over"
+    )
+    pos_request_timeout_s: float = Field(
+        30.0, gt=0, le=300, description="Time limit of one request to the POS provider"
+    )
+    pos_retry_attempts: int = Field(
+        6, ge=1, le=20, description="Tries of a POS request on 429, 5xx and timeouts"
+    )
+    pos_retry_max_s: float = Field(
+        30.0, gt=0, description="Longest back-off between those tries (jittered)"
     )
 
     @field_validator("admin_email")

@@ -1,10 +1,12 @@
 """Throttling of repeated login failures, the decision shared by agent and cloud.
 
 Failures are counted from the authentication event log (DESIGN.md section 4): at most
-``per_account`` failures of one account and ``per_address`` failures from one address within
-``window_s``. An account's count starts again after a successful login; an address's does not
-(an attacker could log into their own account to reset it). The stores answer one question:
-when was the n-th most recent failure in the window.
+``per_account`` failures of one account *from one address*, and ``per_address`` failures from
+one address (over every account), within ``window_s``. Counting an account's failures per
+address means a stranger who knows someone's email throttles only themselves: the owner, from
+their own address, still logs in. The pair's count starts again after a successful login from
+it; an address's does not (an attacker could log into their own account to reset it). The
+stores answer one question: when was the n-th most recent failure in the window.
 """
 
 from __future__ import annotations

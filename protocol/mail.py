@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = [
+    "REGISTER_ACCEPTED",
     "RESET_ACCEPTED",
     "FlowPolicy",
     "LogMailSender",
     "MailMessage",
     "MailSender",
+    "already_registered_mail",
     "deliver",
     "reset_mail",
     "verification_mail",
@@ -27,6 +29,10 @@ log = logging.getLogger(__name__)
 
 RESET_ACCEPTED = "If the address has an account, a reset token is on its way"
 """The answer to a reset request, the same whether or not the address has an account."""
+
+REGISTER_ACCEPTED = "Check your mail to finish the registration"
+"""The answer to a registration, the same whether or not the address has an account: the mail
+says which (a verification token, or a note that the address is registered already)."""
 
 
 _MAIL_TIMEOUT_S = 15
@@ -77,6 +83,19 @@ def verification_mail(to: str, site_name: str, token: str, ttl_s: int) -> MailMe
         body=(
             "Confirm this address by sending the token below to POST /auth/verify as"
             f' {{"token": "..."}}. It is valid for {ttl_s // 3600} hours.\n\n{token}\n'
+        ),
+    )
+
+
+def already_registered_mail(to: str, site_name: str) -> MailMessage:
+    """The message answering a registration for an address that has an account."""
+    return MailMessage(
+        to=to,
+        subject=f"{site_name}: this address is registered already",
+        body=(
+            "Someone tried to register a new account with this address, which has one already."
+            " If it was you, log in, or ask for a password reset at POST /auth/reset-password."
+            " If it was not, you need do nothing.\n"
         ),
     )
 

@@ -13,7 +13,11 @@ def utcnow() -> datetime:
 def iso(moment: datetime) -> str:
     """Format an aware datetime as ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
     moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    # Not strftime("%Y"): glibc writes the year 1 as "1", not "0001".
+    return (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+        f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z"
+    )
 
 
 def now_iso() -> str:

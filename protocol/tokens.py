@@ -166,7 +166,11 @@ class TokenVerifier:
             )
         except jwt.PyJWTError as err:
             raise InvalidToken(str(err)) from err
-        if int(claims["exp"]) <= current:
+        try:  # a signed token is still refused when its claims are not what we issue
+            issued_at, expires_at = _epoch(claims["iat"]), _epoch(claims["exp"])
+        except (TypeError, ValueError, OverflowError) as err:
+            raise InvalidToken("iat and exp must be numbers") from err
+        if expires_at <= current:
             raise TokenExpiredError("token expired")
         return AccessClaims(
             issuer=str(claims["iss"]),
@@ -174,6 +178,13 @@ class TokenVerifier:
             role=str(claims["role"]),
             session_id=str(claims["sid"]),
             token_id=str(claims["jti"]),
-            issued_at=int(claims["iat"]),
-            expires_at=int(claims["exp"]),
+            issued_at=issued_at,
+            expires_at=expires_at,
         )
+
+
+def _epoch(value: object) -> int:
+    """A NumericDate claim (RFC 7519 section 2) as whole seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"not a number: {value!r}")
+    return int(value)

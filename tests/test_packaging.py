@@ -59,8 +59,7 @@ def test_the_wheel_installs_into_a_fresh_venv_and_serves(tmp_path):
         "FARM_SERIAL_ENABLED": "false",
         "FARM_ADMIN_EMAIL": ADMIN_EMAIL,
         "FARM_ADMIN_PASSWORD": ADMIN_PASSWORD,
-        # Until the firmware profiles ship inside the package (issue #9), point at the checkout's.
-        "FARM_PROFILES_DIR": str(ROOT / "firmware_profiles"),
+        # No FARM_PROFILES_DIR: the firmware profiles ship inside the package.
     }
     with subprocess.Popen(
         [farm_agent, "run"],

@@ -17,7 +17,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 # Defaults that are not literal values.
 SPECIAL = {
     (AgentSettings, "admin_password"): "generated, printed once",
-    (AgentSettings, "profiles_dir"): "firmware_profiles/ of the checkout",
+    (AgentSettings, "profiles_dir"): "the set shipped in the package",
     (CloudSettings, "admin_password"): "generated, printed once",
 }
 

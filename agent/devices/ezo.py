@@ -4,8 +4,8 @@ Sources: "EZO-pH Embedded pH Circuit" and "EZO-EC Embedded Conductivity Circuit"
 (Atlas Scientific), chapters "UART mode" (settings, command quick reference, response codes) and
 the per-command pages cited below. UART defaults there: 9600 baud, 8 data bits, no parity, 1 stop
 bit; every command and every reply line ends with <CR>. The command strings, port settings and
-reading layout come from firmware_profiles/atlas-ezo-*.toml through SerialCodec; this module adds
-the request/reply conversation (initialisation, queries and their answers).
+reading layout come from agent/firmware_profiles/atlas-ezo-*.toml through SerialCodec; this
+module adds the request/reply conversation (initialisation, queries and their answers).
 """
 
 from __future__ import annotations

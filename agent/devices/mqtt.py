@@ -178,6 +178,9 @@ class MqttClient:
         self._filters: set[str] = set()
         self._subscription_lock = asyncio.Lock()
         self._client: aiomqtt.Client | None = None
+        # The connection messages arrive on: set at CONNACK, before subscribing (a resumed
+        # session's queue flows at once), while _client waits for the subscriptions.
+        self._receiving: aiomqtt.Client | None = None
         self._connected = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._problems = ThrottledLog(log)
@@ -328,6 +331,7 @@ class MqttClient:
         client._client.manual_ack_set(True)
         async with asyncio.timeout(settings.timeout + 1):
             await client.__aenter__()
+        self._receiving = client
         try:
             self.stats.connects += 1
             self._backoff.reset()
@@ -350,6 +354,7 @@ class MqttClient:
                 pass
         finally:
             self._client = None
+            self._receiving = None
             self._connected.clear()
             self.stats.disconnects += 1
             self._forget_unhandled(client)
@@ -459,7 +464,7 @@ class MqttClient:
             client = delivery.client
             # Only on the connection the message came on: after a reconnect the broker
             # re-delivers what that connection left unacknowledged.
-            if committed and client is self._client:
+            if committed and client is self._receiving:
                 client._client.ack(delivery.mid, delivery.message.qos)
                 self.stats.acknowledged += 1
             else:

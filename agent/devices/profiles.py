@@ -1,4 +1,4 @@
-"""Firmware profiles: devices described as data (firmware_profiles/*.toml), validated at start-up.
+"""Firmware profiles: devices described as data (agent/firmware_profiles/*.toml), checked at start.
 
 A profile says how a firmware talks: its transport, the topics it publishes and how each payload
 maps to metrics (unit, scale, valid range) or to device state, how commands are encoded, how

@@ -16,13 +16,18 @@ from collections.abc import Callable
 from aiohttp import web
 
 from agent.ops.systemd_notify import Notifier
+from protocol.http.server import EnvelopeAppRunner, ListenError, listen
 
-__all__ = ["serve"]
+__all__ = ["StartupFailed", "serve"]
 
 log = logging.getLogger(__name__)
 
 _STATUS_INTERVAL_S = 30.0
 _SHUTDOWN_TIMEOUT_S = 10.0
+
+
+class StartupFailed(Exception):
+    """The agent could not start; the message says why in one line."""
 
 
 async def serve(
@@ -34,12 +39,24 @@ async def serve(
     watchdog_s: float | None,
     problem: Callable[[], str | None],
     status: Callable[[], str],
+    on_listening: Callable[[list[str]], None] = lambda _: None,
 ) -> None:
-    """Run ``app`` on ``host:port`` until a termination signal."""
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT_S)
-    await runner.setup()
+    """Run ``app`` on ``host:port`` until a termination signal.
+
+    ``on_listening`` gets the URLs served once the socket listens; a failed start-up (a resource
+    that does not open, a busy port) closes what did open and raises :class:`StartupFailed`.
+    """
+    runner = EnvelopeAppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT_S)
     try:
-        await web.TCPSite(runner, host, port).start()
+        try:
+            await runner.setup()
+            urls = await listen(runner, host, port)
+        except ListenError as err:
+            raise StartupFailed(str(err)) from err
+        except Exception as err:
+            log.debug("start-up failed", exc_info=True)
+            raise StartupFailed(f"{type(err).__name__}: {err}") from err
+        on_listening(urls)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

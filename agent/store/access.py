@@ -1,7 +1,8 @@
 """Who may see which farm: the one place the agent applies DESIGN.md section 4's visibility rule.
 
-A farm is visible to admins, to its creator (who holds read_write on it), and to users holding a
-permission on it. Every farm-scoped query in the store takes its filter from here.
+A farm is visible to admins and to users holding a permission on it. Its creator holds one like
+anyone else (read_write, granted at creation), so an admin may reduce or revoke it. Every
+farm-scoped query in the store takes its filter from here.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ def visible_farm_filter(principal: Principal, farm_id_column: str) -> tuple[str,
     if principal.is_admin:
         return "1 = 1", []
     return (
-        f"{farm_id_column} IN (SELECT id FROM farms WHERE created_by = ?"
-        " UNION SELECT farm_id FROM permissions WHERE user_id = ?)",
-        [principal.user_id, principal.user_id],
+        f"{farm_id_column} IN (SELECT farm_id FROM permissions WHERE user_id = ?)",
+        [principal.user_id],
     )
 
 
@@ -34,9 +34,9 @@ def visible_permission_filter(principal: Principal, alias: str) -> tuple[str, li
     if principal.role is not Role.FARM_MANAGER:
         return own, [principal.user_id]
     return (
-        f"({own} OR {alias}.farm_id IN (SELECT id FROM farms WHERE created_by = ?"
-        " UNION SELECT farm_id FROM permissions WHERE user_id = ? AND permission_type = ?))",
-        [principal.user_id, principal.user_id, principal.user_id, PermissionType.READ_WRITE.value],
+        f"({own} OR {alias}.farm_id IN (SELECT farm_id FROM permissions"
+        " WHERE user_id = ? AND permission_type = ?))",
+        [principal.user_id, principal.user_id, PermissionType.READ_WRITE.value],
     )
 
 
@@ -44,7 +44,7 @@ async def farm_grant(db: Database, principal: Principal, farm_id: str) -> Permis
     """The caller's grant on a farm, or ``None`` if it does not exist or is not visible."""
     row = await db.fetch_one(
         """
-        SELECT f.created_by AS creator, p.permission_type AS granted
+        SELECT p.permission_type AS granted
         FROM farms f
         LEFT JOIN permissions p ON p.farm_id = f.id AND p.user_id = ?
         WHERE f.id = ?
@@ -53,7 +53,7 @@ async def farm_grant(db: Database, principal: Principal, farm_id: str) -> Permis
     )
     if row is None:
         return None
-    if principal.is_admin or row["creator"] == principal.user_id:
+    if principal.is_admin:
         return PermissionType.READ_WRITE
     if row["granted"] is None:
         return None

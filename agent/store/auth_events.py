@@ -66,20 +66,27 @@ class AuthEventStore:
         )
 
     async def nth_recent_by_email(
-        self, email: str, kinds: Collection[str], since: str, n: int, reset_kind: str
+        self,
+        email: str,
+        address: str | None,
+        kinds: Collection[str],
+        since: str,
+        n: int,
+        reset_kind: str,
     ) -> str | None:
-        """Time of the ``n``-th most recent ``kinds`` event for ``email`` after ``since`` and after
-        its latest ``reset_kind`` event; ``None`` if there are fewer than ``n``."""
+        """Time of the ``n``-th most recent ``kinds`` event for ``email`` from ``address`` after
+        ``since`` and after the latest ``reset_kind`` event of that pair; ``None`` if fewer."""
         marks = ", ".join("?" for _ in kinds)
         value = await self._db.fetch_value(
             f"""
             SELECT created_at FROM auth_events
-            WHERE email = ? AND kind IN ({marks}) AND created_at > ?
+            WHERE email = ? AND address IS ? AND kind IN ({marks}) AND created_at > ?
               AND created_at > coalesce(
-                  (SELECT max(created_at) FROM auth_events WHERE email = ? AND kind = ?), '')
+                  (SELECT max(created_at) FROM auth_events
+                   WHERE email = ? AND address IS ? AND kind = ?), '')
             ORDER BY created_at DESC LIMIT 1 OFFSET ?
             """,
-            [email, *kinds, since, email, reset_kind, n - 1],
+            [email, address, *kinds, since, email, address, reset_kind, n - 1],
         )
         return None if value is None else str(value)
 

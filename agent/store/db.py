@@ -1,15 +1,15 @@
-"""The SQLite database: WAL, durable commits, one writer, migrations at open."""
+"""The SQLite database: WAL, durable group commits, one writer, migrations at open."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager, suppress
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import aiosqlite
 
@@ -18,7 +18,12 @@ __all__ = ["Database", "StoreCorrupted"]
 log = logging.getLogger(__name__)
 
 Params = Sequence[Any]
+T = TypeVar("T")
+Work = Callable[[sqlite3.Connection], T]
 _OPEN_TIMEOUT_S = 30.0
+# Reader connections, each with its own thread: SQLite releases the GIL while it reads, so
+# concurrent requests' queries run side by side instead of queueing on one thread.
+_READERS = 2
 
 
 class StoreCorrupted(Exception):
@@ -35,20 +40,88 @@ def _migrations() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
-class Database:
-    """An SQLite file opened for one writer and one reader connection.
+class _Group:
+    """Write transactions that share one ``COMMIT`` (and so one fsync)."""
 
-    Writes go through :meth:`transaction`, which serializes writers and commits with
-    ``synchronous=FULL`` so an acknowledged write survives a power cut. Reads use a second
-    connection and, under WAL, never wait for a writer.
+    def __init__(self) -> None:
+        self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Every member may have gone away (cancelled) by the time a COMMIT fails.
+        self.committed.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self.members = 0
+        self.commit: asyncio.Task[None] | None = None
+
+    def fail(self, err: BaseException) -> None:
+        """Report ``err`` to every member waiting for the commit."""
+        if not self.committed.done():
+            self.committed.set_exception(err)
+
+
+class _Job(Generic[T]):
+    """One :meth:`Database.write` waiting for its turn, then for its commit."""
+
+    def __init__(self, work: Work[T]) -> None:
+        self.work = work
+        self.outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+
+class _GroupLost(Exception):
+    """SQLite rolled the whole group transaction back while a member failed."""
+
+
+def _run_batch(conn: sqlite3.Connection, jobs: list[_Job[Any]], begin: bool) -> list[Any]:
+    """On the writer thread: each job in its own savepoint, then one ``COMMIT`` for them and
+    the group already open; each job's result or its exception."""
+    if begin:
+        conn.execute("BEGIN IMMEDIATE")
+    outcomes: list[Any] = []
+    try:
+        for job in jobs:
+            conn.execute("SAVEPOINT request")
+            try:
+                outcomes.append(job.work(conn))
+            except Exception as err:
+                if not conn.in_transaction:
+                    raise _GroupLost(str(err)) from err
+                conn.execute("ROLLBACK TO request")
+                outcomes.append(err)
+            conn.execute("RELEASE request")
+    except BaseException:
+        if conn.in_transaction:  # the group fails as a whole: leave no transaction open
+            conn.execute("ROLLBACK")
+        raise
+    if begin and all(isinstance(outcome, Exception) for outcome in outcomes):
+        conn.execute("ROLLBACK")  # nothing to commit
+    else:
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    return outcomes
+
+
+class Database:
+    """An SQLite file opened for one writer and a few reader connections.
+
+    Writes go through :meth:`transaction`. Concurrent write transactions are committed together
+    (group commit): each runs inside ``SAVEPOINT``/``RELEASE`` within one open SQLite
+    transaction, so a failing one rolls back only its own work, and each caller resumes only
+    after the shared ``COMMIT`` (``synchronous=FULL``) has made its work durable. Reads use the
+    other connections and, under WAL, never wait for a writer.
     """
 
     def __init__(self, path: Path, *, check_integrity: bool = True) -> None:
         self.path = path
         self._check_on_open = check_integrity
         self._writer: aiosqlite.Connection | None = None
-        self._reader: aiosqlite.Connection | None = None
+        self._readers: list[aiosqlite.Connection] = []
+        self._next_reader = 0
         self._write_lock = asyncio.Lock()
+        self._group: _Group | None = None
+        self._commits: set[asyncio.Task[None]] = set()
+        self._queued: list[_Job[Any]] = []
+        self._drainer: asyncio.Task[None] | None = None
         self.generation = 0
         """Count of committed write transactions since open (see ``GenerationCache``)."""
 
@@ -59,14 +132,19 @@ class Database:
         if self._check_on_open:
             await self._check_integrity(self._writer)
         await self._migrate(self._writer)
-        self._reader = await self._connect()
+        for _ in range(_READERS):
+            self._readers.append(await self._connect())
 
     async def close(self) -> None:
-        """Close both connections."""
-        for conn in (self._reader, self._writer):
+        """Commit what is waiting for its commit, then close both connections."""
+        if self._drainer is not None:
+            await asyncio.gather(self._drainer, return_exceptions=True)
+        await asyncio.gather(*self._commits, return_exceptions=True)
+        for conn in [*self._readers, self._writer]:
             if conn is not None:
                 await conn.close()
-        self._reader = self._writer = None
+        self._readers = []
+        self._writer = None
 
     async def _connect(self) -> aiosqlite.Connection:
         conn = await asyncio.wait_for(
@@ -144,27 +222,140 @@ class Database:
         return int(busy), int(pages), int(done)
 
     @property
-    def _read_conn(self) -> aiosqlite.Connection:
-        if self._reader is None:
+    def _write_conn(self) -> aiosqlite.Connection:
+        if self._writer is None:
             raise RuntimeError("database is not open")
-        return self._reader
+        return self._writer
+
+    @property
+    def _read_conn(self) -> aiosqlite.Connection:
+        if not self._readers:
+            raise RuntimeError("database is not open")
+        self._next_reader = (self._next_reader + 1) % len(self._readers)
+        return self._readers[self._next_reader]
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """Run a write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or rollback on error."""
-        if self._writer is None:
-            raise RuntimeError("database is not open")
+        """Run a write transaction; it is durable when the ``async with`` block has exited.
+
+        An exception rolls back this transaction's work only (its savepoint) and propagates.
+        """
+        conn = self._write_conn
         async with self._write_lock:
-            conn = self._writer
-            await conn.execute("BEGIN IMMEDIATE")
+            group = self._group
+            if group is None:
+                await conn.execute("BEGIN IMMEDIATE")
+                group = self._group = _Group()
+            await conn.execute("SAVEPOINT request")
             try:
                 yield conn
             except BaseException:
-                await conn.execute("ROLLBACK")
+                await self._undo(conn, group)
                 raise
+            await conn.execute("RELEASE request")
+            group.members += 1
+            self._schedule_commit(group)
+        await asyncio.shield(group.committed)
+
+    async def write(self, work: Work[T]) -> T:
+        """Run ``work`` as one write transaction; durable when this returns its result.
+
+        ``work`` runs on the database's own thread with the plain ``sqlite3`` connection, so it
+        may only run SQL. The writes waiting at the same moment run one after another in one
+        hop to that thread, each in its own savepoint (an exception rolls back its work only
+        and is raised here), and share one ``COMMIT`` with the :meth:`transaction` blocks.
+        """
+        job = _Job(work)
+        self._queued.append(job)
+        if self._drainer is None:
+            self._drainer = asyncio.create_task(self._drain())
+        return await asyncio.shield(job.outcome)
+
+    async def _drain(self) -> None:
+        """Run the queued writes in batches until none is waiting."""
+        try:
+            while self._queued:
+                async with self._write_lock:
+                    jobs, self._queued = self._queued, []
+                    await self._run_jobs(jobs)
+        finally:
+            self._drainer = None
+
+    async def _run_jobs(self, jobs: list[_Job[Any]]) -> None:
+        group, self._group = self._group, None
+        begin = group is None
+        try:
+            outcomes = await self._on_writer_thread(lambda conn: _run_batch(conn, jobs, begin))
+        except Exception as err:  # BEGIN or COMMIT failed, or the transaction is gone
+            self.generation += 1  # a failed COMMIT may have landed: invalidate caches
+            if group is not None:
+                group.fail(err)
+            for job in jobs:
+                job.outcome.set_exception(err)
+            return
+        self.generation += 1
+        if group is not None:
+            group.committed.set_result(None)
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                job.outcome.set_exception(outcome)
+            else:
+                job.outcome.set_result(outcome)
+
+    async def _on_writer_thread(self, work: Work[T]) -> T:
+        """Run ``work`` with the writer's ``sqlite3`` connection on that connection's thread.
+
+        aiosqlite has no public call for this; ``_execute`` (queue a callable on the
+        connection's thread) and ``_conn`` are the internals its own methods are built on.
+        """
+        writer = self._write_conn
+        raw = writer._conn
+        return cast(T, await writer._execute(work, raw))  # type: ignore[no-untyped-call]
+
+    def _schedule_commit(self, group: _Group) -> None:
+        if group.commit is None:
+            # The commit queues for the lock behind the writers waiting now: they join.
+            group.commit = asyncio.create_task(self._commit(self._write_conn, group))
+            self._commits.add(group.commit)
+            group.commit.add_done_callback(self._commits.discard)
+
+    async def _undo(self, conn: aiosqlite.Connection, group: _Group) -> None:
+        """Roll back the failed member's savepoint (the transaction, if it is alone in it)."""
+        try:
+            if group.members == 0:
+                self._group = None
+                await conn.execute("ROLLBACK")
+            else:
+                await conn.execute("ROLLBACK TO request")
+                await conn.execute("RELEASE request")
+        except sqlite3.Error as err:
+            # SQLite may have rolled the whole transaction back itself (SQLITE_FULL, IOERR):
+            # the other members' work is gone too, and each of them is told so.
+            self._group = None
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    await conn.execute("ROLLBACK")
+            group.fail(err)
+
+    async def _commit(self, conn: aiosqlite.Connection, group: _Group) -> None:
+        """Commit ``group`` once the writers already queued have added their work to it."""
+        async with self._write_lock:
+            if group.committed.done():  # failed while this commit was queued
+                return
+            self._group = None
             try:
                 await conn.execute("COMMIT")
-            finally:  # even a cancelled COMMIT may have landed: invalidate caches regardless
+            except BaseException as err:
+                if conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        await conn.execute("ROLLBACK")
+                if not isinstance(err, Exception):
+                    group.committed.cancel()
+                    raise
+                group.fail(err)
+            else:
+                group.committed.set_result(None)
+            finally:  # even a failed COMMIT may have landed: invalidate caches regardless
                 self.generation += 1
 
     async def fetch_all(self, sql: str, params: Params = ()) -> Iterable[sqlite3.Row]:

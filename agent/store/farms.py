@@ -109,6 +109,12 @@ class FarmStore:
                     now,
                 ),
             )
+            # The creator's access is an ordinary grant, which admins may change or revoke.
+            await conn.execute(
+                "INSERT INTO permissions (id, user_id, farm_id, permission_type, resource_type,"
+                " granted_at, granted_by) VALUES (?, ?, ?, 'read_write', 'farm', ?, ?)",
+                (str(uuid.uuid4()), created_by, farm_id, now, created_by),
+            )
         return await self.get(farm_id)
 
     async def update(self, farm_id: str, changes: Mapping[str, Any]) -> sqlite3.Row | None:

@@ -11,6 +11,7 @@ import sqlite3
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from agent.store.access import visible_farm_filter
@@ -98,6 +99,39 @@ SHELVES = Level(
 _PLANT_RULE = ("current_plant_count", "may not exceed plant_capacity")
 
 
+def _insert(
+    level: Level,
+    parent_id: str,
+    values: Mapping[str, Any],
+    missing: str,
+    conn: sqlite3.Connection,
+) -> sqlite3.Row | None:
+    """Insert one item, copying the inherited columns from its parent (404 if it is gone);
+    answer the item as stored."""
+    inherited: dict[str, Any] = {}
+    if level.inherited:
+        parent = conn.execute(
+            f"SELECT {', '.join(level.inherited)} FROM {level.parent_table} WHERE id = ?",
+            (parent_id,),
+        ).fetchone()
+        if parent is None:
+            raise NotFound(missing)
+        inherited = dict(zip(level.inherited, parent, strict=True))
+    row = {**values, **inherited}
+    marks = ", ".join("?" for _ in row)
+    conn.execute(
+        f"INSERT INTO {level.table} ({', '.join(row)}) VALUES ({marks})", list(row.values())
+    )
+    return _select_one(level, values["id"], conn)
+
+
+def _select_one(level: Level, item_id: str, conn: sqlite3.Connection) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        f"SELECT {level.select} FROM {level.table} t WHERE t.id = ?", (item_id,)
+    ).fetchone()
+    return row
+
+
 class HierarchyStore:
     """Reads and writes rows, racks and shelves."""
 
@@ -150,38 +184,20 @@ class HierarchyStore:
         item_id = str(uuid.uuid4())
         now = now_iso()
         missing = f"{level.parent_noun} not found"
+        values = {
+            "id": item_id,
+            level.parent_column: parent_id,
+            **fields,
+            "created_at": now,
+            "updated_at": now,
+        }
         with constraint_errors(
             duplicate=self._duplicate(level, fields[level.slot]),
             duplicate_details={"field": level.slot, "value": fields[level.slot]},
             missing=missing,
             broken_rule=_PLANT_RULE,
         ):
-            async with self._db.transaction() as conn:
-                inherited: dict[str, Any] = {}
-                if level.inherited:
-                    cursor = await conn.execute(
-                        f"SELECT {', '.join(level.inherited)} FROM {level.parent_table}"
-                        " WHERE id = ?",
-                        (parent_id,),
-                    )
-                    parent = await cursor.fetchone()
-                    if parent is None:
-                        raise NotFound(missing)
-                    inherited = dict(zip(level.inherited, parent, strict=True))
-                values = {
-                    "id": item_id,
-                    level.parent_column: parent_id,
-                    **inherited,
-                    **fields,
-                    "created_at": now,
-                    "updated_at": now,
-                }
-                marks = ", ".join("?" for _ in values)
-                await conn.execute(
-                    f"INSERT INTO {level.table} ({', '.join(values)}) VALUES ({marks})",
-                    list(values.values()),
-                )
-        return await self.get(level, item_id)
+            return await self._db.write(partial(_insert, level, parent_id, values, missing))
 
     async def update(
         self, level: Level, item_id: str, changes: Mapping[str, Any]
@@ -194,16 +210,20 @@ class HierarchyStore:
             duplicate_details={"field": level.slot, "value": slot},
             broken_rule=_PLANT_RULE,
         ):
-            async with self._db.transaction() as conn:
-                await conn.execute(
+
+            def update(conn: sqlite3.Connection) -> sqlite3.Row | None:
+                conn.execute(
                     f"UPDATE {level.table} SET {assignments} WHERE id = ?", [*params, item_id]
                 )
-        return await self.get(level, item_id)
+                return _select_one(level, item_id, conn)
+
+            return await self._db.write(update)
 
     async def delete(self, level: Level, item_id: str) -> None:
         """Delete an item; foreign keys cascade to everything below it."""
-        async with self._db.transaction() as conn:
-            await conn.execute(f"DELETE FROM {level.table} WHERE id = ?", (item_id,))
+        await self._db.write(
+            lambda conn: conn.execute(f"DELETE FROM {level.table} WHERE id = ?", (item_id,))
+        )
 
     @staticmethod
     def _duplicate(level: Level, slot: Any) -> str:

@@ -22,7 +22,6 @@ from protocol.schemas.auth import (
     VerifyEmailRequest,
     VerifyEmailResult,
 )
-from protocol.schemas.users import User
 
 __all__ = ["api"]
 
@@ -39,7 +38,7 @@ class _AgentAuth:
     async def logout(self, request: web.Request) -> None:
         await request.app[IDENTITY].logout(principal_of(request), request.remote)
 
-    async def register(self, request: web.Request, body: RegisterRequest) -> User:
+    async def register(self, request: web.Request, body: RegisterRequest) -> Accepted:
         return await request.app[AUTH_FLOWS].register(body, request.remote)
 
     async def token_info(self, request: web.Request) -> TokenInfo:

@@ -14,15 +14,16 @@ from datetime import timedelta
 import asyncpg
 
 from cloud.services.sessions import AuthEventRecorder, Client
-from cloud.services.users import user_model
 from cloud.store import identity as store
 from cloud.store.db import Database
-from protocol.errors import BadRequest, Conflict, Forbidden
+from protocol.errors import BadRequest, Forbidden
 from protocol.mail import (
+    REGISTER_ACCEPTED,
     RESET_ACCEPTED,
     FlowPolicy,
     MailMessage,
     MailSender,
+    already_registered_mail,
     deliver,
     reset_mail,
     verification_mail,
@@ -36,7 +37,6 @@ from protocol.schemas.auth import (
     VerifyEmailRequest,
     VerifyEmailResult,
 )
-from protocol.schemas.users import User
 from protocol.tokens import hash_secret, new_secret
 
 __all__ = ["AuthFlows"]
@@ -63,20 +63,23 @@ class AuthFlows:
         self._events = events
         self._policy = policy
 
-    async def register(self, body: RegisterRequest, client: Client) -> User:
-        """Create an account with role ``user`` and no farms; mail a verification token."""
+    async def register(self, body: RegisterRequest, client: Client) -> Accepted:
+        """Create an account with role ``user`` and no farms and mail a verification token; for
+        a known address mail its owner instead. The answer is the same either way."""
         if not self._policy.registration_enabled:
             raise Forbidden("Registration is disabled")
         password_hash = await new_password_hash(body.password)
         async with self._db.as_system() as conn:
             row = await store.create_user(conn, body.email, password_hash, body.full_name)
         if row is None:
-            raise Conflict("A user with this email already exists")
+            await self._events.record("register_known_address", email=body.email, address=client.ip)
+            await self._send(already_registered_mail(body.email, self._policy.site_name))
+            return Accepted(message=REGISTER_ACCEPTED)
         await self._events.record(
             "registered", user_id=row["id"], email=row["email"], address=client.ip
         )
         await self.send_verification(row)
-        return user_model(row, farms=())  # a new account has no farms yet
+        return Accepted(message=REGISTER_ACCEPTED)
 
     async def send_verification(self, user: asyncpg.Record) -> None:
         """Mail a token proving the address (replacing any earlier one)."""

@@ -10,8 +10,7 @@ names, so an account suspended since finds nothing.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from uuid import UUID
 
 import asyncpg
@@ -27,17 +26,9 @@ from protocol.passwords import check_password
 from protocol.schemas.auth import LoginRequest, LoginResult, MfaChallenge
 from protocol.tokens import InvalidToken, TokenExpiredError, TokenVerifier
 
-__all__ = ["Client", "IdentityService", "LoginPolicy"]
+__all__ = ["Client", "IdentityService"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LoginPolicy:
-    """The lockout after repeated wrong passwords of one account."""
-
-    failures_per_account: int
-    lockout_s: int
 
 
 class IdentityService:
@@ -51,7 +42,6 @@ class IdentityService:
         throttle: LoginThrottle,
         events: AuthEventRecorder,
         mfa: MfaService,
-        policy: LoginPolicy,
     ) -> None:
         self._db = db
         self._verifier = verifier
@@ -59,7 +49,6 @@ class IdentityService:
         self._throttle = throttle
         self._events = events
         self._mfa = mfa
-        self._policy = policy
 
     async def login(self, body: LoginRequest, client: Client) -> LoginResult | MfaChallenge:
         """Check credentials; open a session, or answer an MFA challenge if MFA is on.
@@ -98,21 +87,11 @@ class IdentityService:
     async def _record_failure(
         self, user: asyncpg.Record | None, email: str, reason: str, client: Client
     ) -> None:
+        # No lock on the account: anyone who knows the address could keep its owner out.
+        # LoginThrottle counts the failures per (account, address) and per address instead.
         user_id: UUID | None = user["id"] if user is not None else None
-        details: dict[str, str] = {"reason": reason}
-        if user_id is not None and reason == "wrong_password":
-            async with self._db.as_system() as conn:
-                locked_until = await store.record_login_failure(
-                    conn,
-                    user_id,
-                    self._policy.failures_per_account,
-                    timedelta(seconds=self._policy.lockout_s),
-                )
-            if locked_until is not None:
-                details["locked_until"] = locked_until.isoformat()
-                log.warning("account %s locked after repeated failed logins", user_id)
         await self._events.record(
-            "login_failed", user_id=user_id, email=email, address=client.ip, **details
+            "login_failed", user_id=user_id, email=email, address=client.ip, reason=reason
         )
 
     async def principal_from_token(self, token: str) -> Principal:

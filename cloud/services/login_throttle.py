@@ -42,7 +42,7 @@ class LoginThrottle:
             by_account = await store.nth_recent_failure(
                 conn,
                 email=email,
-                ip=None,
+                ip=client.ip,
                 kinds=FAILURE_KINDS,
                 since=since,
                 n=self._policy.per_account,

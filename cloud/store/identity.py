@@ -30,7 +30,6 @@ __all__ = [
     "nth_recent_failure",
     "one_time_token_holder",
     "open_session",
-    "record_login_failure",
     "revoke_session",
     "revoke_sessions_of",
     "rotate_refresh",
@@ -139,26 +138,6 @@ async def accept_mfa_step(conn: Connection, user_id: UUID, step: int) -> bool:
         step,
     )
     return status != "UPDATE 0"
-
-
-async def record_login_failure(
-    conn: Connection, user_id: UUID, limit: int, lockout: timedelta
-) -> datetime | None:
-    """Count a wrong password; the `limit`-th in a row locks the account for `lockout` and
-    starts the count again. Returns the lock's end if the account is now locked (system path)."""
-    locked_until: datetime | None = await conn.fetchval(
-        """
-        UPDATE users SET
-            failed_logins = CASE WHEN failed_logins + 1 >= $2 THEN 0 ELSE failed_logins + 1 END,
-            locked_until = CASE WHEN failed_logins + 1 >= $2 THEN now() + $3 ELSE locked_until END
-        WHERE id = $1
-        RETURNING CASE WHEN locked_until > now() THEN locked_until END
-        """,
-        user_id,
-        limit,
-        lockout,
-    )
-    return locked_until
 
 
 async def open_session(
@@ -332,9 +311,13 @@ async def nth_recent_failure(
     n: int,
     reset_kind: str | None,
 ) -> datetime | None:
-    """Time of the ``n``-th most recent ``kinds`` event of an address (``email``) or a client
-    (``ip``) after ``since`` and after the latest ``reset_kind`` event of it (system path)."""
-    column = "lower(email) = lower($1)" if email is not None else "ip = $1::inet"
+    """Time of the ``n``-th most recent ``kinds`` event of an account (``email``, from the
+    client ``ip`` when given too) or of a client (``ip`` alone) after ``since`` and after the
+    latest ``reset_kind`` event of it (system path)."""
+    if email is not None:
+        column = "lower(email) = lower($1) AND ip IS NOT DISTINCT FROM $6::inet"
+    else:
+        column = "ip = $1::inet AND $6::inet IS NULL"
     value: datetime | None = await conn.fetchval(
         f"""
         SELECT created_at FROM auth_events
@@ -348,6 +331,7 @@ async def nth_recent_failure(
         since,
         n,
         reset_kind,
+        ip if email is not None else None,
     )
     return value
 

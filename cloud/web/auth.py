@@ -24,7 +24,6 @@ from protocol.schemas.auth import (
     VerifyEmailRequest,
     VerifyEmailResult,
 )
-from protocol.schemas.users import User
 
 __all__ = ["api", "client_of"]
 
@@ -51,7 +50,7 @@ class _CloudAuth:
     async def logout(self, request: web.Request) -> None:
         await request.app[SESSIONS].logout(principal_of(request), client_of(request))
 
-    async def register(self, request: web.Request, body: RegisterRequest) -> User:
+    async def register(self, request: web.Request, body: RegisterRequest) -> Accepted:
         return await request.app[AUTH_FLOWS].register(body, client_of(request))
 
     async def token_info(self, request: web.Request) -> TokenInfo:

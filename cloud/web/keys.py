@@ -16,6 +16,7 @@ from cloud.services.identity import IdentityService
 from cloud.services.mfa import MfaService
 from cloud.services.pairing import PairingService
 from cloud.services.permissions import PermissionService
+from cloud.services.pos import PosConfigService, PosJobService, PosReads, PosWebhookReceiver
 from cloud.services.readings import ReadingService
 from cloud.services.sessions import SessionService
 from cloud.services.sync import SyncService
@@ -45,3 +46,8 @@ USERS = web.AppKey("users", UserService)
 PERMISSIONS = web.AppKey("permissions", PermissionService)
 API_KEYS = web.AppKey("api_keys", ApiKeyService)
 AUTH_EVENTS = web.AppKey("auth_events", AuthEvents)
+# The POS provider integration.
+POS_CONFIGS = web.AppKey("pos_configs", PosConfigService)
+POS_JOBS = web.AppKey("pos_jobs", PosJobService)
+POS_READS = web.AppKey("pos_reads", PosReads)
+POS_WEBHOOK = web.AppKey("pos_webhook", PosWebhookReceiver)

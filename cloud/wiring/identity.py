@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from cloud.services.auth_events import AuthEvents
 from cloud.services.auth_flows import AuthFlows
-from cloud.services.identity import IdentityService, LoginPolicy
+from cloud.services.identity import IdentityService
 from cloud.services.login_throttle import LoginThrottle
 from cloud.services.mfa import MfaService
 from cloud.services.sessions import SessionService
@@ -92,8 +92,4 @@ def identity_services(
         throttle,
         events,
         mfa,
-        LoginPolicy(
-            failures_per_account=settings.login_failures_per_account,
-            lockout_s=settings.login_lockout_s,
-        ),
     )

@@ -37,7 +37,6 @@ from protocol.schemas.auth import (
     VerifyEmailRequest,
     VerifyEmailResult,
 )
-from protocol.schemas.users import User
 
 __all__ = ["AuthHandlers", "MfaHandlers", "auth_api", "mfa_api"]
 
@@ -67,8 +66,8 @@ class AuthHandlers(Protocol):
         """End the caller's session."""
         ...
 
-    async def register(self, request: web.Request, body: RegisterRequest) -> User:
-        """Create an account."""
+    async def register(self, request: web.Request, body: RegisterRequest) -> Accepted:
+        """Create an account, or mail its owner that it exists."""
         ...
 
     async def token_info(self, request: web.Request) -> TokenInfo:
@@ -185,16 +184,17 @@ def auth_api(handlers: AuthHandlers) -> Api:
     @api.route(
         "POST",
         "/auth/register",
-        summary="Create an account (role user, no farms until granted)",
+        summary="Create an account (role user, no farms until granted); the same answer whether"
+        " or not the address has one, the mail says which",
         tag=_TAG,
         body=RegisterRequest,
-        response=User,
-        status=201,
+        response=Accepted,
+        status=202,
         auth=False,
-        errors=(401, 403, 409),
+        errors=(403,),
     )
-    async def register(request: web.Request, body: RegisterRequest) -> User:
-        """A new account; a verification token is mailed to the address."""
+    async def register(request: web.Request, body: RegisterRequest) -> Accepted:
+        """Accepted; a verification token (or a note that the address is known) is mailed."""
         return await handlers.register(request, body)
 
     @api.route(

@@ -24,7 +24,7 @@ from protocol.errors import (
     Unauthorized,
     ValidationFailed,
 )
-from protocol.http.keys import PRINCIPAL, PUBLIC_HANDLERS
+from protocol.http.keys import AUTH_FAILURE, PRINCIPAL, PUBLIC_HANDLERS
 from protocol.identity import Principal
 
 __all__ = ["Api", "Endpoint", "issues_of", "parse_model", "principal_of", "read_json"]
@@ -84,6 +84,8 @@ async def read_json(request: web.Request) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
         raise BadRequest("Malformed JSON", {"reason": str(err)}) from None
+    except RecursionError:  # ~1,000 nested arrays exhaust the parser's stack
+        raise BadRequest("Malformed JSON", {"reason": "nested too deeply"}) from None
 
 
 def _path_ids(request: web.Request, names: tuple[str, ...]) -> dict[str, str]:
@@ -177,7 +179,7 @@ class Api:
 def _adapter(endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
         if endpoint.auth and request.get(PRINCIPAL) is None:
-            raise Unauthorized()
+            raise request.get(AUTH_FAILURE) or Unauthorized()
         kwargs: dict[str, Any] = _path_ids(request, endpoint.path_params)
         if endpoint.query is not None:
             kwargs["query"] = parse_model(endpoint.query, _query_dict(request.query), "query")

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler, Middleware
 
 from protocol.errors import (
@@ -20,11 +21,16 @@ from protocol.errors import (
     RateLimited,
     envelope,
 )
-from protocol.http.keys import PRINCIPAL, PUBLIC_HANDLERS, REQUEST_ID
+from protocol.http.keys import AUTH_FAILURE, PRINCIPAL, PUBLIC_HANDLERS, REQUEST_ID
 from protocol.identity import Principal
 from protocol.logs import REQUEST_ID as REQUEST_ID_VAR
 
-__all__ = ["auth_middleware", "error_middleware", "error_response", "request_id_middleware"]
+__all__ = [
+    "auth_middleware",
+    "error_middleware",
+    "error_response",
+    "request_id_middleware",
+]
 
 log = logging.getLogger(__name__)
 _CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -76,9 +82,19 @@ def _from_http_exception(exc: web.HTTPException) -> ApiError:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Turn every failure, from routing to handlers, into the error envelope."""
+    """Turn every failure, from routing to handlers, into the error envelope.
+
+    A body with a ``Content-Encoding`` is decoded before anything else, so a body its encoding
+    cannot decode is a 400 on every route, whether or not the handler reads it.
+    """
     try:
+        if request.body_exists and "Content-Encoding" in request.headers:
+            await request.read()
         return await handler(request)
+    except (HttpProcessingError, web.RequestPayloadError):  # the body failed to decode
+        response = error_response(BadRequest("Body is not valid for its Content-Encoding"), request)
+        response.force_close()  # the rest of the stream cannot be parsed: end the connection
+        return response
     except ApiError as err:
         return error_response(err, request)
     except web.HTTPException as exc:
@@ -93,8 +109,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 def auth_middleware(authenticate: Authenticate) -> Middleware:
     """Resolve the caller (or ``None``) before the handler; invalid credentials are a 401.
 
-    On an endpoint that needs no caller (login, refresh, reset...), invalid credentials are
-    ignored: a client holding an expired access token must still be able to refresh it.
+    The 401 is raised by the endpoint (``protocol.http.endpoints``) once the rate limiter has
+    counted the request like an anonymous one, so guessed API keys and tokens spend the
+    address's budget and get the X-RateLimit-* headers. On an endpoint that needs no caller
+    (login, refresh, reset...), invalid credentials are ignored: a client holding an expired
+    access token must still be able to refresh it.
     """
 
     @web.middleware
@@ -102,10 +121,11 @@ def auth_middleware(authenticate: Authenticate) -> Middleware:
         try:
             request[PRINCIPAL] = await authenticate(request)
         except ApiError as err:
-            public = request.app.get(PUBLIC_HANDLERS, set())
-            if err.status != 401 or request.match_info.handler not in public:
+            if err.status != 401:
                 raise
             request[PRINCIPAL] = None
+            if request.match_info.handler not in request.app.get(PUBLIC_HANDLERS, set()):
+                request[AUTH_FAILURE] = err
         return await handler(request)
 
     return middleware

@@ -259,6 +259,7 @@ AuthEventKind = Literal[
     "logout",
     "refresh_reuse",
     "registered",
+    "register_known_address",
     "email_verified",
     "password_reset_requested",
     "password_reset",

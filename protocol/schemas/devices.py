@@ -1,7 +1,7 @@
 """The device registry and its views (SPEC.md "Sensor device", "Fan", DESIGN.md section 5).
 
 ``/sensor-devices/``, ``/fans/`` and ``/devices`` show one registry: a device has a kind, a
-firmware profile (firmware_profiles/<id>.toml) and an address on its transport.
+firmware profile (agent/firmware_profiles/<id>.toml) and an address on its transport.
 """
 
 from __future__ import annotations

@@ -480,9 +480,14 @@ async def build_farm(agent: Agent, token_of_creator: str | None) -> Farm:
     """A farm with a row, rack, shelf and device, and a spare of each to delete."""
     farm_id = await admin_post(agent, "/api/v1/farms/", {"name": "F"})
     if token_of_creator is not None:
+        # As if that user had created it: creator, and the read_write grant made at creation.
         async with agent.client.app[DATABASE].transaction() as conn:
             await conn.execute(
                 "UPDATE farms SET created_by = ? WHERE id = ?", (token_of_creator, farm_id)
+            )
+            await conn.execute(
+                "UPDATE permissions SET user_id = ?, granted_by = ? WHERE farm_id = ?",
+                (token_of_creator, token_of_creator, farm_id),
             )
     ids: dict[str, str] = {}
     for prefix in ("", "spare_"):

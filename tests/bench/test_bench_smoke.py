@@ -26,6 +26,14 @@ BENCHES = {
         ["bench/ingest.py", "--devices", "4", "--rate", "40", "--seconds", "1"],
         [r"ratio agent / bare subscriber: \d", r"messages lost at QoS 1: \d+"],
     ),
+    "pos_sync": (
+        ["-m", "bench.pos_sync", "--orders", "1500", "--events", "100", "--connections", "4"],
+        [
+            r"ratio sync / bare: +[\d.]+%",
+            r"cloud memory \(RSS\): +peak \d+ MB",
+            r"webhook verified: +[\d,]+ events/s, p50 [\d.]+ ms, p99 [\d.]+ ms",
+        ],
+    ),
     "outage": (
         [
             *("-m", "bench.outage", "--devices", "3", "--hours", "0.25"),

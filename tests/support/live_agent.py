@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from agent.app import create_app
+from protocol.http.server import EnvelopeAppRunner
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, agent_settings
 
 
@@ -44,7 +45,7 @@ def live_agent(state_dir: Path, **overrides: Any) -> Iterator[LiveAgent]:
     holder: dict[str, Any] = {}
 
     async def start() -> None:
-        runner = web.AppRunner(create_app(agent_settings(state_dir, **overrides)))
+        runner = EnvelopeAppRunner(create_app(agent_settings(state_dir, **overrides)))
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

@@ -24,7 +24,7 @@ from agent.devices.errors import ProfileError
 from agent.devices.profiles import ProfileRegistry, load_profiles
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
 
-DEFAULT_PROFILES = Path(__file__).resolve().parents[3] / "firmware_profiles"
+DEFAULT_PROFILES = Path(__file__).resolve().parents[2] / "firmware_profiles"
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

@@ -18,7 +18,7 @@ from protocol.schemas.devices import MqttAddress, SerialAddress
 
 __all__ = ["Registration", "device_types", "profile_fits", "resolve_registration"]
 
-# Tasmota's relay firmware drives anything switched on and off (firmware_profiles/tasmota-relay).
+# Tasmota's relay firmware drives anything switched on and off (its profile: tasmota-relay.toml).
 _RELAY_KINDS = frozenset({"pump", "valve", "light"})
 _OFFSET_SUFFIX = "_offset"
 

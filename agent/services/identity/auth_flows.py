@@ -11,17 +11,18 @@ import sqlite3
 
 from agent.services.identity.auth_events import AuthEvents
 from agent.services.identity.authority import IdentityAuthority
-from agent.services.identity.views import user_model
 from agent.store.one_time_tokens import OneTimeTokenStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
-from protocol.errors import BadRequest, Conflict, Forbidden
+from protocol.errors import BadRequest, Forbidden
 from protocol.identity import Role
 from protocol.mail import (
+    REGISTER_ACCEPTED,
     RESET_ACCEPTED,
     FlowPolicy,
     MailMessage,
     MailSender,
+    already_registered_mail,
     deliver,
     reset_mail,
     verification_mail,
@@ -35,7 +36,6 @@ from protocol.schemas.auth import (
     VerifyEmailRequest,
     VerifyEmailResult,
 )
-from protocol.schemas.users import User
 from protocol.tokens import hash_secret, new_secret
 
 __all__ = ["AuthFlows"]
@@ -64,8 +64,9 @@ class AuthFlows:
         self._events = events
         self._policy = policy
 
-    async def register(self, body: RegisterRequest, address: str | None) -> User:
-        """Create an account with role ``user`` and no farms; mail a verification token."""
+    async def register(self, body: RegisterRequest, address: str | None) -> Accepted:
+        """Create an account with role ``user`` and no farms and mail a verification token; for
+        a known address mail its owner instead. The answer is the same either way."""
         if not self._policy.registration_enabled:
             raise Forbidden("Registration is disabled on this farm")
         self._authority.refuse_new("register")
@@ -77,12 +78,14 @@ class AuthFlows:
                 full_name=body.full_name,
             )
         except sqlite3.IntegrityError:
-            raise Conflict("A user with this email already exists") from None
+            await self._events.record("register_known_address", email=body.email, address=address)
+            await self._send(already_registered_mail(body.email, self._policy.site_name))
+            return Accepted(message=REGISTER_ACCEPTED)
         await self._events.record(
             "registered", user_id=row["id"], email=row["email"], address=address
         )
         await self.send_verification(row)
-        return user_model(row, [])
+        return Accepted(message=REGISTER_ACCEPTED)
 
     async def send_verification(self, user: sqlite3.Row) -> None:
         """Mail a token proving the address (replacing any earlier one)."""

@@ -1,8 +1,7 @@
-"""Throttling of repeated login failures per account and per address (DESIGN.md section 4).
+"""Throttling of repeated login failures (protocol/login_throttle.py has the rules).
 
 Failures are counted from the authentication event log, so the count survives a restart and no
-second bookkeeping can drift from it. An account's count starts again after a successful login;
-an address's does not (an attacker could log into their own account to reset it).
+second bookkeeping can drift from it.
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ class LoginThrottle:
         now = self._now()
         since = iso(self._policy.since(now))
         by_account = await self._events.nth_recent_by_email(
-            email, FAILURE_KINDS, since, self._policy.per_account, reset_kind=RESET_KIND
+            email, address, FAILURE_KINDS, since, self._policy.per_account, reset_kind=RESET_KIND
         )
         by_address = None
         if address is not None:

@@ -16,16 +16,17 @@ from agent.devices.codec import Measurement, StateUpdate
 from agent.devices.gateway import MqttDeviceGateway
 from agent.devices.mqtt import InboundMessage, MqttClient, MqttSettings
 from agent.devices.profiles import ProfileRegistry, load_profiles
+from agent.settings import DEFAULT_PROFILES_DIR
 from tests.support.mosquitto import INSTALL_HINT, MOSQUITTO, Mosquitto
 
-PROFILE_DIR = Path(__file__).resolve().parents[3] / "firmware_profiles"
+PROFILE_DIR = DEFAULT_PROFILES_DIR
 WAIT = 10.0  # generous upper bound for "eventually"; tests never assert on durations
 _ids = itertools.count()
 
 
 @pytest.fixture(scope="session")
 def profiles() -> ProfileRegistry:
-    """The firmware profiles shipped in firmware_profiles/."""
+    """The firmware profiles shipped in agent/firmware_profiles/."""
     return load_profiles(PROFILE_DIR)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,9 @@ from agent.devices.profiles import (
     load_profiles,
     render,
 )
+from agent.settings import DEFAULT_PROFILES_DIR
 
-PROFILES = load_profiles(Path(__file__).parents[3] / "firmware_profiles")
+PROFILES = load_profiles(DEFAULT_PROFILES_DIR)
 BASE = "golden-device"
 
 GOLDEN = [

@@ -18,6 +18,7 @@ from agent.devices.ezo import EzoPh, ezo_port
 from agent.devices.profiles import load_profiles
 from agent.devices.simulator.ezo import EzoSimulator
 from agent.services.calibration.runtime import EzoDevices
+from agent.settings import DEFAULT_PROFILES_DIR
 from agent.store.users import UserStore
 from agent.web.keys import CALIBRATION, DATABASE
 from protocol.backoff import Backoff
@@ -25,7 +26,7 @@ from protocol.passwords import hash_password
 from protocol.timefmt import now_iso
 from tests.conftest import Agent
 
-PROFILES = load_profiles(Path(__file__).resolve().parents[3] / "firmware_profiles")
+PROFILES = load_profiles(DEFAULT_PROFILES_DIR)
 PASSWORD = "a long enough password"
 # One hash for every test user: Argon2id is deliberately slow.
 PASSWORD_HASH = hash_password(PASSWORD)

@@ -41,11 +41,11 @@ async def test_list_filters_and_shows_users_only_their_own(agent: Agent) -> None
     ann = await create_user(agent, farms_access=[north, south])
     await create_user(agent, farms_access=[north])
     resp = await agent.client.get(f"/api/v1/permissions/?farm_id={north}", headers=agent.auth())
-    assert (await resp.json())["total"] == 2
+    assert (await resp.json())["total"] == 3  # the two users' and the admin's, as its creator
     resp = await agent.client.get(
         "/api/v1/permissions/?permission_type=read_write", headers=agent.auth()
     )
-    assert (await resp.json())["total"] == 0
+    assert (await resp.json())["total"] == 2  # the creator's grants on both farms
     token = (await tokens_of(agent, ann["email"]))["access_token"]
     resp = await agent.client.get("/api/v1/permissions/", headers=agent.auth(token))
     mine = await resp.json()
@@ -92,4 +92,43 @@ async def test_grants_need_an_existing_user_and_farm(agent: Agent) -> None:
     await error_of(await grant(agent, user["id"], missing), 404)
     await error_of(await grant(agent, user["id"], farm_id, "owner"), 422)
     resp = await agent.client.delete(f"/api/v1/permissions/{missing}", headers=agent.auth())
+    await error_of(resp, 404)
+
+
+async def test_the_creators_access_is_an_ordinary_grant_an_admin_can_change(
+    agent: Agent,
+) -> None:
+    manager = await create_user(agent, "farm_manager")
+    token = (await tokens_of(agent, manager["email"]))["access_token"]
+    farm = await create_farm(agent, "Own", token=token)
+    resp = await agent.client.get(
+        f"/api/v1/permissions/?user_id={manager['id']}", headers=agent.auth()
+    )
+    (grant,) = (await resp.json())["permissions"]
+    assert (grant["farm_id"], grant["permission_type"]) == (farm, "read_write")
+
+    resp = await agent.client.post(
+        "/api/v1/users/permissions",
+        json={
+            "user_id": manager["id"],
+            "permissions": [{"farm_id": farm, "permission_type": "read_only"}],
+        },
+        headers=agent.auth(),
+    )
+    assert resp.status == 200, await resp.text()
+    resp = await agent.client.put(
+        f"/api/v1/farms/{farm}", json={"name": "Renamed"}, headers=agent.auth(token)
+    )
+    await error_of(resp, 403)
+    assert (
+        await agent.client.get(f"/api/v1/farms/{farm}", headers=agent.auth(token))
+    ).status == 200
+
+    resp = await agent.client.post(
+        "/api/v1/users/permissions",
+        json={"user_id": manager["id"], "permissions": []},
+        headers=agent.auth(),
+    )
+    assert resp.status == 200, await resp.text()
+    resp = await agent.client.get(f"/api/v1/farms/{farm}", headers=agent.auth(token))
     await error_of(resp, 404)

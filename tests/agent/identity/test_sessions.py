@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import aiohttp
+
 from tests.agent.identity.conftest import (
     PASSWORD,
     create_user,
@@ -131,6 +133,23 @@ async def test_repeated_failures_throttle_the_account_even_with_the_right_passwo
     # Another account from the same address is not affected.
     assert (await login(agent, bystander["email"])).status == 200
     assert await events(agent, "login_throttled")
+
+
+async def test_a_stranger_cannot_lock_a_person_out(make_agent: object) -> None:
+    """Failures count per account and address: the guesser waits, the owner logs in."""
+    agent: Agent = await make_agent(login_failures_per_account=3)  # type: ignore[operator]
+    user = await create_user(agent)
+    stranger = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
+    async with aiohttp.ClientSession(connector=stranger) as session:
+        statuses = []
+        for _ in range(4):
+            async with session.post(
+                agent.client.make_url("/api/v1/login"),
+                json={"email": user["email"], "password": "wrong password!"},
+            ) as resp:
+                statuses.append(resp.status)
+    assert statuses == [400, 400, 400, 429]
+    assert (await login(agent, user["email"])).status == 200  # the owner, from 127.0.0.1
 
 
 async def test_a_successful_login_resets_the_account_count(make_agent: object) -> None:

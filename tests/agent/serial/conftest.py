@@ -12,9 +12,10 @@ from agent.devices.ezo import EzoEc, EzoPh, ezo_port
 from agent.devices.profiles import FirmwareProfile, load_profiles
 from agent.devices.serial_port import SerialPort
 from agent.devices.simulator.ezo import EzoSimulator
+from agent.settings import DEFAULT_PROFILES_DIR
 from protocol.backoff import Backoff
 
-PROFILES = load_profiles(Path(__file__).parents[3] / "firmware_profiles")
+PROFILES = load_profiles(DEFAULT_PROFILES_DIR)
 PH_PROFILE: FirmwareProfile = PROFILES["atlas-ezo-ph"]
 EC_PROFILE: FirmwareProfile = PROFILES["atlas-ezo-ec"]
 

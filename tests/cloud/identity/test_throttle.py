@@ -30,7 +30,7 @@ async def test_failures_from_one_address_throttle_it_with_retry_after(
 async def test_failures_of_one_account_throttle_only_that_account(
     make_cloud: Callable[..., Awaitable[Cloud]], user: User, system: Conn
 ) -> None:
-    cloud = await make_cloud(login_throttle_per_account=2, login_failures_per_account=10)
+    cloud = await make_cloud(login_throttle_per_account=2)
     for _ in range(2):
         assert (await login(cloud, user.email.upper(), "guess")).status == 400
     assert (await login(cloud, user.email)).status == 429
@@ -48,7 +48,7 @@ async def test_failures_of_one_account_throttle_only_that_account(
 async def test_a_successful_login_restarts_the_count_of_the_account(
     make_cloud: Callable[..., Awaitable[Cloud]], user: User
 ) -> None:
-    cloud = await make_cloud(login_throttle_per_account=2, login_failures_per_account=10)
+    cloud = await make_cloud(login_throttle_per_account=2)
     assert (await login(cloud, user.email, "guess")).status == 400
     assert (await login(cloud, user.email)).status == 200
     assert (await login(cloud, user.email, "guess")).status == 400
@@ -58,7 +58,7 @@ async def test_a_successful_login_restarts_the_count_of_the_account(
 async def test_wrong_mfa_codes_count_as_failed_logins(
     make_cloud: Callable[..., Awaitable[Cloud]], user: User
 ) -> None:
-    cloud = await make_cloud(login_throttle_per_account=2, login_failures_per_account=10)
+    cloud = await make_cloud(login_throttle_per_account=2)
     token = (await (await login(cloud, user.email)).json())["access_token"]
     headers = {"Authorization": f"Bearer {token}"}
     assert (await cloud.client.post("/auth/mfa/enrol", headers=headers)).status == 200

@@ -1,0 +1,133 @@
+"""Group commit: concurrent writes share one COMMIT, yet each is atomic on its own and answered
+only once it is durable; a failing write changes nothing, whatever it was grouped with."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agent.store.db import Database
+from agent.store.hierarchy import SHELVES, HierarchyStore
+from protocol.errors import Conflict
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    database = Database(tmp_path / "agent.db")
+    await database.open()
+    await database.write(
+        lambda conn: conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT UNIQUE)")
+    )
+    yield database
+    await database.close()
+
+
+def _committed(db: Database, sql: str) -> list[tuple[object, ...]]:
+    """What a separate connection sees: only committed data."""
+    with sqlite3.connect(db.path) as other:
+        return [tuple(row) for row in other.execute(sql)]
+
+
+class Boom(Exception):
+    pass
+
+
+async def test_each_write_is_committed_when_it_returns(db: Database) -> None:
+    async def note(i: int) -> None:
+        await db.write(lambda conn: conn.execute("INSERT INTO notes VALUES (?, ?)", (i, f"n{i}")))
+        assert _committed(db, f"SELECT id FROM notes WHERE id = {i}") == [(i,)]
+
+    await asyncio.gather(*(note(i) for i in range(50)))
+    assert len(_committed(db, "SELECT id FROM notes")) == 50
+
+
+async def test_concurrent_writes_share_commits(db: Database) -> None:
+    before = db.generation
+    await asyncio.gather(
+        *(
+            db.write(
+                lambda conn, i=i: conn.execute("INSERT INTO notes VALUES (?, 'x' || ?)", (i, i))
+            )
+            for i in range(50)
+        )
+    )
+    assert db.generation - before < 50  # fewer commits (fsyncs) than writes
+    assert _committed(db, "SELECT count(*) FROM notes") == [(50,)]
+
+
+async def test_a_failing_write_in_a_group_rolls_back_only_its_own_work(db: Database) -> None:
+    def good(i: int) -> object:
+        return lambda conn: conn.execute("INSERT INTO notes VALUES (?, ?)", (i, f"good{i}"))
+
+    def bad(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO notes VALUES (100, 'half done')")
+        raise Boom("second statement failed")
+
+    results = await asyncio.gather(
+        db.write(good(1)),  # type: ignore[arg-type]
+        db.write(bad),
+        db.write(good(2)),  # type: ignore[arg-type]
+        return_exceptions=True,
+    )
+    assert isinstance(results[1], Boom)
+    assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,)]
+
+
+async def test_a_failing_transaction_block_rolls_back_only_its_own_work(db: Database) -> None:
+    async def good(i: int) -> None:
+        async with db.transaction() as conn:
+            await conn.execute("INSERT INTO notes VALUES (?, ?)", (i, f"good{i}"))
+            await asyncio.sleep(0)  # let the others queue behind this one
+
+    async def bad() -> None:
+        async with db.transaction() as conn:
+            await conn.execute("INSERT INTO notes VALUES (100, 'half done')")
+            raise Boom("after the first statement")
+
+    results = await asyncio.gather(
+        good(1),
+        bad(),
+        db.write(lambda conn: conn.execute("INSERT INTO notes VALUES (3, 'sync')")),
+        good(2),
+        return_exceptions=True,
+    )
+    assert isinstance(results[1], Boom)
+    assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,), (3,)]
+
+
+async def test_a_constraint_failure_leaves_no_outbox_row(db: Database) -> None:
+    """The outbox row is written by the same transaction: a refused shelf has none."""
+    now = "2026-01-01T00:00:00.000Z"
+    async with db.transaction() as conn:
+        await conn.execute(
+            "INSERT INTO farms (id, name, status, created_at, updated_at)"
+            " VALUES ('f', 'North', 'active', ?, ?)",
+            (now, now),
+        )
+        await conn.execute(
+            "INSERT INTO farm_rows (id, farm_id, name, position, status, created_at, updated_at)"
+            " VALUES ('r', 'f', 'Row', 1, 'active', ?, ?)",
+            (now, now),
+        )
+        await conn.execute(
+            "INSERT INTO racks (id, row_id, farm_id, name, position, status,"
+            " created_at, updated_at) VALUES ('k', 'r', 'f', 'Rack', 1, 'active', ?, ?)",
+            (now, now),
+        )
+    store = HierarchyStore(db)
+    outbox_before = _committed(db, "SELECT count(*) FROM outbox")[0][0]
+    shelf = {"name": "S", "level": 1, "plant_capacity": 10, "current_species": "basil"}
+    results = await asyncio.gather(
+        store.create(SHELVES, "k", {**shelf, "status": "active"}),
+        store.create(SHELVES, "k", {**shelf, "status": "active"}),  # same level: 409
+        store.create(SHELVES, "k", {**shelf, "level": 2, "status": "active"}),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, Conflict) for r in results) == 1
+    assert _committed(db, "SELECT level FROM shelves ORDER BY level") == [(1,), (2,)]
+    outbox_after = _committed(db, "SELECT count(*) FROM outbox")[0][0]
+    assert outbox_after - outbox_before == 2  # one per stored shelf, none for the refused one

@@ -1,0 +1,101 @@
+"""The agent as a process (``python -m agent run``), for tests that kill it with SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD
+
+__all__ = ["AgentProcess"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class AgentProcess:
+    """One agent on a state directory, started and killed as often as a test likes."""
+
+    def __init__(self, state: Path, env: dict[str, str]) -> None:
+        self.state = state
+        self.log = state.parent / f"{state.name}.log"
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._env = {
+            **os.environ,
+            "FARM_ADMIN_EMAIL": ADMIN_EMAIL,
+            "FARM_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            "FARM_RATE_LIMIT_PER_ADDRESS": "0",
+            "FARM_RATE_LIMIT_PER_USER": "0",
+            **env,
+        }
+        self._process: subprocess.Popen[bytes] | None = None
+        self._token: str | None = None
+
+    async def start(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109
+        """Start the agent and wait until it answers /health."""
+        self._process = self._spawn()
+        async with asyncio.timeout(timeout), aiohttp.ClientSession() as session:
+            while True:
+                if self._process.poll() is not None:
+                    raise RuntimeError(f"agent exited at start-up; see {self.log}")
+                try:
+                    async with session.get(self.url + "/health") as resp:
+                        if resp.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.1)
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        with self.log.open("ab") as out:
+            return subprocess.Popen(
+                [sys.executable, "-m", "agent", "run", "--state-dir", str(self.state),
+                 "--host", "127.0.0.1", "--port", str(self.port)],
+                env=self._env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, like a power cut of the process."""
+        process, self._process = self._process, None
+        if process is not None:
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+
+    def stop(self) -> None:
+        """SIGTERM and wait (SIGKILL after 30 s)."""
+        process, self._process = self._process, None
+        if process is not None:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(30)
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST as the admin; the JSON answer (2xx expected)."""
+        async with aiohttp.ClientSession() as session:
+            if self._token is None:
+                login = {"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD}
+                async with session.post(self.url + "/api/v1/login", json=login) as resp:
+                    assert resp.status == 200, await resp.text()
+                    self._token = (await resp.json())["access_token"]
+            headers = {"Authorization": f"Bearer {self._token}"}
+            async with session.post(self.url + path, json=body, headers=headers) as resp:
+                answer: dict[str, Any] = await resp.json()
+                assert resp.status < 300, answer
+                return answer
