@@ -13,6 +13,7 @@ from cloud.services.api_keys import API_KEY_HEADER
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
+from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.pairing import PairingService
 from cloud.services.readings import ReadingService
@@ -21,13 +22,26 @@ from cloud.services.sync_delta import IdentityDeltaSource
 from cloud.settings import CloudSettings
 from cloud.signing import signing_key
 from cloud.store.db import Database
-from cloud.web import agents, api_keys, auth, devices, farms, mfa, pos, sync, system, users
+from cloud.web import (
+    agents,
+    api_keys,
+    auth,
+    devices,
+    farms,
+    grow_plans,
+    mfa,
+    pos,
+    sync,
+    system,
+    users,
+)
 from cloud.web.keys import (
     API_KEYS,
     DATABASE,
     DEVICES,
     EVENTS,
     FARMS,
+    GROW_PLANS,
     HEALTH,
     IDENTITY,
     JWKS,
@@ -70,7 +84,19 @@ log = logging.getLogger(__name__)
 def api_of_cloud() -> Api:
     """Every documented endpoint of the cloud."""
     api = Api()
-    for module in (system, auth, mfa, users, api_keys, farms, devices, agents, sync, pos):
+    for module in (
+        system,
+        auth,
+        mfa,
+        users,
+        api_keys,
+        farms,
+        devices,
+        grow_plans,
+        agents,
+        sync,
+        pos,
+    ):
         api.extend(module.api)
     return api
 
@@ -161,6 +187,7 @@ def create_app(
         user_services(app, db)
         app[FARMS] = FarmService(db)
         app[DEVICES] = DeviceService(db)
+        app[GROW_PLANS] = GrowPlanService(db)
         app[READINGS] = ReadingService(db)
         app[EVENTS] = EventService(db)
         smtp = smtp_settings(settings)
