@@ -13,6 +13,7 @@ from cloud.services.api_keys import API_KEY_HEADER
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
+from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.pairing import PairingService
 from cloud.services.readings import ReadingService
@@ -21,13 +22,26 @@ from cloud.services.sync_delta import IdentityDeltaSource
 from cloud.settings import CloudSettings
 from cloud.signing import signing_key
 from cloud.store.db import Database
-from cloud.web import agents, api_keys, auth, devices, farms, mfa, sync, system, users
+from cloud.web import (
+    agents,
+    api_keys,
+    auth,
+    devices,
+    farms,
+    grow_plans,
+    mfa,
+    pos,
+    sync,
+    system,
+    users,
+)
 from cloud.web.keys import (
     API_KEYS,
     DATABASE,
     DEVICES,
     EVENTS,
     FARMS,
+    GROW_PLANS,
     HEALTH,
     IDENTITY,
     JWKS,
@@ -36,7 +50,9 @@ from cloud.web.keys import (
     SETTINGS,
     SYNC,
 )
-from cloud.wiring.identity import identity_services
+from cloud.wiring.identity import identity_services, secret_key
+from cloud.wiring.mail import smtp_settings
+from cloud.wiring.pos import pos_context
 from cloud.wiring.users import user_services
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
@@ -54,6 +70,8 @@ from protocol.identity import Principal
 from protocol.jwk import key_id, public_jwk
 from protocol.mail import MailSender
 from protocol.schemas.jwks import Jwk, JwkSet
+from protocol.secretbox import SecretBox
+from protocol.smtp import mail_check
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
 from webui import ASSET_PREFIX, PAGE_PATHS, install_webui
@@ -66,7 +84,19 @@ log = logging.getLogger(__name__)
 def api_of_cloud() -> Api:
     """Every documented endpoint of the cloud."""
     api = Api()
-    for module in (system, auth, mfa, users, api_keys, farms, devices, agents, sync):
+    for module in (
+        system,
+        auth,
+        mfa,
+        users,
+        api_keys,
+        farms,
+        devices,
+        grow_plans,
+        agents,
+        sync,
+        pos,
+    ):
         api.extend(module.api)
     return api
 
@@ -98,7 +128,10 @@ def create_app(
         per_user=settings.rate_limit_per_user,
         per_premium_user=settings.rate_limit_per_premium_user,
         per_address=settings.rate_limit_per_address,
-        unmetered_paths=frozenset({sync.BATCHES_PATH, sync.BATCHES_PATH + "/"}) | PAGE_PATHS,
+        unmetered_paths=frozenset(
+            {sync.BATCHES_PATH, sync.BATCHES_PATH + "/", pos.WEBHOOK_PATH, pos.WEBHOOK_PATH + "/"}
+        )
+        | PAGE_PATHS,
         unmetered_prefixes=(ASSET_PREFIX,),
     )
     app = web.Application(
@@ -154,9 +187,16 @@ def create_app(
         user_services(app, db)
         app[FARMS] = FarmService(db)
         app[DEVICES] = DeviceService(db)
+        app[GROW_PLANS] = GrowPlanService(db)
         app[READINGS] = ReadingService(db)
         app[EVENTS] = EventService(db)
-        app[HEALTH] = HealthService(db, version)
+        smtp = smtp_settings(settings)
+        if smtp is None:
+            log.warning(
+                "mail is not configured (CLOUD_SMTP_HOST): password reset and e-mail"
+                " verification messages are not sent"
+            )
+        app[HEALTH] = HealthService(db, version, mail=mail_check(smtp))
         app[PAIRING] = PairingService(
             db, settings.issuer, signer.public_key, settings.pairing_code_ttl_s
         )
@@ -181,5 +221,11 @@ def create_app(
         log.info("cloud ready: issuer %s, signing key %s", settings.issuer, kid)
         yield
 
-    app.cleanup_ctx.extend([database, services])
+    app.cleanup_ctx.extend(
+        [
+            database,
+            services,
+            pos_context(settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))),
+        ]
+    )
     return app

@@ -11,11 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from pydantic import ValidationError
 
 from cloud.app import create_app
 from cloud.embedded.dev import DevCloud, DirectoryInUse
 from cloud.embedded.postgres import PostgresCommandError, PostgresUnavailable
+from cloud.pos_provider.fake import FakeMerchant, fake_app
 from cloud.services.admins import AdminAccounts
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
@@ -139,6 +141,21 @@ def _dev(args: argparse.Namespace) -> None:
         dev.stop()
 
 
+def _fake_pos(args: argparse.Namespace) -> None:
+    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    merchant = FakeMerchant.sample(args.token, orders=args.orders)
+
+    async def show(_: web.Application) -> None:
+        url = f"http://{args.host}:{args.port}"
+        _announce(f"Fake POS provider on {url}/ (merchant {merchant.merchant_id})")
+        _announce(f"Access token: {args.token}")
+        _announce(f"Point the cloud at it: CLOUD_POS_SANDBOX_URL={url}")
+
+    app = fake_app(merchant)
+    app.on_startup.append(show)
+    web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``farm-cloud`` console script."""
     parser = argparse.ArgumentParser(
@@ -161,7 +178,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     dev.add_argument("--dir", default=".cloud-dev", help="state directory (default .cloud-dev)")
     dev.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     dev.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
+    fake = commands.add_parser(
+        "fake-pos", help="run the in-repo fake of the POS provider (try the integration)"
+    )
+    fake.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    fake.add_argument("--port", type=int, default=8010, help="listen port (default 8010)")
+    fake.add_argument("--token", default="fake-token", help="the access token it accepts")
+    fake.add_argument("--orders", type=int, default=25, help="sample orders (default 25)")
     args = parser.parse_args(argv)
+    if args.command == "fake-pos":
+        _fake_pos(args)
+        return
     if args.command == "dev":
         _dev(args)
         return

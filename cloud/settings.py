@@ -79,17 +79,61 @@ class CloudSettings(BaseSettings):
         900, ge=1, description="Failures counted over this window; also the longest wait"
     )
     secret_key: SecretStr | None = Field(
-        None, description="AES-256 key (URL-safe base64 of 32 bytes) for secrets at rest"
+        None,
+        description="AES-256 key (URL-safe base64 of 32 bytes) for secrets at rest (MFA seeds,"
+        " POS credentials); derived from the signing key when unset",
     )
     secret_key_path: Path | None = Field(
         None, description="File of that key; created (mode 0600) if missing"
     )
+    smtp_host: str | None = Field(None, description="Mail server; unset: mail is not sent")
+    smtp_port: int = Field(587, ge=1, le=65535, description="Mail server port")
+    smtp_security: Literal["starttls", "tls", "none"] = Field(
+        "starttls", description="starttls, tls (implicit, port 465) or none"
+    )
+    smtp_username: str | None = Field(None, description="Mail server login")
+    smtp_password: SecretStr | None = Field(None, description="Mail server password")
+    smtp_sender: str = Field("farm-cloud@localhost", description="From: address of mail")
+    smtp_timeout_s: float = Field(15.0, gt=0, description="One message's time limit")
     metrics_token: SecretStr | None = Field(
         None, description="Bearer token that may read /metrics from any address"
     )
     metrics_allowed_networks: str = Field(
         "127.0.0.1/32,::1/128",
         description="Comma-separated networks that may read /metrics without the token",
+    )
+
+    # POS provider integration (DESIGN.md section 9).
+    pos_sandbox_url: str = Field(
+        "https://connect.squareupsandbox.com",
+        pattern=r"^https?://",
+        description="The POS provider's sandbox API (a fake's URL to try it out)",
+    )
+    pos_production_url: str = Field(
+        "https://connect.squareup.com",
+        pattern=r"^https?://",
+        description="The POS provider's production API",
+    )
+    pos_sync_interval_s: float = Field(
+        900.0, ge=0, description="Incremental sync of each active POS configuration; 0 disables"
+    )
+    pos_job_workers: int = Field(
+        2, ge=0, le=32, description="POS sync jobs this process runs at once; 0: no POS work"
+    )
+    pos_poll_interval_s: float = Field(
+        1.0, gt=0, le=60, description="How often idle POS workers look for jobs and events"
+    )
+    pos_job_lease_s: float = Field(
+        60.0, ge=1, description="A job whose worker is silent this long is taken over"
+    )
+    pos_request_timeout_s: float = Field(
+        30.0, gt=0, le=300, description="Time limit of one request to the POS provider"
+    )
+    pos_retry_attempts: int = Field(
+        6, ge=1, le=20, description="Tries of a POS request on 429, 5xx and timeouts"
+    )
+    pos_retry_max_s: float = Field(
+        30.0, gt=0, description="Longest back-off between those tries (jittered)"
     )
 
     @field_validator("admin_email")

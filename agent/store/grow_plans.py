@@ -23,7 +23,8 @@ __all__ = ["GrowPlanStore", "PlanFilter", "ShelfOccupation", "ShelfShare"]
 
 _COLUMNS = (
     "id, farm_id, species, species_name, custom, plant_count, start_date, stages, total_days,"
-    " status, notes, created_by, started_at, ended_at, harvest_notified_at, created_at, updated_at"
+    " status, notes, created_by, started_at, ended_at, harvest_notified_at,"
+    " harvested_quantity, harvest_unit, created_at, updated_at"
 )
 
 

@@ -15,6 +15,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -137,17 +138,20 @@ _UPSERT: dict[str, str] = {
     "grow_plans": f"""
         INSERT INTO grow_plans AS t (id, farm_id, shelf_id, name, species, status, started_at,
                                     expected_harvest_at, stages, notes, created_by, created_at,
-                                    updated_at, shelves, plant_count, ended_at)
+                                    updated_at, shelves, plant_count, ended_at,
+                                    harvested_quantity, harvest_unit)
         SELECT $2, $3, (SELECT s.id FROM shelves AS s WHERE s.id = $4 AND s.farm_id = $3),
                $5, $6, $7, $8::timestamptz, $9::timestamptz, $10, $11, $12::uuid,
-               $13::timestamptz, $14::timestamptz, $15, $16, $17::timestamptz
+               $13::timestamptz, $14::timestamptz, $15, $16, $17::timestamptz, $18::numeric,
+               $19
         WHERE $3 IN {_MINE}
         ON CONFLICT (id) DO UPDATE SET shelf_id = excluded.shelf_id, name = excluded.name,
             species = excluded.species, status = excluded.status,
             started_at = excluded.started_at, expected_harvest_at = excluded.expected_harvest_at,
             stages = excluded.stages, notes = excluded.notes, updated_at = excluded.updated_at,
             shelves = excluded.shelves, plant_count = excluded.plant_count,
-            ended_at = excluded.ended_at
+            ended_at = excluded.ended_at, harvested_quantity = excluded.harvested_quantity,
+            harvest_unit = excluded.harvest_unit
         WHERE t.farm_id IN {_MINE}
         RETURNING 1""",
     # The agent keeps one settings record per farm (or row) and its history; the mirror keeps
@@ -183,6 +187,11 @@ _METHOD = {"on_device": "device", "agent_linear": "agent", "agent_offset": "agen
 def _json(value: Any) -> Any:
     """A JSON column the agent's trigger wrote as text, as a value."""
     return json.loads(value) if isinstance(value, str) else (value or {})
+
+
+def _harvested(value: Any) -> Decimal | None:
+    """A harvested quantity as sent (a JSON number), exactly as numeric."""
+    return None if value is None else Decimal(str(value))
 
 
 def _ts(value: Any) -> datetime | None:
@@ -322,6 +331,8 @@ def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
             shelves,
             d.get("plant_count"),
             _ts(d.get("ended_at")),
+            _harvested(d.get("harvested_quantity")),
+            d.get("harvest_unit"),
         ]
     if entity == "climate_settings":
         return [

@@ -10,11 +10,13 @@ from cloud.services.auth_flows import AuthFlows
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
+from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.identity import IdentityService
 from cloud.services.mfa import MfaService
 from cloud.services.pairing import PairingService
 from cloud.services.permissions import PermissionService
+from cloud.services.pos import PosConfigService, PosJobService, PosReads, PosWebhookReceiver
 from cloud.services.readings import ReadingService
 from cloud.services.sessions import SessionService
 from cloud.services.sync import SyncService
@@ -29,6 +31,7 @@ IDENTITY = web.AppKey("identity", IdentityService)
 JWKS = web.AppKey("jwks", JwkSet)
 FARMS = web.AppKey("farms", FarmService)
 DEVICES = web.AppKey("devices", DeviceService)
+GROW_PLANS = web.AppKey("grow_plans", GrowPlanService)
 READINGS = web.AppKey("readings", ReadingService)
 EVENTS = web.AppKey("events", EventService)
 HEALTH = web.AppKey("health", HealthService)
@@ -43,3 +46,8 @@ USERS = web.AppKey("users", UserService)
 PERMISSIONS = web.AppKey("permissions", PermissionService)
 API_KEYS = web.AppKey("api_keys", ApiKeyService)
 AUTH_EVENTS = web.AppKey("auth_events", AuthEvents)
+# The POS provider integration.
+POS_CONFIGS = web.AppKey("pos_configs", PosConfigService)
+POS_JOBS = web.AppKey("pos_jobs", PosJobService)
+POS_READS = web.AppKey("pos_reads", PosReads)
+POS_WEBHOOK = web.AppKey("pos_webhook", PosWebhookReceiver)

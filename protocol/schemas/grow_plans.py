@@ -28,12 +28,15 @@ __all__ = [
     "GrowPlanShelf",
     "GrowPlanStatus",
     "GrowPlanUpdate",
+    "HarvestUnit",
     "MetricAdherence",
     "Stage",
     "StageProgress",
 ]
 
 GrowPlanStatus = Literal["planned", "active", "harvested", "cancelled"]
+HarvestUnit = Literal["g", "kg", "lb", "oz", "each", "bunch"]
+"""The unit of a harvested quantity (the shop's inventory maps it to a catalog item)."""
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     "planned": frozenset({"active", "cancelled"}),
@@ -146,11 +149,19 @@ class GrowPlanUpdate(_ShelvesRule):
     stages: list[Stage] | None = Field(None, min_length=1, max_length=20)
     status: GrowPlanStatus | None = None
     notes: str | None = Field(None, max_length=2000)
+    harvested_quantity: float | None = Field(None, gt=0, le=1_000_000_000, allow_inf_nan=False)
+    """With ``harvest_unit``, only as the plan becomes ``harvested``: how much was harvested."""
+    harvest_unit: HarvestUnit | None = None
 
     @model_validator(mode="after")
     def _not_empty(self) -> GrowPlanUpdate:
         if not self.model_fields_set:
             raise ValueError("at least one field must be given")
+        harvest = {"harvested_quantity", "harvest_unit"} & self.model_fields_set
+        if harvest and len(harvest) != 2:
+            raise ValueError("harvested_quantity and harvest_unit go together")
+        if harvest and self.status != "harvested":
+            raise ValueError("harvested_quantity is given with status harvested")
         for name in self.model_fields_set:
             if getattr(self, name) is None:
                 raise ValueError(f"{name}: may not be null")
@@ -186,6 +197,8 @@ class GrowPlan(Schema):
     started_at: Timestamp | None
     ended_at: Timestamp | None
     harvest_notified_at: Timestamp | None
+    harvested_quantity: float | None = None
+    harvest_unit: HarvestUnit | None = None
     created_at: Timestamp
     updated_at: Timestamp
 

@@ -112,10 +112,17 @@ def _free_port() -> int:
 
 
 @pytest.fixture
+def cloud_overrides() -> dict[str, Any]:
+    """Settings of the test cloud beyond the defaults below; a test module may override it."""
+    return {}
+
+
+@pytest.fixture
 async def cloud(
     cloud_db: CloudDatabase,  # noqa: F811
     postgres_cluster: PostgresCluster,  # noqa: F811
     tmp_path: Path,
+    cloud_overrides: dict[str, Any],
 ) -> AsyncIterator[LiveCloud]:
     """A running cloud on a fresh database; rate limits off (agents post often)."""
     settings = CloudSettings(
@@ -128,6 +135,7 @@ async def cloud(
         rate_limit_per_address=0,
         db_pool_max=4,
         admin_email=None,  # the tests make their own users
+        **cloud_overrides,
     )
     live = LiveCloud(settings, cloud_db, _free_port())
     await live.start()

@@ -40,7 +40,7 @@ from protocol.timefmt import iso, parse_iso
 
 __all__ = ["GrowPlanService", "share_plants"]
 
-_EDITABLE_AFTER_START = frozenset({"status", "notes"})
+_EDITABLE_AFTER_START = frozenset({"status", "notes", "harvested_quantity", "harvest_unit"})
 
 
 def share_plants(total: int, capacities: Sequence[int]) -> list[int]:
@@ -148,6 +148,11 @@ class GrowPlanService:
                 f"A {current} grow plan cannot become {target}",
                 {"field": "status", "from": current, "to": target, "allowed": allowed},
             )
+        if "harvested_quantity" in given and current != "active":
+            raise Conflict(
+                f"The harvest is recorded as an active plan becomes harvested, not a {current} one",
+                {"field": "harvested_quantity", "status": current},
+            )
         frozen = sorted(set(given) - _EDITABLE_AFTER_START)
         if current != "planned" and frozen:
             raise Conflict(
@@ -172,7 +177,7 @@ class GrowPlanService:
             }
         elif "species_name" in given:
             changes["species_name"] = given["species_name"]
-        for name in ("plant_count", "notes"):
+        for name in ("plant_count", "notes", "harvested_quantity", "harvest_unit"):
             if name in given:
                 changes[name] = given[name]
         if "start_date" in given:

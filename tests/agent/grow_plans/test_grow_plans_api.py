@@ -37,6 +37,8 @@ PLAN_KEYS = {
     "started_at",
     "ended_at",
     "harvest_notified_at",
+    "harvested_quantity",
+    "harvest_unit",
     "created_at",
     "updated_at",
 }
@@ -327,3 +329,39 @@ async def test_two_status_changes_at_once_apply_one_and_refuse_the_other(agent: 
     occupied = (await get_shelf(agent, the_farm, the_farm.shelves[0]))["current_plant_count"]
     # The plan and its shelf agree, whichever change won.
     assert (stored["status"], occupied) in (("active", 10), ("cancelled", 0))
+
+
+async def test_a_harvest_records_its_quantity_and_syncs_it(agent: Agent) -> None:
+    the_farm = await farm_with_shelves(agent, 20)
+    plan = await create(agent, plan_body(the_farm, status="active"))
+    assert (plan["harvested_quantity"], plan["harvest_unit"]) == (None, None)
+    for body in (
+        {"harvested_quantity": 2.5, "harvest_unit": "kg"},  # without becoming harvested
+        {"status": "harvested", "harvested_quantity": 2.5},  # no unit
+        {"status": "harvested", "harvested_quantity": 0, "harvest_unit": "kg"},
+        {"status": "harvested", "harvested_quantity": 2.5, "harvest_unit": "stone"},
+    ):
+        refused = await put(agent, plan["id"], body, expect=422)
+        assert_error(refused, "VALIDATION_ERROR")
+    harvested = await put(
+        agent, plan["id"], {"status": "harvested", "harvested_quantity": 2.5, "harvest_unit": "kg"}
+    )
+    assert harvested["status"] == "harvested"
+    assert (harvested["harvested_quantity"], harvested["harvest_unit"]) == (2.5, "kg")
+    again = await put(
+        agent,
+        plan["id"],
+        {"status": "harvested", "harvested_quantity": 9, "harvest_unit": "kg"},
+        expect=409,
+    )
+    assert_error(again, "RESOURCE_EXISTS")
+    rows = await agent.client.app[DATABASE].fetch_all(
+        "SELECT payload FROM outbox WHERE kind = 'grow_plans' AND entity_id = ? ORDER BY seq",
+        (plan["id"],),
+    )
+    last = json.loads(rows[-1]["payload"])
+    assert (last["status"], last["harvested_quantity"], last["harvest_unit"]) == (
+        "harvested",
+        2.5,
+        "kg",
+    )

@@ -1,0 +1,328 @@
+"""POS benchmark (issue 10): a full pull of 100,000 orders from the fake provider into the
+cloud's mirror, next to a bare loop that only downloads the same pages in the same run; and the
+webhook's verified events per second and latency at 20 connections, next to a bare aiohttp
+handler fed by the same load generator.
+
+Targets: the sync at >= 50% of the bare download's records/s with the cloud's resident memory
+<= 150 MB during the run; the webhook >= 500 accepted events/s with p99 <= 20 ms.
+
+The fake provider and the cloud (`farm-cloud run`) are separate processes on a private
+PostgreSQL cluster; the load generator and the bare loop run in this process.
+
+    .venv/bin/python -m bench.pos_sync [--orders 100000] [--events 5000] [--connections 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import aiohttp
+import asyncpg
+from aiohttp import web
+
+from bench.support import ROOT, free_port, request_json, rss_mb, wait_http
+from cloud.pos_provider.client import PosClient
+from cloud.pos_provider.fake import webhook_event
+from cloud.pos_provider.resources import RESOURCES
+from cloud.pos_provider.signature import SIGNATURE_HEADER, sign
+from protocol.passwords import hash_password
+from protocol.secretbox import new_key_text
+from protocol.timefmt import parse_iso
+from tests.cloud.conftest import (
+    APP_PASSWORD,
+    OWNER_PASSWORD,
+    OWNER_ROLE,
+    SYSTEM_PASSWORD,
+    TEMPLATE,
+    _build_template,
+)
+from tests.support.postgres import PostgresCluster
+
+TOKEN = "bench-token"
+KEY = "bench-signature-key"
+NOTIFICATION_URL = "https://cloud.bench/api/v1/pos/webhook"
+PASSWORD = "bench password 123"
+
+
+def _spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "cloud", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=None if os.environ.get("BENCH_DEBUG") else subprocess.DEVNULL,
+    )
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not ended a minute later (said on stderr)."""
+    process.terminate()
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        print(f"{process.args} did not stop within 60 s of SIGTERM; killed", file=sys.stderr)
+        process.kill()
+        process.wait(30)
+
+
+def _wait_fake(url: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            request_json(url + "/v2/locations", headers={"Authorization": f"Bearer {TOKEN}"})
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("the fake provider did not come up")
+
+
+async def _bare_download(fake_url: str) -> tuple[int, float]:
+    """Every page of the orders, as the sync asks for them, downloaded and decoded only."""
+    resource = RESOURCES["orders"]
+    records = 0
+    async with aiohttp.ClientSession() as session:
+        client = PosClient(session, fake_url, TOKEN)
+        started = time.perf_counter()
+        cursor = None
+        while True:
+            page = await client.page(resource, cursor, None, ["L001", "L002"])
+            records += len(page.items)
+            cursor = page.cursor
+            if cursor is None:
+                break
+        return records, time.perf_counter() - started
+
+
+class MemoryWatch:
+    """Samples a process's resident memory in a thread; keeps the peak."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak = pid, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_mb(self.pid))
+            time.sleep(0.05)
+
+    def __enter__(self) -> MemoryWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+async def _cloud_sync(cloud_url: str, cloud_pid: int, dsn: str) -> tuple[int, float, float]:
+    """Create, activate and sync a configuration; records, seconds (the job's own timings) and
+    the cloud's peak RSS in MB."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO users (email, password_hash, role) VALUES ('bench@cloud.test', $1,"
+            " 'farm_manager')",
+            hash_password(PASSWORD),
+        )
+    finally:
+        await conn.close()
+    async with aiohttp.ClientSession(raise_for_status=True) as session:
+        async with session.post(
+            cloud_url + "/api/v1/login",
+            json={"email": "bench@cloud.test", "password": PASSWORD},
+        ) as resp:
+            token = (await resp.json())["access_token"]
+        auth = {"Authorization": f"Bearer {token}"}
+        body = {
+            "name": "Bench shop",
+            "access_token": TOKEN,
+            "webhook_signature_key": KEY,
+            "notification_url": NOTIFICATION_URL,
+        }
+        async with session.post(cloud_url + "/api/v1/pos/configs", json=body, headers=auth) as r:
+            config = await r.json()
+        with MemoryWatch(cloud_pid) as memory:
+            path = f"/api/v1/pos/sync/orders/{config['id']}"
+            async with session.post(cloud_url + path, headers=auth) as resp:
+                job_id = (await resp.json())["job_id"]
+            while True:
+                status_path = f"/api/v1/pos/sync/status/{config['id']}"
+                async with session.get(cloud_url + status_path, headers=auth) as resp:
+                    job = next(j for j in (await resp.json())["jobs"] if j["id"] == job_id)
+                if job["state"] in ("succeeded", "failed"):
+                    break
+                await asyncio.sleep(0.1)
+    if job["state"] != "succeeded":
+        raise SystemExit(f"the sync job failed: {job['error']}")
+    began = datetime_of(job["started_at"])
+    ended = datetime_of(job["finished_at"])
+    return job["progress"]["orders"]["records"], ended - began, memory.peak
+
+
+def datetime_of(stamp: str) -> float:
+    """Seconds since the epoch of an API timestamp."""
+    return parse_iso(stamp).timestamp()
+
+
+def _events(count: int, merchant_id: str) -> list[tuple[bytes, str]]:
+    bodies = []
+    for n in range(count):
+        event = webhook_event(
+            merchant_id,
+            "payment.updated",
+            {
+                "id": f"PBENCH{n}",
+                "location_id": "L001",
+                "status": "COMPLETED",
+                "amount_money": {"amount": 100 + n % 900, "currency": "USD"},
+                "created_at": "2026-03-01T00:00:00.000Z",
+                "updated_at": "2026-03-01T00:00:00.000Z",
+            },
+        )
+        event["event_id"] = str(uuid.uuid4())
+        raw = json.dumps(event).encode()
+        bodies.append((raw, sign(KEY, NOTIFICATION_URL, raw)))
+    return bodies
+
+
+async def _load(
+    url: str, bodies: list[tuple[bytes, str]], connections: int
+) -> tuple[float, list[float], int]:
+    """POST every body over ``connections`` concurrent connections; events/s, latencies (ms)
+    and how many were answered 2xx."""
+    queue = list(reversed(bodies))
+    latencies: list[float] = []
+    accepted = 0
+    connector = aiohttp.TCPConnector(limit=connections)
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal accepted
+        while queue:
+            raw, signature = queue.pop()
+            headers = {"Content-Type": "application/json", SIGNATURE_HEADER: signature}
+            began = time.perf_counter()
+            async with session.post(url, data=raw, headers=headers) as resp:
+                await resp.read()
+                if resp.status < 300:
+                    accepted += 1
+            latencies.append((time.perf_counter() - began) * 1000)
+
+    async with aiohttp.ClientSession(connector=connector) as session:
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(session) for _ in range(connections)))
+        elapsed = time.perf_counter() - started
+    return len(bodies) / elapsed, latencies, accepted
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _bare_webhook(
+    bodies: list[tuple[bytes, str]], connections: int
+) -> tuple[float, list[float]]:
+    async def handle(request: web.Request) -> web.Response:
+        await request.read()
+        return web.json_response({"received": True, "duplicate": False})
+
+    app = web.Application()
+    app.router.add_post("/hook", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        rate, latencies, _ = await _load(f"http://127.0.0.1:{port}/hook", bodies, connections)
+    finally:
+        await runner.cleanup()
+    return rate, latencies
+
+
+async def main(orders: int, events: int, connections: int) -> None:
+    """Run the benchmark and print its figures."""
+    cluster = PostgresCluster.start()
+    fake = cloud = None
+    try:
+        await _build_template(cluster)
+        fake_port, cloud_port = free_port(), free_port()
+        fake_url, cloud_url = f"http://127.0.0.1:{fake_port}", f"http://127.0.0.1:{cloud_port}"
+        fake = _spawn(
+            ["fake-pos", "--port", str(fake_port), "--token", TOKEN, "--orders", str(orders)]
+        )
+        _wait_fake(fake_url)
+        with tempfile.TemporaryDirectory(prefix="bench-pos-") as tmp:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("CLOUD_")}
+            env.update(
+                {
+                    "CLOUD_OWNER_DSN": cluster.dsn(TEMPLATE, OWNER_ROLE, OWNER_PASSWORD),
+                    "CLOUD_APP_DSN": cluster.dsn(TEMPLATE, "farm_app", APP_PASSWORD),
+                    "CLOUD_SYNC_DSN": cluster.dsn(TEMPLATE, "farm_sync", SYSTEM_PASSWORD),
+                    "CLOUD_SIGNING_KEY_PATH": str(Path(tmp) / "cloud.pem"),
+                    "CLOUD_SECRET_KEY": new_key_text(),
+                    "CLOUD_PORT": str(cloud_port),
+                    "CLOUD_ADMIN_EMAIL": "",
+                    "CLOUD_POS_SANDBOX_URL": fake_url,
+                    "CLOUD_POS_SYNC_INTERVAL_S": "0",
+                    "CLOUD_POS_JOB_WORKERS": "1",
+                    "CLOUD_POS_POLL_INTERVAL_S": "0.05",
+                    "CLOUD_RATE_LIMIT_PER_USER": "0",
+                    "CLOUD_RATE_LIMIT_PER_ADDRESS": "0",
+                    "CLOUD_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+                }
+            )
+            cloud = _spawn(["run"], env)
+            wait_http(cloud_url + "/health", 120)
+            bare_records, bare_s = await _bare_download(fake_url)
+            sync_records, sync_s, peak_mb = await _cloud_sync(
+                cloud_url, cloud.pid, cluster.dsn(TEMPLATE)
+            )
+            bodies = _events(events, "MLFAKE0001")
+            bare_rate, bare_lat = await _bare_webhook(bodies, connections)
+            hook_rate, hook_lat, accepted = await _load(
+                cloud_url + "/api/v1/pos/webhook", bodies, connections
+            )
+    finally:
+        for process in (cloud, fake):
+            if process is not None:
+                _stop(process)
+        cluster.stop()
+    bare, synced = bare_records / bare_s, sync_records / sync_s
+    print(f"orders pulled:         {sync_records:,} (bare loop: {bare_records:,})")
+    print(f"bare download:         {bare:,.0f} records/s ({bare_s:.1f} s)")
+    print(f"sync into the mirror:  {synced:,.0f} records/s ({sync_s:.1f} s)")
+    print(f"ratio sync / bare:     {synced / bare:.1%} (target >= 50%)")
+    print(f"cloud memory (RSS):    peak {peak_mb:.0f} MB during the sync (target <= 150 MB)")
+    print(
+        f"webhook bare handler:  {bare_rate:,.0f} events/s,"
+        f" p50 {statistics.median(bare_lat):.1f} ms,"
+        f" p99 {_p(bare_lat, 0.99):.1f} ms ({connections} connections)"
+    )
+    print(
+        f"webhook verified:      {hook_rate:,.0f} events/s,"
+        f" p50 {statistics.median(hook_lat):.1f} ms,"
+        f" p99 {_p(hook_lat, 0.99):.1f} ms, {accepted:,} of {events:,} accepted"
+        " (target >= 500/s, p99 <= 20 ms)"
+    )
+    print(f"ratio webhook / bare:  {hook_rate / bare_rate:.1%}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--orders", type=int, default=100_000)
+    parser.add_argument("--events", type=int, default=5_000)
+    parser.add_argument("--connections", type=int, default=20)
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.orders, arguments.events, arguments.connections))

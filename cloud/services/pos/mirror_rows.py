@@ -1,0 +1,56 @@
+"""Provider objects as mirror rows: their key, location and times."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from cloud.pos_provider.resources import ResourceName, mirror_key
+from cloud.store.pos_mirror import MirrorRow
+from protocol.timefmt import parse_iso
+
+__all__ = ["high_water", "mirror_rows"]
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_iso(value)
+    except ValueError:
+        return None
+
+
+def mirror_rows(resource: ResourceName, objects: Iterable[dict[str, Any]]) -> list[MirrorRow]:
+    """Rows for the objects that carry an id (others are skipped: nothing to key them on)."""
+    rows = []
+    for obj in objects:
+        key = mirror_key(resource, obj)
+        if key is None:
+            continue
+        created = _time(obj.get("created_at")) or _time(obj.get("calculated_at"))
+        updated = _time(obj.get("updated_at")) or _time(obj.get("calculated_at")) or created
+        location = obj.get("location_id")
+        if resource == "locations":
+            location = key
+        rows.append(
+            MirrorRow(
+                object_id=key,
+                location_id=str(location) if location else None,
+                created_at=created,
+                updated_at=updated,
+                data=obj,
+            )
+        )
+    return rows
+
+
+def high_water(current: datetime | None, rows: Iterable[MirrorRow]) -> datetime | None:
+    """The latest time seen: where the next incremental pull starts."""
+    latest = current
+    for row in rows:
+        moment = row.updated_at or row.created_at
+        if moment is not None and (latest is None or moment > latest):
+            latest = moment
+    return latest

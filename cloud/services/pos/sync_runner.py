@@ -1,0 +1,226 @@
+"""Runs one claimed sync job: resource by resource, page by page, each page applied to the
+mirror in one transaction together with the job's progress and a renewal of its lease.
+
+A restart resumes from the last committed page (the job row holds the provider's cursor, the
+lower time bound and the high-water mark of the step). A page fetched twice — after a crash
+between fetch and commit — is applied twice harmlessly: rows are keyed on the provider's ids
+and only a newer ``updated_at`` changes one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from cloud.pos_provider.errors import (
+    ProviderAuthError,
+    ProviderError,
+    ProviderRequestError,
+    ProviderUnavailable,
+)
+from cloud.pos_provider.resources import ORDERS_LOCATIONS_PER_REQUEST, RESOURCES, Resource
+from cloud.services.pos.configs import ACCESS_TOKEN
+from cloud.services.pos.links import ProviderLinks
+from cloud.services.pos.mirror_rows import high_water, mirror_rows
+from cloud.services.pos.secrets import PosSecrets
+from cloud.store import pos_configs, pos_jobs, pos_mirror
+from cloud.store.db import Database
+from protocol.backoff import Backoff
+from protocol.secretbox import SecretBoxError
+
+__all__ = ["JobPolicy", "LeaseLost", "SyncRunner"]
+
+log = logging.getLogger(__name__)
+
+
+class LeaseLost(Exception):
+    """Another worker holds the job now: this one stops without committing more."""
+
+
+@dataclass(frozen=True)
+class JobPolicy:
+    """Leases and retries of jobs."""
+
+    lease_s: float = 60.0
+    max_attempts: int = 8
+    retry_initial_s: float = 5.0
+    retry_max_s: float = 300.0
+
+    def retry_in(self, attempts: int) -> float:
+        """Seconds before a job that failed transiently runs again."""
+        return Backoff(self.retry_initial_s, self.retry_max_s).delay(max(0, attempts - 1))
+
+
+@dataclass
+class _Position:
+    step: int
+    chunk: int
+    cursor: str | None
+    since: datetime | None
+    high_water: datetime | None
+    started: bool
+
+
+class SyncRunner:
+    """Pulls the provider's objects into the mirror for claimed jobs."""
+
+    def __init__(
+        self,
+        db: Database,
+        secrets: PosSecrets,
+        links: ProviderLinks,
+        worker_id: UUID,
+        policy: JobPolicy,
+    ) -> None:
+        self._db = db
+        self._secrets = secrets
+        self._links = links
+        self._worker = worker_id
+        self._policy = policy
+
+    async def run_next(self) -> bool:
+        """Claim and run one due job; ``False`` when none was due."""
+        async with self._db.as_system() as conn:
+            job = await pos_jobs.claim_job(conn, self._worker, self._policy.lease_s)
+        if job is None:
+            return False
+        log.info("POS job %s (%s) claimed, attempt %d", job["id"], job["kind"], job["attempts"])
+        try:
+            await self._run(job)
+        except LeaseLost:
+            log.warning("POS job %s: lease lost to another worker; stopped", job["id"])
+        except ProviderAuthError as err:
+            await self._finish(job, f"{err.describe()} (renew the configuration's access token)")
+        except ProviderRequestError as err:
+            await self._finish(job, err.describe())
+        except Exception as err:  # transient, or a fault of ours: retried, then given up
+            if not isinstance(err, ProviderUnavailable | ProviderError | OSError):
+                log.exception("POS job %s failed unexpectedly", job["id"])
+            detail = err.describe() if isinstance(err, ProviderError) else type(err).__name__
+            if job["attempts"] >= self._policy.max_attempts:
+                await self._finish(job, f"gave up after {job['attempts']} attempts: {detail}")
+            else:
+                async with self._db.as_system() as conn:
+                    await pos_jobs.release_job(
+                        conn,
+                        job["id"],
+                        self._worker,
+                        error=detail,
+                        retry_in_s=self._policy.retry_in(job["attempts"]),
+                    )
+                log.warning("POS job %s: %s; will resume", job["id"], detail)
+        return True
+
+    async def _finish(self, job: asyncpg.Record, error: str | None) -> None:
+        async with self._db.as_system() as conn:
+            await pos_jobs.finish_job(conn, job["id"], self._worker, error=error)
+        if error:
+            log.warning("POS job %s failed: %s", job["id"], error)
+        else:
+            log.info("POS job %s done: %d pages", job["id"], job["pages"])
+
+    async def _run(self, job: asyncpg.Record) -> None:
+        async with self._db.as_system() as conn:
+            config = await pos_configs.config_by_id(conn, job["config_id"])
+            cursors = {
+                c["resource"]: c["high_water"]
+                for c in await pos_mirror.cursors(conn, job["config_id"])
+            }
+        if config is None:
+            return  # deleted with its jobs; nothing to finish
+        try:
+            token = self._secrets.open(config["id"], ACCESS_TOKEN, config["access_token"])
+        except SecretBoxError:
+            await self._finish(job, "the access token does not decrypt under CLOUD_SECRET_KEY")
+            return
+        client = self._links.client(config["environment"], token)
+        steps: list[str] = list(job["steps"])
+        stored: dict[str, Any] = job["position"] or {}
+        at = _Position(
+            step=job["step"],
+            chunk=int(stored.get("chunk", 0)),
+            cursor=stored.get("cursor"),
+            since=job["since"],
+            high_water=job["step_high_water"],
+            started=job["position"] is not None,
+        )
+        while at.step < len(steps):
+            resource = RESOURCES[steps[at.step]]  # type: ignore[index]
+            if not at.started:
+                at.since = cursors.get(resource.name) if resource.since else None
+                at.high_water = at.since
+                at.chunk, at.cursor, at.started = 0, None, True
+            chunks = await self._location_chunks(config, resource)
+            if resource.by_location and not chunks:
+                await self._commit(job, at, resource, [], done=True)
+                continue
+            chunk = chunks[at.chunk] if resource.by_location else []
+            page = await client.page(resource, at.cursor, at.since, chunk)
+            rows = mirror_rows(resource.name, page.items)
+            at.high_water = high_water(at.high_water, rows)
+            if page.cursor:
+                at.cursor = page.cursor
+                done = False
+            elif resource.by_location and at.chunk + 1 < len(chunks):
+                at.chunk, at.cursor = at.chunk + 1, None
+                done = False
+            else:
+                done = True
+            await self._commit(job, at, resource, rows, done=done, config=config)
+
+    async def _location_chunks(self, config: asyncpg.Record, resource: Resource) -> list[list[str]]:
+        if not resource.by_location:
+            return []
+        ids = list(config["location_ids"])
+        if not ids:
+            async with self._db.as_system() as conn:
+                ids = await pos_mirror.location_ids(conn, config["id"])
+        size = ORDERS_LOCATIONS_PER_REQUEST
+        return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+    async def _commit(
+        self,
+        job: asyncpg.Record,
+        at: _Position,
+        resource: Resource,
+        rows: list[Any],
+        *,
+        done: bool,
+        config: asyncpg.Record | None = None,
+    ) -> None:
+        """Apply a page and the job's new position atomically (fenced on the lease)."""
+        config_id, owner_id = job["config_id"], job["owner_id"]
+        async with self._db.as_system() as conn:
+            await pos_mirror.upsert_objects(conn, config_id, owner_id, resource.name, rows)
+            if resource.name == "locations" and rows and config is not None:
+                merchant = rows[0].data.get("merchant_id")
+                if merchant:
+                    await pos_configs.set_merchant(conn, config_id, str(merchant))
+            if done:
+                await pos_mirror.advance_cursor(
+                    conn, config_id, owner_id, resource.name, at.high_water
+                )
+            kept = await pos_jobs.record_page(
+                conn,
+                job["id"],
+                self._worker,
+                self._policy.lease_s,
+                step=at.step + 1 if done else at.step,
+                position=None if done else {"chunk": at.chunk, "cursor": at.cursor},
+                since=None if done else at.since,
+                step_high_water=None if done else at.high_water,
+                resource=resource.name,
+                records=len(rows),
+            )
+            if not kept:
+                raise LeaseLost()  # rolls the page back
+        if done:
+            at.step += 1
+            at.started = False
+            if at.step >= len(job["steps"]):
+                await self._finish(job, None)

@@ -1,0 +1,152 @@
+"""The mirror of the provider's objects, one row per object keyed on the provider's id, and the
+per-resource pull cursors. An upsert never replaces a newer version with an older one, so pages
+and webhook events may arrive in any order and any number of times."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from cloud.store.db import Connection
+
+__all__ = [
+    "MirrorRow",
+    "advance_cursor",
+    "cursors",
+    "list_objects",
+    "location_ids",
+    "mark_deleted",
+    "upsert_objects",
+]
+
+
+@dataclass(frozen=True)
+class MirrorRow:
+    """One provider object as stored."""
+
+    object_id: str
+    location_id: str | None
+    created_at: datetime | None
+    updated_at: datetime | None
+    data: dict[str, Any]
+
+
+async def upsert_objects(
+    conn: Connection, config_id: UUID, owner_id: UUID, resource: str, rows: Sequence[MirrorRow]
+) -> None:
+    """Insert or update ``rows`` (an object with an older ``updated_at`` changes nothing)."""
+    if not rows:
+        return
+    await conn.execute(
+        """
+        INSERT INTO pos_objects AS t (config_id, owner_id, resource, object_id, location_id,
+                                      created_at, updated_at, deleted, data, synced_at)
+        SELECT $1, $2, $3, r.object_id, r.location_id, r.created_at, r.updated_at, false,
+               r.data, now()
+        FROM unnest($4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::jsonb[])
+             AS r (object_id, location_id, created_at, updated_at, data)
+        ON CONFLICT (config_id, resource, object_id) DO UPDATE
+        SET location_id = excluded.location_id, created_at = excluded.created_at,
+            updated_at = excluded.updated_at, deleted = false, data = excluded.data,
+            synced_at = now()
+        WHERE t.updated_at IS NULL OR excluded.updated_at IS NULL
+           OR excluded.updated_at >= t.updated_at
+        """,
+        config_id,
+        owner_id,
+        resource,
+        [r.object_id for r in rows],
+        [r.location_id for r in rows],
+        [r.created_at for r in rows],
+        [r.updated_at for r in rows],
+        [r.data for r in rows],
+    )
+
+
+async def mark_deleted(conn: Connection, config_id: UUID, resource: str, object_id: str) -> None:
+    """The provider deleted the object: keep the row, flagged, out of the lists."""
+    await conn.execute(
+        "UPDATE pos_objects SET deleted = true, synced_at = now()"
+        " WHERE config_id = $1 AND resource = $2 AND object_id = $3",
+        config_id,
+        resource,
+        object_id,
+    )
+
+
+async def list_objects(
+    conn: Connection,
+    config_id: UUID,
+    resource: str,
+    *,
+    location_id: str | None,
+    begin: datetime | None,
+    end: datetime | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """Objects newest first (by creation time), and their total before paging."""
+    condition = (
+        "config_id = $1 AND resource = $2 AND NOT deleted"
+        " AND ($3::text IS NULL OR location_id = $3)"
+        " AND ($4::timestamptz IS NULL OR created_at >= $4)"
+        " AND ($5::timestamptz IS NULL OR created_at < $5)"
+    )
+    args = (config_id, resource, location_id, begin, end)
+    total: int = await conn.fetchval(f"SELECT count(*) FROM pos_objects WHERE {condition}", *args)
+    rows = await conn.fetch(
+        f"SELECT data FROM pos_objects WHERE {condition}"
+        " ORDER BY created_at DESC NULLS LAST, object_id LIMIT $6 OFFSET $7",
+        *args,
+        limit,
+        offset,
+    )
+    return [r["data"] for r in rows], total
+
+
+async def location_ids(conn: Connection, config_id: UUID) -> list[str]:
+    """Ids of the mirrored locations of a configuration."""
+    rows = await conn.fetch(
+        "SELECT object_id FROM pos_objects WHERE config_id = $1 AND resource = 'locations'"
+        " AND NOT deleted ORDER BY object_id",
+        config_id,
+    )
+    return [r["object_id"] for r in rows]
+
+
+async def cursors(conn: Connection, config_id: UUID) -> list[asyncpg.Record]:
+    """Per resource: the incremental high-water mark and the last completed pull."""
+    rows = await conn.fetch(
+        "SELECT resource, high_water, last_synced_at FROM pos_sync_cursors WHERE config_id = $1",
+        config_id,
+    )
+    return list(rows)
+
+
+async def advance_cursor(
+    conn: Connection,
+    config_id: UUID,
+    owner_id: UUID,
+    resource: str,
+    high_water: datetime | None,
+) -> None:
+    """A pull of ``resource`` completed; the next one starts at ``high_water`` (never earlier
+    than a mark already recorded)."""
+    await conn.execute(
+        """
+        INSERT INTO pos_sync_cursors AS c
+            (config_id, owner_id, resource, high_water, last_synced_at)
+        VALUES ($1, $2, $3, $4, now())
+        ON CONFLICT (config_id, resource) DO UPDATE
+        SET high_water = GREATEST(c.high_water, excluded.high_water), last_synced_at = now()
+        """,
+        config_id,
+        owner_id,
+        resource,
+        high_water,
+    )

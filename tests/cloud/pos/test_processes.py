@@ -1,0 +1,207 @@
+"""Sync jobs across real `farm-cloud run` processes on one database: a job interrupted by
+killing its process (kill -9) is taken over when its lease runs out and finishes exactly once;
+two processes never run the same job twice."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+
+from protocol.secretbox import new_key_text
+from tests.cloud.api.conftest import PASSWORD, Conn
+from tests.cloud.api.test_cli import REPO, cloud_env, free_port, owned_by_migrator
+from tests.cloud.conftest import CloudDatabase
+from tests.cloud.pos.conftest import FakeProvider, config_body, wait_for
+from tests.cloud.seed import add_user
+
+CUSTOMERS = "/v2/customers"
+Start = Callable[[], Awaitable["CloudProcess"]]
+
+
+class CloudProcess:
+    """A `farm-cloud run` subprocess."""
+
+    def __init__(self, process: asyncio.subprocess.Process, port: int) -> None:
+        self.process = process
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def wait_listening(self) -> None:
+        assert self.process.stdout is not None
+        seen = []
+        while True:
+            line = await asyncio.wait_for(self.process.stdout.readline(), 120)
+            if not line:
+                raise AssertionError("farm-cloud run ended:\n" + "".join(seen))
+            seen.append(line.decode())
+            if b"listening on" in line:
+                # Keep draining its output so that a full pipe never blocks it.
+                asyncio.get_running_loop().create_task(self._drain())
+                return
+
+    async def _drain(self) -> None:
+        assert self.process.stdout is not None
+        while await self.process.stdout.readline():
+            pass
+
+    async def call(self, method: str, path: str, token: str | None = None, body: Any = None) -> Any:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.request(method, self.url + path, json=body, headers=headers) as r,
+        ):
+            assert r.status < 300, await r.text()
+            return await r.json()
+
+    async def stop(self, kill: bool = False) -> None:
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        await asyncio.wait_for(self.process.wait(), 60)
+
+
+@pytest.fixture
+async def start_cloud(
+    cloud_db: CloudDatabase, fake: FakeProvider, tmp_path: Path
+) -> AsyncIterator[Start]:
+    await owned_by_migrator(cloud_db)
+    key = new_key_text()
+    started: list[CloudProcess] = []
+
+    async def start() -> CloudProcess:
+        port = free_port()
+        env = cloud_env(
+            owner_dsn=cloud_db.owner_dsn,
+            app_dsn=cloud_db.app_dsn,
+            sync_dsn=cloud_db.system_dsn,
+            signing_key_path=str(tmp_path / "key.pem"),
+            secret_key=key,
+            port=str(port),
+            admin_email="",
+            pos_sandbox_url=fake.url,
+            pos_sync_interval_s="0",
+            pos_poll_interval_s="0.05",
+            pos_job_lease_s="2",
+            rate_limit_per_user="0",
+            rate_limit_per_address="0",
+        )
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "cloud",
+            "run",
+            cwd=REPO,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        cloud = CloudProcess(process, port)
+        started.append(cloud)
+        await cloud.wait_listening()
+        return cloud
+
+    yield start
+    for cloud in started:
+        await cloud.stop(kill=True)
+
+
+async def login(cloud: CloudProcess, system: Conn, password_hash: str) -> str:
+    await add_user(system, "alice@example.com", "farm_manager")
+    await system.execute("UPDATE users SET password_hash = $1", password_hash)
+    answer = await cloud.call(
+        "POST", "/api/v1/login", body={"email": "alice@example.com", "password": PASSWORD}
+    )
+    token: str = answer["access_token"]
+    return token
+
+
+async def jobs(cloud_db: CloudDatabase) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(cloud_db.superuser_dsn, timeout=10)
+    try:
+        return list(await conn.fetch("SELECT * FROM pos_jobs ORDER BY created_at"))
+    finally:
+        await conn.close(timeout=10)
+
+
+async def mirrored_customers(cloud_db: CloudDatabase) -> int:
+    conn = await asyncpg.connect(cloud_db.superuser_dsn, timeout=10)
+    try:
+        count: int = await conn.fetchval(
+            "SELECT count(*) FROM pos_objects WHERE resource = 'customers'"
+        )
+        return count
+    finally:
+        await conn.close(timeout=10)
+
+
+async def test_a_job_of_a_killed_process_resumes_and_finishes_exactly_once(
+    start_cloud: Start,
+    fake: FakeProvider,
+    cloud_db: CloudDatabase,
+    system: Conn,
+    password_hash: str,
+) -> None:
+    fake.merchant.add_customers(1995)  # 2,000 customers: 20 pages of 100
+    fake.merchant.delay_s = 0.1
+    first = await start_cloud()
+    token = await login(first, system, password_hash)
+    config = await first.call("POST", "/api/v1/pos/configs", token, config_body(fake))
+    await first.call("POST", f"/api/v1/pos/sync/customers/{config['id']}", token)
+
+    async def some_pages() -> bool:
+        return (await jobs(cloud_db))[0]["pages"] >= 3
+
+    await wait_for(some_pages, "the first pages")
+    await first.stop(kill=True)
+    [job] = await jobs(cloud_db)
+    assert job["state"] == "running" and job["pages"] < 20  # interrupted mid-way
+
+    await start_cloud()
+
+    async def finished() -> bool:
+        return (await jobs(cloud_db))[0]["state"] != "running"
+
+    await wait_for(finished, "the job taken over", limit_s=180)
+    [job] = await jobs(cloud_db)
+    assert job["state"] == "succeeded", job["error"]
+    assert job["attempts"] == 2
+    assert (job["pages"], job["records"]) == (20, 2000)  # every page applied once
+    assert await mirrored_customers(cloud_db) == 2000
+
+
+async def test_two_processes_never_run_the_same_job_twice(
+    start_cloud: Start,
+    fake: FakeProvider,
+    cloud_db: CloudDatabase,
+    system: Conn,
+    password_hash: str,
+) -> None:
+    fake.merchant.add_customers(495)  # 500 customers: 5 pages a job
+    fake.merchant.delay_s = 0.02
+    first = await start_cloud()
+    second = await start_cloud()
+    token = await login(first, system, password_hash)
+    configs = []
+    for n in range(6):
+        cloud = (first, second)[n % 2]
+        configs.append(await cloud.call("POST", "/api/v1/pos/configs", token, config_body(fake)))
+    for n, config in enumerate(configs):
+        cloud = (first, second)[n % 2]
+        await cloud.call("POST", f"/api/v1/pos/sync/customers/{config['id']}", token)
+
+    async def all_done() -> bool:
+        return all(j["state"] == "succeeded" for j in await jobs(cloud_db))
+
+    await wait_for(all_done, "six jobs", limit_s=180)
+    done = await jobs(cloud_db)
+    assert len(done) == 6
+    assert [j["attempts"] for j in done] == [1] * 6
+    assert [j["records"] for j in done] == [500] * 6
+    # Each page of each job was asked of the provider exactly once.
+    assert sum(1 for _, path in fake.merchant.requests if path == CUSTOMERS) == 6 * 5
