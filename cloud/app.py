@@ -51,6 +51,7 @@ from cloud.web.keys import (
     SYNC,
 )
 from cloud.wiring.identity import identity_services, secret_key
+from cloud.wiring.mail import smtp_settings
 from cloud.wiring.pos import pos_context
 from cloud.wiring.users import user_services
 from protocol.http.credentials import bearer_token
@@ -70,6 +71,7 @@ from protocol.jwk import key_id, public_jwk
 from protocol.mail import MailSender
 from protocol.schemas.jwks import Jwk, JwkSet
 from protocol.secretbox import SecretBox
+from protocol.smtp import mail_check
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
 from webui import ASSET_PREFIX, PAGE_PATHS, install_webui
@@ -188,7 +190,13 @@ def create_app(
         app[GROW_PLANS] = GrowPlanService(db)
         app[READINGS] = ReadingService(db)
         app[EVENTS] = EventService(db)
-        app[HEALTH] = HealthService(db, version)
+        smtp = smtp_settings(settings)
+        if smtp is None:
+            log.warning(
+                "mail is not configured (CLOUD_SMTP_HOST): password reset and e-mail"
+                " verification messages are not sent"
+            )
+        app[HEALTH] = HealthService(db, version, mail=mail_check(smtp))
         app[PAIRING] = PairingService(
             db, settings.issuer, signer.public_key, settings.pairing_code_ttl_s
         )
