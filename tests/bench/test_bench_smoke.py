@@ -23,8 +23,14 @@ BENCHES = {
         [r"bare aiohttp JSON handler\s+\d+", r"GET /api/v1/farms/ .*%", r"POST /api/v1/shelves/"],
     ),
     "ingest": (
-        ["bench/ingest.py", "--devices", "4", "--rate", "40", "--seconds", "1"],
-        [r"ratio agent / bare subscriber: \d", r"messages lost at QoS 1: \d+"],
+        [
+            "bench/ingest.py",
+            *("--devices", "4", "--seconds", "1", "--start-rate", "40", "--max-rate", "60"),
+        ],
+        [
+            r"ratio agent / bare subscriber at [\d,]+ messages/s .*: \d",
+            r"messages lost at QoS 1: \d+ of \d+",
+        ],
     ),
     "pos_sync": (
         ["-m", "bench.pos_sync", "--orders", "1500", "--events", "100", "--connections", "4"],
