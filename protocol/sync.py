@@ -197,9 +197,10 @@ class Refusal(BaseModel):
 
 class Ack(BaseModel):
     """What the cloud answers: progress, the records it refused, its batch limit, and the
-    identity the agent needs offline."""
+    identity the agent needs offline. Fields a newer cloud adds are ignored, so an agent keeps
+    syncing while its cloud is upgraded first."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
 
     acked_seq: int = Field(ge=0)
     rejected: int = Field(0, ge=0, description="Records of this batch the cloud refused")

@@ -28,9 +28,15 @@ class HealthService:
     """Answers /health, /healthz and /supabase-items."""
 
     def __init__(
-        self, db: Database, version: str, clock: Callable[[], float] = time.monotonic
+        self,
+        db: Database,
+        version: str,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        mail: str = "not_configured",
     ) -> None:
         self._db = db
+        self._mail = mail
         self._process = ProcessHealth(version, clock)
 
     def health(self) -> Health:
@@ -57,6 +63,7 @@ class HealthService:
             "backend": database,
             # No cache server is part of the cloud; reported honestly.
             "cache": "not_configured",
+            "mail": self._mail,
         }
         return self._process.detailed("healthy" if healthy else "unhealthy", checks)
 
