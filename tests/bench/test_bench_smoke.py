@@ -43,7 +43,7 @@ BENCHES = {
     "outage": (
         [
             *("-m", "bench.outage", "--devices", "3", "--hours", "0.25"),
-            *("--cap-mib", "0.01", "--timeout", "120"),
+            *("--cap-mib", "0.01", "--timeout", "120", "--baseline-s", "1"),
         ],
         [
             r"readings offered: [\d,]+  stored: [\d,]+",
@@ -51,6 +51,7 @@ BENCHES = {
             r"drain: [\d.]+ s, [\d,]+ readings/s",
             r"device-minutes missing: 0  doubled: 0",
             r"fan command during the outage: p50 [\d.na]+ ms",
+            r"ratio p99 outage / idle: [\d.na]+",
         ],
     ),
     "readings_query": (
