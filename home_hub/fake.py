@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 __all__ = ["FakeHub", "main"]
 
@@ -127,6 +127,7 @@ class FakeHub:
     unavailable: bool = False
     refused: int = 0
     _subscribers: list[tuple[web.WebSocketResponse, int]] = field(default_factory=list)
+    _sockets: set[web.WebSocketResponse] = field(default_factory=set)
 
     @classmethod
     def sample(cls, token: str = "fake-hub-token") -> FakeHub:
@@ -167,6 +168,11 @@ class FakeHub:
                 task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
         return new
 
+    async def drop_websockets(self) -> None:
+        """Close every WebSocket connection, as a hub restarting does."""
+        for ws, _ in tuple(self._subscribers):
+            await ws.close()
+
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/api/", self._api)
@@ -175,7 +181,13 @@ class FakeHub:
         app.router.add_get("/api/states/{entity_id}", self._entity)
         app.router.add_post("/api/services/{domain}/{service}", self._service)
         app.router.add_get("/api/websocket", self._websocket)
+        app.on_shutdown.append(self._shutdown)
         return app
+
+    async def _shutdown(self, _app: web.Application) -> None:
+        # Open WebSockets would otherwise hold the server's shutdown for its whole grace period.
+        for ws in tuple(self._sockets):
+            await ws.close(code=WSCloseCode.GOING_AWAY)
 
     # REST -----------------------------------------------------------------------------------
 
@@ -263,6 +275,13 @@ class FakeHub:
     async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
+        self._sockets.add(ws)
+        try:
+            return await self._converse(ws)
+        finally:
+            self._sockets.discard(ws)
+
+    async def _converse(self, ws: web.WebSocketResponse) -> web.WebSocketResponse:
         await ws.send_json({"type": "auth_required", "ha_version": VERSION})
         try:
             auth = await ws.receive_json(timeout=10)

@@ -36,6 +36,7 @@ from agent.services.streams.service import StreamService
 from agent.settings import AgentSettings
 from agent.store.db import Database
 from agent.sync.runtime import SyncRuntime
+from home_hub.live import HubStateStream
 
 SETTINGS = web.AppKey("settings", AgentSettings)
 DATABASE = web.AppKey("database", Database)
@@ -70,3 +71,4 @@ SCHEDULES = web.AppKey("schedules", ActuatorSchedules)
 GROW_PLANS = web.AppKey("grow_plans", GrowPlanService)
 HARVEST_WATCH = web.AppKey("harvest_watch", HarvestWatch)
 HOME_AUTOMATION = web.AppKey("home_automation", HomeAutomation)
+HUB_STATE_STREAM = web.AppKey("hub_state_stream", HubStateStream)

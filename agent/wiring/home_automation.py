@@ -9,11 +9,14 @@ from typing import Any
 from aiohttp import web
 
 from agent.services.hub.home_automation import HomeAutomation
+from agent.services.hub.state_relay import HubStateRelay
 from agent.settings import AgentSettings
 from agent.store.access import farm_grant
-from agent.web.keys import DATABASE, EVENT_LOG, HOME_AUTOMATION
+from agent.store.farms import FarmStore
+from agent.web.keys import DATABASE, EVENT_HUB, EVENT_LOG, HOME_AUTOMATION, HUB_STATE_STREAM
 from agent.wiring.context import CleanupContext
 from home_hub.client import HubClient
+from home_hub.live import HubStateStream
 from home_hub.settings import check_hub_config
 from protocol.identity import PermissionType, Principal
 
@@ -46,9 +49,26 @@ def home_automation_context(settings: AgentSettings) -> CleanupContext:
                 config.url,
                 " behind the access proxy" if config.proxy_protected else "",
             )
+        relay: HubStateRelay | None = None
+        stream: HubStateStream | None = None
+        if client is not None:
+
+            async def farms() -> list[str]:
+                return list(await FarmStore(db).ids())
+
+            # Live state: the hub's state changes reach /ws/device-events without polling.
+            relay = HubStateRelay(app[EVENT_HUB].publish, farms)
+            stream = HubStateStream(config, relay.offer)
+            relay.start()
+            stream.start()
+            app[HUB_STATE_STREAM] = stream
         try:
             yield
         finally:
+            if stream is not None:
+                await stream.stop()
+            if relay is not None:
+                await relay.stop()
             await service.timers.stop()
             if client is not None:
                 await client.close()

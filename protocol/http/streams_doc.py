@@ -40,6 +40,8 @@ _EVENTS = {
             "status-update": "data.device_id and data.event: availability (status online|"
             "offline), state (state), command (outcome, observed)",
             "error": "data.device_id, data.event (fault or command) and data.message",
+            "hub-state": "a hub entity changed: data.entity_id, domain, old_state and new_state"
+            " (state, attributes, last_changed), to every farm of the agent",
         },
     },
 }

@@ -343,3 +343,27 @@ def test_the_settings_are_read_with_and_without_the_farm_prefix(
         "zq-secret-77",
     )
     assert "zq-secret-77" not in repr(settings)
+
+
+async def test_hub_state_changes_reach_the_device_events_stream(
+    hub_agent: Agent, hub: FakeHub
+) -> None:
+    from agent.web.keys import HUB_STATE_STREAM
+    from tests.agent.streams.helpers import open_stream, receive
+
+    farm_id = await create_farm(hub_agent)
+    stream = hub_agent.client.app[HUB_STATE_STREAM]
+    await eventually(lambda: _now(stream.connected.is_set()))
+    ws = await open_stream(hub_agent, "device-events")
+    try:
+        hub.set_state("valve.irrigation_zone_1", "open", current_position=100)
+        message = await receive(ws)
+        while message["type"] != "hub-state":
+            message = await receive(ws)
+    finally:
+        await ws.close()
+    assert message["farm_id"] == farm_id
+    data = message["data"]
+    assert (data["entity_id"], data["domain"]) == ("valve.irrigation_zone_1", "valve")
+    assert (data["old_state"]["state"], data["new_state"]["state"]) == ("closed", "open")
+    assert data["new_state"]["attributes"]["current_position"] == 100

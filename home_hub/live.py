@@ -1,0 +1,138 @@
+"""The hub's live state: its WebSocket API, subscribed to ``state_changed``, reconnecting.
+
+``HubStateStream`` connects to ``/api/websocket`` (with the access proxy's headers when it is in
+front), answers ``auth_required`` with ``auth``, waits for ``auth_ok``, subscribes to
+``state_changed`` and hands each change (``entity_id``, ``old_state``, ``new_state``) to
+``on_change``, which must not block. Any failure (refused token, dropped connection, a hub that
+stops answering heartbeats) is followed by a reconnect after a jittered exponential back-off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from home_hub.settings import HubConfig
+from protocol.backoff import Backoff, Retry
+
+__all__ = ["HubStateStream", "StreamStats"]
+
+log = logging.getLogger(__name__)
+
+StateChange = Callable[[Mapping[str, Any]], None]
+
+
+@dataclass
+class StreamStats:
+    """Exact counters of the hub's event stream."""
+
+    connects: int = 0
+    failures: int = 0
+    events: int = 0
+
+
+class _Refused(Exception):
+    """The hub said something other than the protocol's next step."""
+
+
+class HubStateStream:
+    """One subscription to the hub's state changes, kept up for as long as it runs."""
+
+    def __init__(
+        self,
+        config: HubConfig,
+        on_change: StateChange,
+        *,
+        backoff_initial_s: float = 1.0,
+        backoff_max_s: float = 60.0,
+        heartbeat_s: float = 30.0,
+    ) -> None:
+        if not config.url or not config.token:
+            raise ValueError("the hub stream needs a URL and a token")
+        self._config = config
+        self._url = config.url.rstrip("/") + "/api/websocket"
+        self._on_change = on_change
+        self._retry = Retry(Backoff(backoff_initial_s, backoff_max_s))
+        self._heartbeat_s = heartbeat_s
+        self._task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+        self.stats = StreamStats()
+
+    def start(self) -> None:
+        """Connect in the background."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="hub-state-stream")
+
+    async def stop(self) -> None:
+        """Disconnect and stop reconnecting."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        headers: dict[str, str] = {}
+        if self._config.proxy_protected:
+            headers["CF-Access-Client-Id"] = self._config.proxy_client_id or ""
+            headers["CF-Access-Client-Secret"] = self._config.proxy_client_secret or ""
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._config.timeout_s)
+        async with aiohttp.ClientSession(headers=headers, timeout=timeout) as session:
+            while True:
+                try:
+                    await self._session(session)
+                except asyncio.CancelledError:
+                    raise
+                except (aiohttp.ClientError, TimeoutError, _Refused, ValueError) as err:
+                    log.warning("hub event stream: %s", str(err) or type(err).__name__)
+                except Exception:
+                    log.exception("hub event stream failed")
+                self.connected.clear()
+                self.stats.failures += 1
+                await asyncio.sleep(self._retry.next_delay())
+
+    async def _session(self, session: aiohttp.ClientSession) -> None:
+        limit = self._config.timeout_s
+        async with session.ws_connect(
+            self._url, heartbeat=self._heartbeat_s, max_msg_size=16 * 1024 * 1024
+        ) as ws:
+            hello = await ws.receive_json(timeout=limit)
+            if hello.get("type") != "auth_required":
+                raise _Refused(f"expected auth_required, got {hello.get('type')!r}")
+            await ws.send_json({"type": "auth", "access_token": self._config.token})
+            answer = await ws.receive_json(timeout=limit)
+            if answer.get("type") != "auth_ok":
+                raise _Refused("the hub refused the token")
+            await ws.send_json({"id": 1, "type": "subscribe_events", "event_type": "state_changed"})
+            result = await ws.receive_json(timeout=limit)
+            if result.get("type") != "result" or not result.get("success"):
+                raise _Refused("the hub refused the subscription")
+            self.stats.connects += 1
+            self._retry.reset()
+            self.connected.set()
+            log.info("hub event stream connected")
+            async for message in ws:
+                if message.type != aiohttp.WSMsgType.TEXT:
+                    break
+                self._deliver(message.json())
+            raise _Refused("the hub closed the event stream")
+
+    def _deliver(self, message: Any) -> None:
+        if not isinstance(message, dict) or message.get("type") != "event":
+            return
+        event = message.get("event")
+        if not isinstance(event, dict) or event.get("event_type") != "state_changed":
+            return
+        data = event.get("data")
+        if isinstance(data, dict) and isinstance(data.get("entity_id"), str):
+            self.stats.events += 1
+            try:
+                self._on_change(data)
+            except Exception:  # one bad consumer must not drop the subscription
+                log.exception("hub state change consumer failed")

@@ -1,0 +1,72 @@
+"""The hub's live state over its WebSocket API: authenticated, subscribed, reconnecting."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestServer
+
+from home_hub.fake import FakeHub
+from home_hub.live import HubStateStream
+from home_hub.settings import HubConfig
+from tests.agent.runtime.conftest import eventually
+
+TOKEN = "live-token"
+
+
+@pytest.fixture
+async def hub_url() -> AsyncIterator[tuple[FakeHub, str]]:
+    hub = FakeHub.sample(TOKEN)
+    server = TestServer(hub.app())
+    await server.start_server()
+    yield hub, str(server.make_url("/")).rstrip("/")
+    await server.close()
+
+
+async def _now(value: Any) -> Any:
+    return value
+
+
+async def test_state_changes_arrive_and_survive_a_dropped_connection(
+    hub_url: tuple[FakeHub, str],
+) -> None:
+    hub, url = hub_url
+    changes: list[Mapping[str, Any]] = []
+    stream = HubStateStream(
+        HubConfig(enabled=True, url=url, token=TOKEN), changes.append, backoff_initial_s=0.05
+    )
+    stream.start()
+    try:
+        await eventually(lambda: _now(stream.connected.is_set()))
+        hub.set_state("switch.nutrient_pump", "on")
+        await eventually(lambda: _now(len(changes) == 1))
+        assert changes[0]["new_state"]["state"] == "on"
+        assert changes[0]["old_state"]["state"] == "off"
+
+        await hub.drop_websockets()  # the hub restarts: the stream reconnects and resubscribes
+        await eventually(lambda: _now(stream.stats.connects == 2 and stream.connected.is_set()))
+        hub.set_state("switch.nutrient_pump", "off")
+        await eventually(lambda: _now(len(changes) == 2))
+        assert changes[1]["new_state"]["state"] == "off"
+    finally:
+        await stream.stop()
+
+
+async def test_a_refused_token_is_retried_with_back_off_and_never_connects(
+    hub_url: tuple[FakeHub, str],
+) -> None:
+    _hub, url = hub_url
+    stream = HubStateStream(
+        HubConfig(enabled=True, url=url, token="wrong"),
+        lambda _change: None,
+        backoff_initial_s=0.01,
+        backoff_max_s=0.05,
+    )
+    stream.start()
+    try:
+        await eventually(lambda: _now(stream.stats.failures >= 3))
+        assert stream.stats.connects == 0 and not stream.connected.is_set()
+    finally:
+        await stream.stop()
