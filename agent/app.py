@@ -32,6 +32,7 @@ from agent.wiring.control import control_context
 from agent.wiring.devices import device_runtime_context
 from agent.wiring.events import events_context
 from agent.wiring.grow_plans import grow_plans_context
+from agent.wiring.hub import hub_context
 from agent.wiring.metrics import install_agent_metrics
 from agent.wiring.ops import ops_context
 from agent.wiring.readings import readings_context
@@ -154,6 +155,7 @@ def create_app(
             streams_context(settings),
             device_runtime_context(settings),
             control_context(settings),
+            hub_context(settings),
             climate_context(settings, clock=clock),
             grow_plans_context(settings, clock=clock),
             sync_context(),

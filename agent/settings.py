@@ -111,6 +111,21 @@ class AgentSettings(BaseSettings):
     )
     mqtt_username: str | None = Field(None, description="Broker user, when it requires one")
     mqtt_password: SecretStr | None = Field(None, description="Broker password")
+    ha_discovery_enabled: bool = Field(
+        True, description="Publish Home Assistant MQTT discovery and take its commands"
+    )
+    ha_discovery_prefix: str = Field(
+        "homeassistant",
+        pattern=r"^[^#+\s]+$",
+        max_length=100,
+        description="Home Assistant's discovery prefix",
+    )
+    ha_discovery_base_topic: str = Field(
+        "farm-agent",
+        pattern=r"^[^#+\s]+$",
+        max_length=100,
+        description="Topic root of the state and command topics the discovery advertises",
+    )
     serial_enabled: bool = Field(True, description="Open and poll registered serial devices")
     serial_poll_interval_s: float = Field(
         10.0, gt=0, le=3600, description="Seconds between readings of a serial sensor"

@@ -14,8 +14,8 @@ Printed: readings offered and stored; the outbox's peak bytes against its cap; t
 RSS; database and WAL size; time to the first acknowledgement, to the latest state of every
 series in the cloud, and to the end of the drain, with the drain rate; device-minutes (and, where
 the agent had to send hourly rollups, device-hours) missing and doubled in the cloud (both must
-be 0); farm-list and fan-command latency during the outage. The baseline of the run is the drain
-rate against PostgreSQL COPY of the same number of rows (bench/sync.py's measure).
+be 0); farm-list and fan-command latency during the outage, next to the same requests on the idle
+agent before it (the baseline of the run) and their ratio.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import json
 import os
 import random
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -306,6 +305,16 @@ async def _run(args: argparse.Namespace, steps: int, cluster: PostgresCluster, t
         )
         while await pg.fetchval("SELECT count(*) FROM devices") < args.devices + 1:  # noqa: ASYNC110
             await asyncio.sleep(0.2)
+        # The baseline: the same two requests on the idle agent, before the outage.
+        idle_stop = asyncio.Event()
+        idle_farm_ms: list[float] = []
+        idle_fan_ms: list[float] = []
+        idle = asyncio.create_task(
+            _sample_latency(url, token, fan_id, idle_stop, idle_farm_ms, idle_fan_ms)
+        )
+        await asyncio.sleep(args.baseline_s)
+        idle_stop.set()
+        await idle
         await cloud.stop()
         db_path = state / "agent.db"
         first_seq = await asyncio.to_thread(_queued_seq, db_path)
@@ -413,9 +422,12 @@ async def _run(args: argparse.Namespace, steps: int, cluster: PostgresCluster, t
         f"fan command during the outage: p50 {_pct(fan_ms, 0.5):.1f} ms,"
         f" p99 {_pct(fan_ms, 0.99):.1f} ms (target <= 50 ms, {len(fan_ms)} samples)"
     )
-    if farm_ms:
+    for name, during, before in (("farm list", farm_ms, idle_farm_ms),
+                                 ("fan command", fan_ms, idle_fan_ms)):  # fmt: skip
         print(
-            f"ratio farm list p99 / median: {_pct(farm_ms, 0.99) / statistics.median(farm_ms):.1f}"
+            f"baseline {name} on the idle agent: p50 {_pct(before, 0.5):.1f} ms,"
+            f" p99 {_pct(before, 0.99):.1f} ms; ratio p99 outage / idle:"
+            f" {_pct(during, 0.99) / _pct(before, 0.99):.1f}"
         )
 
 
@@ -445,4 +457,5 @@ if __name__ == "__main__":
     parser.add_argument("--cap-mib", type=float, default=96.0, help="FARM_OUTBOX_MAX_BYTES")
     parser.add_argument("--window", type=int, default=500, help="messages ahead of commits")
     parser.add_argument("--timeout", type=float, default=600.0, help="drain time limit, s")
+    parser.add_argument("--baseline-s", type=float, default=5.0, help="idle latency sampling")
     asyncio.run(main(parser.parse_args()))

@@ -13,6 +13,7 @@ from cloud.services.api_keys import API_KEY_HEADER
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
+from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.pairing import PairingService
 from cloud.services.readings import ReadingService
@@ -21,13 +22,26 @@ from cloud.services.sync_delta import IdentityDeltaSource
 from cloud.settings import CloudSettings
 from cloud.signing import signing_key
 from cloud.store.db import Database
-from cloud.web import agents, api_keys, auth, devices, farms, mfa, pos, sync, system, users
+from cloud.web import (
+    agents,
+    api_keys,
+    auth,
+    devices,
+    farms,
+    grow_plans,
+    mfa,
+    pos,
+    sync,
+    system,
+    users,
+)
 from cloud.web.keys import (
     API_KEYS,
     DATABASE,
     DEVICES,
     EVENTS,
     FARMS,
+    GROW_PLANS,
     HEALTH,
     IDENTITY,
     JWKS,
@@ -37,6 +51,7 @@ from cloud.web.keys import (
     SYNC,
 )
 from cloud.wiring.identity import identity_services, secret_key
+from cloud.wiring.mail import smtp_settings
 from cloud.wiring.pos import pos_context
 from cloud.wiring.users import user_services
 from protocol.http.credentials import bearer_token
@@ -56,6 +71,7 @@ from protocol.jwk import key_id, public_jwk
 from protocol.mail import MailSender
 from protocol.schemas.jwks import Jwk, JwkSet
 from protocol.secretbox import SecretBox
+from protocol.smtp import mail_check
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
 from webui import ASSET_PREFIX, PAGE_PATHS, install_webui
@@ -68,7 +84,19 @@ log = logging.getLogger(__name__)
 def api_of_cloud() -> Api:
     """Every documented endpoint of the cloud."""
     api = Api()
-    for module in (system, auth, mfa, users, api_keys, farms, devices, agents, sync, pos):
+    for module in (
+        system,
+        auth,
+        mfa,
+        users,
+        api_keys,
+        farms,
+        devices,
+        grow_plans,
+        agents,
+        sync,
+        pos,
+    ):
         api.extend(module.api)
     return api
 
@@ -159,9 +187,16 @@ def create_app(
         user_services(app, db)
         app[FARMS] = FarmService(db)
         app[DEVICES] = DeviceService(db)
+        app[GROW_PLANS] = GrowPlanService(db)
         app[READINGS] = ReadingService(db)
         app[EVENTS] = EventService(db)
-        app[HEALTH] = HealthService(db, version)
+        smtp = smtp_settings(settings)
+        if smtp is None:
+            log.warning(
+                "mail is not configured (CLOUD_SMTP_HOST): password reset and e-mail"
+                " verification messages are not sent"
+            )
+        app[HEALTH] = HealthService(db, version, mail=mail_check(smtp))
         app[PAIRING] = PairingService(
             db, settings.issuer, signer.public_key, settings.pairing_code_ttl_s
         )

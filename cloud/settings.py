@@ -86,6 +86,15 @@ class CloudSettings(BaseSettings):
     secret_key_path: Path | None = Field(
         None, description="File of that key; created (mode 0600) if missing"
     )
+    smtp_host: str | None = Field(None, description="Mail server; unset: mail is not sent")
+    smtp_port: int = Field(587, ge=1, le=65535, description="Mail server port")
+    smtp_security: Literal["starttls", "tls", "none"] = Field(
+        "starttls", description="starttls, tls (implicit, port 465) or none"
+    )
+    smtp_username: str | None = Field(None, description="Mail server login")
+    smtp_password: SecretStr | None = Field(None, description="Mail server password")
+    smtp_sender: str = Field("farm-cloud@localhost", description="From: address of mail")
+    smtp_timeout_s: float = Field(15.0, gt=0, description="One message's time limit")
     metrics_token: SecretStr | None = Field(
         None, description="Bearer token that may read /metrics from any address"
     )

@@ -8,9 +8,9 @@ from typing import Literal
 
 import aiosmtplib
 
-from protocol.mail import MailMessage
+from protocol.mail import LogMailSender, MailMessage, MailSender
 
-__all__ = ["SmtpMailSender", "SmtpSettings"]
+__all__ = ["SmtpMailSender", "SmtpSettings", "mail_check", "mail_sender"]
 
 
 @dataclass(frozen=True)
@@ -54,3 +54,13 @@ class SmtpMailSender:
             start_tls=smtp.security == "starttls",
             timeout=smtp.timeout_s,
         )
+
+
+def mail_sender(smtp: SmtpSettings | None) -> MailSender:
+    """SMTP when configured; else the sender that only notes unsent mail in the log."""
+    return LogMailSender() if smtp is None else SmtpMailSender(smtp)
+
+
+def mail_check(smtp: SmtpSettings | None) -> str:
+    """The /healthz ``mail`` check."""
+    return "not_configured" if smtp is None else smtp.describe()

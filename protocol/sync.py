@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = [
     "MAX_BATCH_BYTES",
+    "ROLLUP_BLOCK",
     "Ack",
     "Batch",
     "BatchRejected",
@@ -41,11 +42,14 @@ __all__ = [
     "ReplicaPermission",
     "ReplicaSession",
     "ReplicaUser",
+    "RollupBlock",
     "batch_size",
     "decode_batch",
     "decode_readings",
+    "decode_rollups",
     "encode_batch",
     "encode_readings",
+    "encode_rollups",
 ]
 
 MAX_BATCH_BYTES = 4 * 1024 * 1024
@@ -193,9 +197,10 @@ class Refusal(BaseModel):
 
 class Ack(BaseModel):
     """What the cloud answers: progress, the records it refused, its batch limit, and the
-    identity the agent needs offline."""
+    identity the agent needs offline. Fields a newer cloud adds are ignored, so an agent keeps
+    syncing while its cloud is upgraded first."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
 
     acked_seq: int = Field(ge=0)
     rejected: int = Field(0, ge=0, description="Records of this batch the cloud refused")
@@ -296,6 +301,65 @@ def decode_readings(data: dict[str, Any]) -> ReadingBlock:
     for delta in deltas:
         stamps.append(stamps[-1] + delta)
     return ReadingBlock(device_id, metric, stamps, values)
+
+
+ROLLUP_BLOCK = "rollups"
+"""Record kind of a block of rollups of one series and width: columns, one entry per rollup,
+each with its own sequence number (``s``), so the cloud applies each exactly once however a
+resend groups them."""
+ROLLUP_WIDTHS = {"1m": 60_000, "1h": 3_600_000}
+
+
+@dataclass(frozen=True, slots=True)
+class RollupBlock:
+    """Rollups of one series (device and metric) and one width, each a bucket's min, max, sum
+    and count, numbered by the agent's sequence."""
+
+    device_id: str
+    metric: str
+    unit: str
+    width: str
+    seqs: Sequence[int]
+    buckets_ms: Sequence[int]
+    mins: Sequence[float]
+    maxes: Sequence[float]
+    sums: Sequence[float]
+    counts: Sequence[int]
+
+
+def encode_rollups(block: RollupBlock) -> dict[str, Any]:
+    """A rollup block as record data."""
+    return {
+        "device_id": block.device_id, "metric": block.metric, "unit": block.unit,
+        "w": block.width, "s": list(block.seqs), "t": list(block.buckets_ms),
+        "min": list(block.mins), "max": list(block.maxes), "sum": list(block.sums),
+        "n": list(block.counts),
+    }  # fmt: skip
+
+
+def decode_rollups(data: dict[str, Any]) -> RollupBlock:
+    """The inverse of :func:`encode_rollups`; raises :class:`BatchRejected` on bad shapes."""
+    try:
+        block = RollupBlock(
+            device_id=str(uuid.UUID(str(data["device_id"]))),
+            metric=str(data["metric"]),
+            unit=str(data.get("unit", "")),
+            width=str(data["w"]),
+            seqs=[int(v) for v in data["s"]],
+            buckets_ms=[int(v) for v in data["t"]],
+            mins=[float(v) for v in data["min"]],
+            maxes=[float(v) for v in data["max"]],
+            sums=[float(v) for v in data["sum"]],
+            counts=[int(v) for v in data["n"]],
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise BatchRejected("malformed rollup block") from err
+    columns = (block.seqs, block.buckets_ms, block.mins, block.maxes, block.sums, block.counts)
+    if block.width not in ROLLUP_WIDTHS or len({len(c) for c in columns}) != 1:
+        raise BatchRejected("rollup block columns disagree")
+    if min(block.counts, default=1) < 1 or min(block.seqs, default=1) < 1:
+        raise BatchRejected("a rollup counts at least one reading, under a positive number")
+    return block
 
 
 def dumps(data: Any) -> str:

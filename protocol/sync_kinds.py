@@ -53,6 +53,7 @@ KINDS: tuple[RecordKind, ...] = (
     RecordKind("readings", Direction.UP),
     RecordKind("readings_1m", Direction.UP),
     RecordKind("readings_1h", Direction.UP),
+    RecordKind("rollups", Direction.UP),
     RecordKind("users", Direction.DOWN, identity=True),
     RecordKind("permissions", Direction.DOWN, identity=True),
     RecordKind("sessions", Direction.DOWN, identity=True),

@@ -10,7 +10,6 @@ limited rate; they never raise out of ``handle``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -23,6 +22,7 @@ from agent.devices.codec import Command, DeviceCodec, Measurement, OutgoingMessa
 from agent.devices.errors import PayloadError
 from agent.devices.mqtt import InboundMessage
 from agent.devices.throttled_log import ThrottledLog
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["CommandResult", "DeviceEventSink", "IngestStats", "MqttDeviceGateway", "MqttTransport"]
 
@@ -303,10 +303,7 @@ class MqttDeviceGateway:
     async def stop(self) -> None:
         """Stop the silence-timeout task."""
         task, self._expiry_task = self._expiry_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _expire_loop(self, interval: float) -> None:
         while True:

@@ -20,6 +20,7 @@ import serial_asyncio_fast
 
 from agent.devices.errors import DeviceRejected, DeviceTimeout, DeviceUnavailable
 from protocol.backoff import Backoff
+from protocol.tasks import cancel_and_wait
 
 __all__ = [
     "LineFraming",
@@ -200,10 +201,7 @@ class SerialPort:
     async def close(self) -> None:
         """Stop the supervisor and close the port."""
         task, self._supervisor = self._supervisor, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def __aenter__(self) -> SerialPort:
         await self.start()

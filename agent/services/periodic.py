@@ -17,6 +17,8 @@ from apscheduler.job import Job
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from protocol.tasks import cancel_and_wait
+
 __all__ = ["PeriodicJob"]
 
 log = logging.getLogger(__name__)
@@ -59,11 +61,7 @@ class PeriodicJob:
                 self._job.remove()
             self._job = None
         running = list(self._running)
-        for task in running:
-            task.cancel()
-        for task in running:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*running)
 
     async def _run(self) -> None:
         task = asyncio.current_task()

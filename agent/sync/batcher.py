@@ -1,6 +1,7 @@
 """Outbox rows into a batch's records: entities coalesced to their newest version, raw
-readings grouped per series into delta-encoded blocks, rollups resolved to their series. Only
-kinds that flow up (protocol/sync_kinds.py) are sent."""
+readings grouped per series into delta-encoded blocks, rollups into one block per series and
+width (each rollup keeping its own sequence number). Only kinds that flow up
+(protocol/sync_kinds.py) are sent."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent.sync.outbox import HOUR_MS, MINUTE_MS, EntityRow, QueuedReading, QueuedRollup, Selection
-from protocol.sync import Lane, ReadingBlock, Record, encode_readings
+from protocol.sync import (
+    ROLLUP_BLOCK,
+    Lane,
+    ReadingBlock,
+    Record,
+    RollupBlock,
+    encode_readings,
+    encode_rollups,
+)
 from protocol.sync_kinds import upload_kinds
 
 __all__ = ["Outgoing", "build_records", "now_ms", "series_ids"]
@@ -60,10 +69,13 @@ def build_records(rows: Selection, series: Series) -> Outgoing:
     order = {key: pos for pos, key in enumerate(sorted(newest, key=first.__getitem__))}
     entities.sort(key=lambda r: order[(r.kind, r.key)])
     # The cloud applies records in batch order; rollups and blocks go after the entities.
+    rollups: dict[tuple[int, int], list[QueuedRollup]] = defaultdict(list)
     for rollup in rows.rollups:
-        record = _rollup(rollup, series)
+        rollups[(rollup.series_id, rollup.width_ms)].append(rollup)
+    for (series_id, width_ms), members in rollups.items():
+        record = _rollups(series_id, width_ms, members, series)
         if record is None:
-            out.dropped += 1
+            out.dropped += len(members)
         else:
             out.records.append(record)
     readings: dict[int, list[QueuedReading]] = defaultdict(list)
@@ -94,25 +106,38 @@ def build_records(rows: Selection, series: Series) -> Outgoing:
     return out
 
 
-_KIND = {MINUTE_MS: "readings_1m", HOUR_MS: "readings_1h"}
+_WIDTH = {MINUTE_MS: "1m", HOUR_MS: "1h"}
 
 
-def _rollup(row: QueuedRollup, series: Series) -> Record | None:
-    found = series.get(row.series_id)
+def _rollups(
+    series_id: int, width_ms: int, members: list[QueuedRollup], series: Series
+) -> Record | None:
+    """One block for the rollups of a series and width, each under its own number."""
+    found = series.get(series_id)
     if found is None:
         return None
     device_id, metric, unit = found
+    members.sort(key=lambda r: r.seq)
+    block = RollupBlock(
+        device_id=device_id,
+        metric=metric,
+        unit=unit,
+        width=_WIDTH[width_ms],
+        seqs=[r.seq for r in members],
+        buckets_ms=[r.ts for r in members],
+        mins=[r.vmin for r in members],
+        maxes=[r.vmax for r in members],
+        sums=[r.vsum for r in members],
+        counts=[r.n for r in members],
+    )
     return Record(
-        seq=row.seq,
+        seq=members[-1].seq,
         lane=Lane.BULK,
-        kind=_KIND[row.width_ms],
+        kind=ROLLUP_BLOCK,
         op="upsert",
-        key=f"{device_id}/{metric}/{row.ts}",
-        data={
-            "device_id": device_id, "metric": metric, "unit": unit, "ts": row.ts,
-            "min": row.vmin, "max": row.vmax, "sum": row.vsum, "n": row.n,
-        },
-    )  # fmt: skip
+        key=f"{device_id}/{metric}/{block.width}",
+        data=encode_rollups(block),
+    )
 
 
 def series_ids(rows: Selection) -> list[int]:

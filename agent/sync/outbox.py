@@ -159,6 +159,8 @@ class Compaction:
     freed_bytes: int
 
 
+# Rows deleted per transaction once the cloud committed them.
+_ACK_ROWS = 5_000
 _ENTITY = "seq, lane, kind, entity, entity_id, op, payload, bytes"
 _READING = "seq, series_id, ts, value"
 _R_COLUMNS = "r.seq, r.series_id, r.ts, r.value"
@@ -353,32 +355,42 @@ class OutboxStore:
 
     async def acknowledge(self, sent: Selection, acked_seq: int, rejected: int) -> None:
         """The cloud committed ``sent`` (refused records included, kept in its dead letters):
-        delete exactly those rows; count, stamp, and note the cloud's contiguous ack."""
+        delete exactly those rows; count, stamp, and note the cloud's contiguous ack.
+
+        In short transactions of at most ``_ACK_ROWS`` rows each, so a fan command or ingest
+        never waits long behind a large batch; a crash between two leaves the rest in flight,
+        sent again and applied once."""
+        pieces: list[tuple[str, Sequence[int], int]] = []
+        for start in range(0, len(sent.entities), _ACK_ROWS):
+            rows = sent.entities[start : start + _ACK_ROWS]
+            pieces.append(("outbox", [r.seq for r in rows], sum(r.bytes for r in rows)))
+        for table, seqs, each in (
+            ("outbox_readings", [r.seq for r in sent.readings], READING_BYTES),
+            ("outbox_rollups", [r.seq for r in sent.rollups], ROLLUP_BYTES),
+        ):
+            for start in range(0, len(seqs), _ACK_ROWS):
+                chunk = seqs[start : start + _ACK_ROWS]
+                pieces.append((table, chunk, each * len(chunk)))
+        for table, piece, size in pieces:
+            async with self._db.transaction() as conn:
+                for part in _chunks(piece):
+                    await conn.execute(
+                        f"DELETE FROM {table} WHERE seq IN ({_marks(len(part))})", list(part)
+                    )
+                await conn.execute(
+                    "UPDATE outbox_stats SET records = records - ?, bytes = bytes - ? WHERE id = 1",
+                    (len(piece), size),
+                )
         async with self._db.transaction() as conn:
-            for chunk in _chunks([r.seq for r in sent.entities]):
-                await conn.execute(
-                    f"DELETE FROM outbox WHERE seq IN ({_marks(len(chunk))})", list(chunk)
-                )
-            for chunk in _chunks([r.seq for r in sent.readings]):
-                await conn.execute(
-                    f"DELETE FROM outbox_readings WHERE seq IN ({_marks(len(chunk))})",
-                    list(chunk),
-                )
-            for chunk in _chunks([r.seq for r in sent.rollups]):
-                await conn.execute(
-                    f"DELETE FROM outbox_rollups WHERE seq IN ({_marks(len(chunk))})",
-                    list(chunk),
-                )
             # In-flight ranges that hold no queued reading any more are done.
             await conn.execute(
                 "DELETE FROM outbox_inflight WHERE NOT EXISTS (SELECT 1 FROM outbox_readings"
                 " AS r WHERE r.seq > outbox_inflight.lo AND r.seq <= outbox_inflight.hi)"
             )
             await conn.execute(
-                "UPDATE outbox_stats SET records = records - ?, bytes = bytes - ?,"
-                " acked_seq = max(acked_seq, ?), rejected = rejected + ?, last_success_ms = ?"
-                " WHERE id = 1",
-                (len(sent), sent.bytes, acked_seq, rejected, int(time.time() * 1000)),
+                "UPDATE outbox_stats SET acked_seq = max(acked_seq, ?), rejected = rejected + ?,"
+                " last_success_ms = ? WHERE id = 1",
+                (acked_seq, rejected, int(time.time() * 1000)),
             )
 
     async def figures(self) -> OutboxFigures:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from agent.sync.outbox import OutboxFigures, OutboxStore
 from agent.sync.replica import IdentityReplica
 from agent.sync.uploader import StuckAlert, SyncPolicy, SyncStatus, Uploader
 from protocol.keyfile import load_or_create_private_key
+from protocol.tasks import cancel_and_wait
 from protocol.tokens import TokenVerifier
 
 __all__ = ["SyncReport", "SyncRuntime", "bounds_of", "policy_of"]
@@ -137,11 +137,7 @@ class SyncRuntime:
 
     async def stop(self) -> None:
         """Cancel the uploader and the compactor and wait for them."""
-        for task in (self._task, self._compaction):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel_and_wait(self._task, self._compaction)
         self._task = self._compaction = None
 
     async def report(self) -> SyncReport:

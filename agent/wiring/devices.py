@@ -25,6 +25,7 @@ from agent.web.keys import (
 )
 from agent.wiring.context import CleanupContext
 from agent.wiring.events import fan_out
+from agent.wiring.hub import agent_status_messages
 
 __all__ = ["device_runtime_context"]
 
@@ -46,7 +47,10 @@ def device_runtime_context(settings: AgentSettings) -> CleanupContext:
             if settings.serial_enabled:
                 await simulation.start_serial()
         password = settings.mqtt_password
+        birth, will = agent_status_messages(settings)
         mqtt = MqttSettings(
+            birth=birth,
+            will=will,
             host=mqtt_host,
             port=mqtt_port,
             client_id=settings.mqtt_client_id,

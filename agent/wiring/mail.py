@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from agent.settings import AgentSettings
-from protocol.mail import LogMailSender, MailSender
-from protocol.smtp import SmtpMailSender, SmtpSettings
+from protocol.mail import MailSender
+from protocol.smtp import SmtpSettings
+from protocol.smtp import mail_sender as sender_for
 
 __all__ = ["mail_sender", "smtp_settings"]
 
@@ -27,5 +28,4 @@ def smtp_settings(settings: AgentSettings) -> SmtpSettings | None:
 
 def mail_sender(settings: AgentSettings) -> MailSender:
     """The sender for verification and reset mail."""
-    smtp = smtp_settings(settings)
-    return LogMailSender() if smtp is None else SmtpMailSender(smtp)
+    return sender_for(smtp_settings(settings))

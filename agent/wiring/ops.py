@@ -16,6 +16,7 @@ from agent.web.keys import DATABASE, EVENT_LOG, HEALTH
 from agent.wiring.context import CleanupContext
 from agent.wiring.mail import smtp_settings
 from agent.wiring.store import SALVAGE
+from protocol.smtp import mail_check
 from protocol.version import distribution_version
 
 __all__ = ["MAINTENANCE", "ops_context"]
@@ -84,8 +85,8 @@ def ops_context(settings: AgentSettings) -> CleanupContext:
                 "mail is not configured (FARM_SMTP_HOST): password reset and e-mail"
                 " verification messages are not sent"
             )
-        mail_check = "not_configured" if smtp is None else smtp.describe()
-        app[HEALTH].add_check("mail", lambda: mail_check)
+        mail = mail_check(smtp)
+        app[HEALTH].add_check("mail", lambda: mail)
         await maintenance.start()
         app[MAINTENANCE] = maintenance
         yield

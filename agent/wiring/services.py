@@ -9,7 +9,6 @@ from aiohttp import web
 
 from agent.devices.calibration_runner import Stability
 from agent.devices.profiles import load_profiles
-from agent.keys import load_or_create_signing_key
 from agent.services.calibration.service import CalibrationService
 from agent.services.calibration.session import CalibrationSessions
 from agent.services.devices.registry import DeviceService
@@ -44,6 +43,7 @@ from agent.wiring.events import build_event_log, fan_out
 from agent.wiring.identity import identity_services
 from agent.wiring.sync import stuck_sync_alert
 from protocol.identity import Principal, Role
+from protocol.keyfile import load_or_create_private_key
 from protocol.mail import MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
@@ -78,7 +78,7 @@ def services_context(
 
     async def services(app: web.Application) -> AsyncIterator[None]:
         db = app[DATABASE]
-        key = load_or_create_signing_key(settings.signing_key_path)
+        key = load_or_create_private_key(settings.signing_key_path)
         signer = TokenSigner(ISSUER, key, settings.access_token_ttl_s)
         verifier = TokenVerifier({signer.issuer: signer.public_key})
         cloud_link = trust_cloud(verifier, settings.state_dir)  # once paired (agent/sync)

@@ -29,9 +29,15 @@ class HealthService:
     """Answers /health, /healthz and /supabase-items."""
 
     def __init__(
-        self, db: Database, version: str, clock: Callable[[], float] = time.monotonic
+        self,
+        db: Database,
+        version: str,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        mail: str = "not_configured",
     ) -> None:
         self._db = db
+        self._mail = mail
         self._version = version
         self._clock = clock
         self._started = clock()
@@ -62,6 +68,7 @@ class HealthService:
             "backend": database,
             # No cache server is part of the cloud; reported honestly.
             "cache": "not_configured",
+            "mail": self._mail,
         }
         return DetailedHealth(
             status="healthy" if healthy else "unhealthy",

@@ -34,15 +34,18 @@ from protocol import sync_kinds
 from protocol.errors import BadRequest, Conflict, Forbidden, PayloadTooLarge, Unauthorized
 from protocol.sync import (
     MAX_BATCH_BYTES,
+    ROLLUP_BLOCK,
     Ack,
     Batch,
     BatchRejected,
     ReadingBlock,
     Record,
     Refusal,
+    RollupBlock,
     advance,
     decode_batch,
     decode_readings,
+    decode_rollups,
 )
 
 __all__ = ["SyncService"]
@@ -163,8 +166,10 @@ async def _apply_records(
 ) -> Refused:
     """Apply a batch kind by kind, each in a savepoint: a record that cannot be applied is
     refused alone (with its reason) and the rest commits."""
+    # A rollup block carries a number per rollup and is claimed rollup by rollup below.
+    plain = [r for r in records if r.kind != ROLLUP_BLOCK]
     fresh = await sync_mirror.claim_receipts(
-        conn, agent_id, [r.seq for r in records], [r.kind for r in records]
+        conn, agent_id, [r.seq for r in plain], [r.kind for r in plain]
     )
     refused: Refused = []
 
@@ -174,7 +179,14 @@ async def _apply_records(
 
     blocks: list[tuple[Record, ReadingBlock]] = []
     rollups: list[tuple[Record, sync_mirror.RollupRow]] = []
+    rollup_blocks: list[tuple[Record, RollupBlock]] = []
     for record in records:
+        if record.kind == ROLLUP_BLOCK:
+            try:
+                rollup_blocks.append((record, decode_rollups(record.data)))
+            except BatchRejected as err:
+                refuse(record, str(err))
+            continue
         if record.seq not in fresh:
             continue
         reason = screen(record)
@@ -194,6 +206,7 @@ async def _apply_records(
             reason = await _apply_entity(conn, agent_id, owner_id, record)
             if reason is not None:
                 refuse(record, reason)
+    rollups += await _fresh_rollups(conn, agent_id, rollup_blocks)
     devices = [UUID(b.device_id) for _, b in blocks] + [r.device_id for _, r in rollups]
     mine = await sync_mirror.own_devices(conn, agent_id, devices) if devices else set()
     not_mine = "device is not on one of the agent's farms"
@@ -206,9 +219,12 @@ async def _apply_records(
         applied_blocks.append(record)
         _add_block(record, block, readings)
     applied_rollups = []
+    refused_blocks: set[int] = set()
     for record, rollup in rollups:
         if rollup.device_id not in mine:
-            refuse(record, not_mine)
+            if record.seq not in refused_blocks:
+                refuse(record, not_mine)
+                refused_blocks.add(record.seq)
             continue
         applied_rollups.append((record, rollup))
     if readings.device_ids:
@@ -218,9 +234,36 @@ async def _apply_records(
     if applied_rollups:
         merge = sync_mirror.merge_rollups(conn, agent_id, [r for _, r in applied_rollups])
         reason = await _in_savepoint(conn, merge)
-        for record, _ in applied_rollups if reason else ():
+        merged = {record.seq: record for record, _ in applied_rollups}
+        for record in merged.values() if reason else ():
             refuse(record, reason or "")
     return refused
+
+
+async def _fresh_rollups(
+    conn: Connection, agent_id: UUID, blocks: list[tuple[Record, RollupBlock]]
+) -> list[tuple[Record, sync_mirror.RollupRow]]:
+    """The rollups of ``blocks`` not applied before (each claimed by its own number)."""
+    if not blocks:
+        return []
+    fresh = await sync_mirror.claim_receipts(
+        conn,
+        agent_id,
+        [seq for _, block in blocks for seq in block.seqs],
+        [ROLLUP_BLOCK for _, block in blocks for _ in block.seqs],
+    )
+    rows = []
+    for record, block in blocks:
+        device_id = UUID(block.device_id)
+        for seq, bucket, vmin, vmax, vsum, count in zip(
+            block.seqs, block.buckets_ms, block.mins, block.maxes, block.sums, block.counts,
+            strict=True,
+        ):  # fmt: skip
+            if seq in fresh:
+                rows.append((record, sync_mirror.RollupRow(
+                    device_id, block.metric, block.unit, block.width, bucket, vmin, vmax, vsum,
+                    count)))  # fmt: skip
+    return rows
 
 
 async def _in_savepoint(conn: Connection, work: Coroutine[Any, Any, None]) -> str | None:

@@ -10,6 +10,7 @@ from cloud.services.auth_flows import AuthFlows
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
+from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.identity import IdentityService
 from cloud.services.mfa import MfaService
@@ -30,6 +31,7 @@ IDENTITY = web.AppKey("identity", IdentityService)
 JWKS = web.AppKey("jwks", JwkSet)
 FARMS = web.AppKey("farms", FarmService)
 DEVICES = web.AppKey("devices", DeviceService)
+GROW_PLANS = web.AppKey("grow_plans", GrowPlanService)
 READINGS = web.AppKey("readings", ReadingService)
 EVENTS = web.AppKey("events", EventService)
 HEALTH = web.AppKey("health", HealthService)

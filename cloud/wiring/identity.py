@@ -17,9 +17,11 @@ from cloud.services.sessions import SessionService
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
 from cloud.web.keys import AUTH_FLOWS, MFA, SESSIONS
+from cloud.wiring.mail import smtp_settings
 from protocol.login_throttle import ThrottlePolicy
-from protocol.mail import FlowPolicy, LogMailSender, MailSender
+from protocol.mail import FlowPolicy, MailSender
 from protocol.secretbox import SecretBox, derived_key, key_from_text, load_or_create_key
+from protocol.smtp import mail_sender
 from protocol.tokens import TokenSigner, TokenVerifier
 
 __all__ = ["identity_services", "secret_key"]
@@ -76,7 +78,7 @@ def identity_services(
     app[MFA] = mfa
     app[AUTH_FLOWS] = AuthFlows(
         db,
-        mail or LogMailSender(),
+        mail or mail_sender(smtp_settings(settings)),
         events,
         FlowPolicy(
             registration_enabled=settings.registration_enabled,

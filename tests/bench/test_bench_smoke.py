@@ -23,8 +23,14 @@ BENCHES = {
         [r"bare aiohttp JSON handler\s+\d+", r"GET /api/v1/farms/ .*%", r"POST /api/v1/shelves/"],
     ),
     "ingest": (
-        ["bench/ingest.py", "--devices", "4", "--rate", "40", "--seconds", "1"],
-        [r"ratio agent / bare subscriber: \d", r"messages lost at QoS 1: \d+"],
+        [
+            "bench/ingest.py",
+            *("--devices", "4", "--seconds", "1", "--start-rate", "40", "--max-rate", "60"),
+        ],
+        [
+            r"ratio agent / bare subscriber at [\d,]+ messages/s .*: \d",
+            r"messages lost at QoS 1: \d+ of \d+",
+        ],
     ),
     "pos_sync": (
         ["-m", "bench.pos_sync", "--orders", "1500", "--events", "100", "--connections", "4"],
@@ -37,7 +43,7 @@ BENCHES = {
     "outage": (
         [
             *("-m", "bench.outage", "--devices", "3", "--hours", "0.25"),
-            *("--cap-mib", "0.01", "--timeout", "120"),
+            *("--cap-mib", "0.01", "--timeout", "120", "--baseline-s", "1"),
         ],
         [
             r"readings offered: [\d,]+  stored: [\d,]+",
@@ -45,6 +51,7 @@ BENCHES = {
             r"drain: [\d.]+ s, [\d,]+ readings/s",
             r"device-minutes missing: 0  doubled: 0",
             r"fan command during the outage: p50 [\d.na]+ ms",
+            r"ratio p99 outage / idle: [\d.na]+",
         ],
     ),
     "readings_query": (

@@ -9,9 +9,9 @@ import aiohttp
 import jwt
 import pytest
 
-from agent.keys import load_or_create_signing_key
 from farm_client import FarmApiError, FarmClient, RetryPolicy, Tokens
 from farm_client.credentials import PasswordCredentials
+from protocol.keyfile import load_or_create_private_key
 from protocol.tokens import TokenSigner
 from tests.client.conftest import ADMIN, ServeAgent, ServedAgent
 
@@ -20,7 +20,7 @@ def _expired_copy(served: ServedAgent, token: str) -> str:
     """The same session's access token, signed by the agent but expired an hour ago."""
     claims = jwt.decode(token, options={"verify_signature": False})
     signer = TokenSigner(
-        claims["iss"], load_or_create_signing_key(served.settings.signing_key_path)
+        claims["iss"], load_or_create_private_key(served.settings.signing_key_path)
     )
     return signer.issue(claims["sub"], claims["role"], claims["sid"], now=time.time() - 7200)
 

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import async_playwright, expect
 
@@ -35,9 +36,25 @@ async def _synced_farm(cloud: LiveCloud, agent: Agent, state: Path) -> None:
     farm = await create("/api/v1/farms/", {"name": "North site", "location": "Valley road"})
     row = await create("/api/v1/rows/", {"farm_id": farm, "name": "Row 1", "position": 1})
     rack = await create("/api/v1/racks/", {"row_id": row, "name": "Rack 1", "position": 1})
-    await create(
+    shelf = await create(
         "/api/v1/shelves/",
-        {"rack_id": rack, "name": "Top", "level": 1, "current_species": "lettuce"},
+        {
+            "rack_id": rack,
+            "name": "Top",
+            "level": 1,
+            "plant_capacity": 30,
+            "current_species": "lettuce",
+        },
+    )
+    await create(
+        "/api/v1/grow-plans",
+        {
+            "farm_id": farm,
+            "shelf_ids": [shelf],
+            "species": "lettuce_butterhead",
+            "plant_count": 24,
+            "status": "active",
+        },
     )
     sensor = await create(
         "/api/v1/devices",
@@ -55,7 +72,8 @@ async def _synced_farm(cloud: LiveCloud, agent: Agent, state: Path) -> None:
     async def mirrored() -> bool:
         rows = await cloud.sql("SELECT count(*) FROM readings")
         shelves = await cloud.sql("SELECT count(*) FROM shelves")
-        return int(rows[0][0]) >= 30 and int(shelves[0][0]) == 1
+        plans = await cloud.sql("SELECT count(*) FROM grow_plans")
+        return int(rows[0][0]) >= 30 and int(shelves[0][0]) == 1 and int(plans[0][0]) == 1
 
     await eventually(mirrored, "the farm and its readings in the cloud")
 
@@ -66,6 +84,29 @@ async def test_the_cloud_ui_shows_a_synced_farm(
     _, owner_email = await paired_state(cloud, tmp_path / "state")
     agent: Agent = await make_agent(**FAST_SYNC)
     await _synced_farm(cloud, agent, tmp_path / "state")
+    agent_plans = await (await agent.client.get("/api/v1/grow-plans", headers=agent.auth())).json()
+    async with aiohttp.ClientSession() as session:
+        token = await cloud.login(owner_email)
+        async with session.get(
+            cloud.url + "/api/v1/grow-plans", headers={"Authorization": f"Bearer {token}"}
+        ) as resp:
+            cloud_plans = await resp.json()
+            assert resp.status == 200, cloud_plans
+    compared = (
+        "id",
+        "species",
+        "species_name",
+        "start_date",
+        "expected_harvest_date",
+        "total_days",
+        "shelves",
+        "plant_count",
+        "status",
+        "stages",
+    )
+    assert [{k: p[k] for k in compared} for p in cloud_plans["grow_plans"]] == [
+        {k: p[k] for k in compared} for p in agent_plans["grow_plans"]
+    ]
     assert CHROMIUM.exists(), "apt-get install chromium (scripts/bootstrap does)"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     async with async_playwright() as playwright:
@@ -88,7 +129,7 @@ async def test_the_cloud_ui_shows_a_synced_farm(
                 assert_no_serious((await Axe().run(page)).response, "cloud farms")
                 await card.get_by_role("button", name="Open North site").click()
                 shelf = page.locator('[data-shelf="Top"]')
-                await expect(shelf).to_contain_text("lettuce", timeout=WAIT_MS)
+                await expect(shelf).to_contain_text("Lettuce, butterhead", timeout=WAIT_MS)
                 await expect(shelf.locator('[data-metric="temperature"]')).to_be_visible(
                     timeout=WAIT_MS
                 )

@@ -21,14 +21,17 @@ from agent.web.keys import DATABASE
 from protocol.keyfile import load_or_create_private_key
 from protocol.sync import (
     AGENT_HEADER,
+    ROLLUP_BLOCK,
     SIGNATURE_HEADER,
     Ack,
     Batch,
     Lane,
     ReadingBlock,
     Record,
+    RollupBlock,
     encode_batch,
     encode_readings,
+    encode_rollups,
 )
 from tests.conftest import Agent
 from tests.e2e.conftest import LiveCloud
@@ -179,6 +182,34 @@ async def test_two_rollups_of_one_minute_in_one_batch_end_exact_in_the_cloud(
     rows = await cloud.sql("SELECT count, mean, min, max FROM rollups WHERE device_id = $1",
                            UUID(device_id))  # fmt: skip
     assert [tuple(r) for r in rows] == [(60, 7.5, 1.0, 9.0)]
+
+
+def _rollup_block(device_id: str, seqs: list[int], n: int, total: float) -> Record:
+    block = RollupBlock(device_id, "ph", "", "1m", seqs, [T0] * len(seqs), [1.0] * len(seqs),
+                        [9.0] * len(seqs), [total] * len(seqs), [n] * len(seqs))  # fmt: skip
+    return Record(seq=max(seqs), lane=Lane.BULK, kind=ROLLUP_BLOCK, op="upsert",
+                  key=f"{device_id}/ph/1m", data=encode_rollups(block))  # fmt: skip
+
+
+async def test_a_rollup_block_sent_again_in_another_grouping_counts_each_rollup_once(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    """Rollups of one minute in one block are summed; after a lost answer the agent may send
+    them again grouped otherwise: each rollup still counts once."""
+    state = tmp_path / "state"
+    await paired_state(cloud, state)
+    agent: Agent = await make_agent(**FAST_SYNC)
+    _, device_id = await _farm_with_device(agent)
+    await _mirrored(cloud, device_id)
+    high = 1 << 40
+    status, _ = await _post(cloud, state, [_rollup_block(device_id, [high + 1, high + 2], 30, 150)])
+    assert status == 200
+    status, ack = await _post(
+        cloud, state, [_rollup_block(device_id, [high + 2, high + 3], 30, 150)]
+    )
+    assert status == 200 and ack["rejected"] == 0
+    rows = await cloud.sql("SELECT count, mean FROM rollups WHERE device_id = $1", UUID(device_id))
+    assert [tuple(r) for r in rows] == [(90, 5.0)]
 
 
 async def test_a_record_the_cloud_cannot_apply_is_refused_alone_and_the_rest_lands(

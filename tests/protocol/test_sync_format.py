@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import gzip
 import random
+import uuid
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from protocol.sync import (
     MAX_BATCH_BYTES,
+    Ack,
     Batch,
     BatchRejected,
     Lane,
     ReadingBlock,
     Record,
+    RollupBlock,
     decode_batch,
     decode_readings,
+    decode_rollups,
     encode_batch,
     encode_readings,
+    encode_rollups,
 )
 
 KEY = Ed25519PrivateKey.generate()
@@ -97,3 +102,17 @@ def test_malformed_reading_blocks_are_refused() -> None:
         decode_readings({"device_id": "d", "metric": "m", "t0": 1, "dt": [1, 2], "p": 1, "v": [1]})
     with pytest.raises(BatchRejected):
         decode_readings({"device_id": "d"})
+
+
+def test_rollup_blocks_round_trip_and_malformed_ones_are_refused() -> None:
+    block = RollupBlock(str(uuid.uuid4()), "co2", "ppm", "1m", [3, 9], [60_000, 120_000],
+                        [400.0, 410.0], [500.0, 520.0], [2700.0, 2790.0], [6, 6])  # fmt: skip
+    assert decode_rollups(encode_rollups(block)) == block
+    for broken in ({"w": "1d"}, {"n": [6]}, {"n": [0, 6]}, {"device_id": "nope"}):
+        with pytest.raises(BatchRejected):
+            decode_rollups({**encode_rollups(block), **broken})
+
+
+def test_an_ack_from_a_newer_cloud_still_parses() -> None:
+    ack = Ack.model_validate({"acked_seq": 7, "something_new": True})
+    assert ack.acked_seq == 7

@@ -6,6 +6,7 @@ from agent.sync.batcher import build_records
 from agent.sync.outbox import EntityRow, Selection
 from cloud.services.sync import ROLLUPS
 from cloud.store.sync_mirror import ENTITIES
+from protocol.sync import ROLLUP_BLOCK
 from protocol.sync_kinds import identity_kinds, refusal, upload_kinds
 
 
@@ -20,7 +21,7 @@ def test_identity_flows_down_only_and_unknown_kinds_are_refused() -> None:
 
 
 def test_the_cloud_mirror_applies_exactly_the_kinds_that_flow_up() -> None:
-    assert ENTITIES | {"readings", *ROLLUPS} == upload_kinds()
+    assert ENTITIES | {"readings", ROLLUP_BLOCK, *ROLLUPS} == upload_kinds()
 
 
 def test_the_agent_never_puts_an_identity_row_in_a_batch() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import random
 import signal
@@ -22,6 +21,7 @@ from typing import Literal
 
 from agent.devices.simulator.ezo_model import EcModel, PhModel
 from agent.devices.simulator.pty_link import PtyLink
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["EzoSimulator"]
 
@@ -89,11 +89,7 @@ class EzoSimulator:
 
     async def stop(self) -> None:
         """Stop answering and remove the pty."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks = []
         self._link.unplug()
 

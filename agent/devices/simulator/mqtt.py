@@ -30,6 +30,7 @@ from agent.devices.profiles import (
     placeholders,
     render,
 )
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["SimulatedMqttDevice"]
 
@@ -125,11 +126,7 @@ class SimulatedMqttDevice:
 
     async def stop(self) -> None:
         """Stop publishing and disconnect (publishing "offline" like a clean shutdown)."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks = []
         await self.client.stop()
 

@@ -17,7 +17,6 @@ Raise and clear are events (``alert_raised``/``alert_cleared``) sent to /ws/farm
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections import defaultdict
@@ -30,6 +29,7 @@ from agent.devices.throttled_log import ThrottledLog
 from agent.services.events.log import EventLog
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.store.alerts import AlertStore, NewAlert
+from protocol.tasks import cancel_and_wait
 from protocol.timefmt import iso
 
 __all__ = ["AlertEvaluator", "Subscribe"]
@@ -135,10 +135,8 @@ class AlertEvaluator:
 
     async def stop(self) -> None:
         """Stop following readings."""
+        await cancel_and_wait(self._task)
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
             self._task = None
         if self._subscription is not None:
             self._subscription.close()

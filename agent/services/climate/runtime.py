@@ -7,7 +7,6 @@ timestamp: staleness asks "is this sensor still talking to us", and a device clo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -31,6 +30,7 @@ from agent.services.live.outbox import Stream, StreamEvent
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.store.climate import ClimateStore, SettingsRecord
 from protocol.backoff import Backoff, Retry
+from protocol.tasks import cancel_and_wait
 from protocol.timefmt import iso
 
 __all__ = ["ClimateRuntime", "FanDriver", "ReadingSource", "clock_iso", "config_of"]
@@ -150,11 +150,7 @@ class ClimateRuntime:
 
     async def stop(self) -> None:
         """Stop ticking and taking readings; wait for pending history writes."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks = []
         if self._subscription is not None:
             self._subscription.close()

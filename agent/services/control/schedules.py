@@ -11,7 +11,6 @@ sets an actuator by hand (``manual`` mode) pins it: its edges do nothing until i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine
@@ -31,6 +30,7 @@ from agent.store.actuator_commands import ActuatorCommandStore, ControlSettings
 from protocol.access import Action
 from protocol.errors import ApiError
 from protocol.schemas.actuators import CommandRecord, Schedule
+from protocol.tasks import cancel_and_wait
 from protocol.timefmt import utcnow
 
 __all__ = ["ActuatorSchedules", "is_availability", "switch_command"]
@@ -125,11 +125,7 @@ class ActuatorSchedules:
                     job.remove()
             self._scheduler = None
         tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*tasks)
 
     def job_ids(self, device_id: str) -> list[str]:
         """The ids of an actuator's scheduler jobs (``<device id>:open`` and ``:close``)."""

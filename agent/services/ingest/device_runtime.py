@@ -11,7 +11,7 @@ MQTT client reconnects with back-off and ``mqtt_state()`` tells /healthz.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -19,7 +19,7 @@ from agent.devices.availability import AvailabilityChange
 from agent.devices.codec import Command, Measurement, StateUpdate
 from agent.devices.errors import DeviceUnavailable
 from agent.devices.gateway import CommandResult, MqttDeviceGateway
-from agent.devices.mqtt import InboundMessage, MqttClient, MqttSettings
+from agent.devices.mqtt import InboundMessage, MessageHandler, MqttClient, MqttSettings
 from agent.services.devices.registry import DeviceBinding, DeviceService
 from agent.services.ingest.serial_devices import SerialDevices, SerialOptions, SerialReports
 from agent.services.live.device_events import DeviceEvent, DeviceEventHook, EventKind
@@ -63,8 +63,11 @@ class DeviceRuntime:
             self.serial = SerialDevices(reports, serial)
         self.client: MqttClient | None = None
         self.gateway: MqttDeviceGateway | None = None
+        # Topics other services listen to on the devices' connection (exact topics).
+        self._listeners: dict[str, MessageHandler] = {}
+        self._connect_hooks: list[Callable[[], Awaitable[None]]] = []
         if mqtt is not None:
-            self.client = MqttClient(mqtt, self._handle, barrier=writer)
+            self.client = MqttClient(mqtt, self._handle, barrier=writer, on_connect=self._connected)
             self.gateway = MqttDeviceGateway(self.client, self, now=utcnow)
         self._bindings: dict[str, DeviceBinding] = {}
         self._states: dict[str, dict[str, bool | int]] = {}
@@ -229,6 +232,45 @@ class DeviceRuntime:
         except Exception:  # a broken listener must not stop recording
             log.exception("device event hook failed")
 
+    # Other services on the same connection ---------------------------------------------------
+
+    async def listen(self, topics: Iterable[str], handler: MessageHandler) -> None:
+        """Hand messages on ``topics`` (exact topics) to ``handler`` instead of the devices.
+
+        The handler runs in the connection's dispatch order: it must not wait long.
+        """
+        new = [topic for topic in topics if topic not in self._listeners]
+        for topic in new:
+            self._listeners[topic] = handler
+        if self.client is not None:
+            await self.client.subscribe(new)
+
+    async def unlisten(self, topics: Iterable[str]) -> None:
+        """Stop handing messages on ``topics`` to their listener."""
+        gone = [topic for topic in topics if self._listeners.pop(topic, None) is not None]
+        if self.client is not None:
+            await self.client.unsubscribe(gone)
+
+    @property
+    def listening(self) -> frozenset[str]:
+        """The topics handed to listeners other than the devices."""
+        return frozenset(self._listeners)
+
+    def on_connect(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run ``hook`` after every (re)connect to the broker."""
+        self._connect_hooks.append(hook)
+
+    async def _connected(self) -> None:
+        for hook in tuple(self._connect_hooks):
+            try:
+                await hook()
+            except Exception:  # one hook must not keep the connection from serving devices
+                log.exception("MQTT connect hook failed")
+
     async def _handle(self, message: InboundMessage) -> None:
+        listener = self._listeners.get(message.topic)
+        if listener is not None:
+            await listener(message)
+            return
         assert self.gateway is not None
         await self.gateway.handle(message)

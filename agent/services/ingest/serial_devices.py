@@ -10,7 +10,6 @@ has succeeded for the profile's ``silence_timeout_s``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -24,6 +23,7 @@ from agent.devices.serial_port import SerialPort
 from agent.services.calibration.runtime import EzoDevices
 from agent.services.devices.registry import DeviceBinding
 from protocol.backoff import Backoff
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["SerialDevices", "SerialOptions", "SerialReports"]
 
@@ -113,10 +113,7 @@ class SerialPoller:
     async def stop(self) -> None:
         """Stop polling and close the port."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         await self.port.close()
 
     async def _poll(self) -> None:

@@ -7,7 +7,6 @@ one queue long however many clients connect, and each client's own bound lives i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -17,6 +16,7 @@ from agent.services.live.hub import EventHub
 from agent.services.live.outbox import Stream
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from protocol.backoff import Backoff, Retry
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["ReadingFeed", "ReadingSource"]
 
@@ -79,10 +79,7 @@ class ReadingFeed:
     async def stop(self) -> None:
         """Stop forwarding and unsubscribe."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         if self._subscription is not None:
             self._subscription.close()
             self._subscription = None

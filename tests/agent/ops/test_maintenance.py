@@ -35,3 +35,16 @@ async def test_the_wal_is_truncated_by_a_checkpoint(agent, tmp_path):
     assert wal.stat().st_size > 0
     await agent.client.app[MAINTENANCE].checkpoint()
     assert wal.stat().st_size == 0
+
+
+async def test_an_automatic_backup_lands_in_the_backup_dir(make_agent, tmp_path):
+    import asyncio
+
+    folder = tmp_path / "backups"
+    agent = await make_agent(backup_dir=folder, backup_keep=2)
+    maintenance = agent.client.app[MAINTENANCE]
+    await maintenance.backup_now()
+    (archive,) = await asyncio.to_thread(lambda: list(folder.glob("farm-agent-*.tar.gz")))
+    assert maintenance.last_backup == archive.name
+    health = await (await agent.client.get("/healthz")).json()
+    assert health["status"] == "healthy"

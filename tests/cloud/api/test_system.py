@@ -41,6 +41,7 @@ async def test_healthz_checks_both_database_paths(cloud: Cloud) -> None:
         "database_system_path": "connected",
         "backend": "connected",
         "cache": "not_configured",
+        "mail": "not_configured",
     }
     assert body["memory_rss_bytes"] > 0
     assert body["memory_usage"].endswith("%") and body["cpu_usage"].endswith("%")
@@ -242,3 +243,22 @@ async def test_metrics_in_prometheus_text(cloud: Cloud) -> None:
     text = await resp.text()
     assert 'farm_cloud_http_requests_total{method="GET",route="/health",status="200"}' in text
     assert "process_resident_memory_bytes" in text
+
+
+async def test_reset_mail_goes_out_over_smtp(make_cloud, system) -> None:  # type: ignore[no-untyped-def]
+    from tests.cloud.seed import add_user
+    from tests.support.smtp_server import smtp_server
+
+    await add_user(system, "mailme@example.com")
+    with smtp_server() as (port, inbox):
+        cloud = await make_cloud(smtp_host="127.0.0.1", smtp_port=port, smtp_security="none")
+        health = await (await cloud.client.get("/healthz")).json()
+        assert health["checks"]["mail"] == f"smtp 127.0.0.1:{port} (none)"
+        resp = await cloud.client.post("/auth/reset-password", json={"email": "mailme@example.com"})
+        assert resp.status == 202
+        assert inbox.token_to("mailme@example.com")
+
+
+async def test_without_smtp_the_cloud_says_so(cloud: Cloud) -> None:
+    health = await (await cloud.client.get("/healthz")).json()
+    assert health["checks"]["mail"] == "not_configured"

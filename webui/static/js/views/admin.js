@@ -43,7 +43,9 @@ async function linkPanel(ctx) {
     { class: "panel", "aria-labelledby": "link-title" },
     h("h2", { id: "link-title" }, "Cloud link"),
     h("p", null, `Pairing: ${health ? health.checks.cloud.replace(/_/g, " ") : "unknown"}`),
-    items ? h("p", null, `Link ${items.status}; ${items.items_count} records waiting; last sync ${when(items.last_sync)}`) : null,
+    items && health && health.checks.cloud !== "not_paired"
+      ? h("p", null, `Link ${items.status}; ${items.items_count} records waiting; last sync ${when(items.last_sync)}`)
+      : null,
     sync ? h("pre", null, JSON.stringify(sync, null, 2)) : null,
     health ? h("p", { class: "hint" }, `Agent ${health.version}, up ${Math.round(health.uptime / 3600)} h, MQTT ${health.checks.mqtt}, database ${health.checks.database}`) : null,
   );

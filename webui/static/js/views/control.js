@@ -179,7 +179,7 @@ function climatePanel(ctx, farm, devices, climate, readOnly) {
     { class: "panel", "aria-labelledby": "climate-title" },
     h("h2", { id: "climate-title" }, "Climate of the farm"),
     live
-      ? h("p", null, `Now: ${live.temperature ? num(live.temperature.value) + " °C" : "–"}, ${live.humidity ? num(live.humidity.value, 0) + " % RH" : "–"}; fans ${live.fan_speed ?? "–"}%${live.failsafe ? " · fail-safe (sensors silent)" : ""}${live.manual_hold ? " · manual hold" : ""}`)
+      ? h("p", null, `Now: ${live.temperature ? num(live.temperature.value) + " °C" : "–"}, ${live.humidity ? num(live.humidity.value, 0) + " % RH" : "–"}; fans ${live.fan_speed === null ? "–" : live.fan_speed + "%"}${live.failsafe ? " · fail-safe (sensors silent)" : ""}${live.manual_hold ? " · manual hold" : ""}`)
       : null,
     settings ? null : h("p", null, "No climate settings yet: the fans run only by hand and by schedule."),
     h("div", { class: "form-grid" },

@@ -1,0 +1,1 @@
+"""Home Assistant: MQTT discovery of the farm's devices."""

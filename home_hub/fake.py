@@ -1,0 +1,422 @@
+"""A fake Home Assistant: REST and WebSocket APIs as Home Assistant documents and answers them.
+
+REST (https://developers.home-assistant.io/docs/api/rest/): a Bearer long-lived token, else a
+plain-text ``401: Unauthorized``; ``GET /api/`` -> ``{"message": "API running."}``; ``GET
+/api/config``; ``GET /api/states``; ``GET /api/states/<entity_id>`` (404 ``{"message": "Entity not
+found."}``); ``POST /api/services/<domain>/<service>`` answering the states that changed (an
+unknown service or invalid service data is a plain ``400: Bad Request``, like Home Assistant
+2024.3; a body that is not JSON is ``{"message": "Data should be valid JSON."}``; an unknown entity
+changes nothing and answers ``[]``).
+
+WebSocket (https://developers.home-assistant.io/docs/api/websocket/): ``auth_required``, then
+``auth`` -> ``auth_ok`` or ``auth_invalid`` (and the connection closes); ``subscribe_events``
+(``state_changed``) -> a ``result`` then ``event`` messages with the old and new states.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+__all__ = ["FakeHub", "main"]
+
+VERSION = "2024.3.3"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _state(entity_id: str, state: str, attributes: dict[str, Any]) -> dict[str, Any]:
+    at = _now()
+    return {
+        "entity_id": entity_id,
+        "state": state,
+        "attributes": attributes,
+        "last_changed": at,
+        "last_updated": at,
+        "context": {"id": uuid.uuid4().hex, "parent_id": None, "user_id": None},
+    }
+
+
+def sample_states() -> list[dict[str, Any]]:
+    """A small greenhouse: lights, a fan, a pump switch, a valve and sensors."""
+    return [
+        _state(
+            "light.grow_rack_1",
+            "off",
+            {
+                "friendly_name": "Grow rack 1",
+                "supported_color_modes": ["color_temp"],
+                "color_mode": None,
+                "brightness": None,
+                "min_color_temp_kelvin": 2000,
+                "max_color_temp_kelvin": 6500,
+                "area": "Rack 1",
+            },
+        ),
+        _state(
+            "light.grow_rack_2",
+            "on",
+            {
+                "friendly_name": "Grow rack 2",
+                "brightness": 255,
+                "supported_color_modes": ["brightness"],
+                "area": "Rack 2",
+            },
+        ),
+        _state(
+            "fan.exhaust", "off", {"friendly_name": "Exhaust fan", "percentage": 0, "area": "Room"}
+        ),
+        _state("switch.nutrient_pump", "off", {"friendly_name": "Nutrient pump", "area": "Room"}),
+        _state(
+            "valve.irrigation_zone_1",
+            "closed",
+            {
+                "friendly_name": "Irrigation zone 1",
+                "current_position": 0,
+                "device_class": "water",
+                "area": "Rack 1",
+            },
+        ),
+        _state(
+            "sensor.room_temperature",
+            "22.4",
+            {
+                "friendly_name": "Room temperature",
+                "unit_of_measurement": "°C",
+                "device_class": "temperature",
+                "state_class": "measurement",
+                "area": "Room",
+            },
+        ),
+        _state(
+            "sensor.room_humidity",
+            "61",
+            {
+                "friendly_name": "Room humidity",
+                "unit_of_measurement": "%",
+                "device_class": "humidity",
+                "state_class": "measurement",
+                "area": "Room",
+            },
+        ),
+    ]
+
+
+class _BadData(Exception):
+    """Service data Home Assistant's schema would refuse (vol.Invalid)."""
+
+
+@dataclass
+class FakeHub:
+    """The hub's entities and the token it accepts; ``app()`` serves them."""
+
+    token: str = "fake-hub-token"
+    states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    _subscribers: list[tuple[web.WebSocketResponse, int]] = field(default_factory=list)
+
+    @classmethod
+    def sample(cls, token: str = "fake-hub-token") -> FakeHub:
+        hub = cls(token)
+        for state in sample_states():
+            hub.states[state["entity_id"]] = state
+        return hub
+
+    def add_sensors(self, count: int) -> None:
+        """Add ``count`` temperature sensors (for benchmarks)."""
+        for index in range(count):
+            state = _state(
+                f"sensor.bench_{index}",
+                "20.0",
+                {"unit_of_measurement": "°C", "device_class": "temperature"},
+            )
+            self.states[state["entity_id"]] = state
+
+    def set_state(self, entity_id: str, state: str, **attributes: Any) -> dict[str, Any]:
+        """Change an entity as a device would; subscribers get a ``state_changed`` event."""
+        old = self.states.get(entity_id)
+        new = _state(entity_id, state, {**(old or {}).get("attributes", {}), **attributes})
+        if old is not None and old["state"] == state:
+            new["last_changed"] = old["last_changed"]
+        self.states[entity_id] = new
+        event = {
+            "event_type": "state_changed",
+            "data": {"entity_id": entity_id, "old_state": old, "new_state": new},
+            "origin": "LOCAL",
+            "time_fired": new["last_updated"],
+            "context": new["context"],
+        }
+        for ws, sub_id in tuple(self._subscribers):
+            if not ws.closed:
+                task = asyncio.ensure_future(
+                    ws.send_json({"id": sub_id, "type": "event", "event": event})
+                )
+                task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+        return new
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/api/", self._api)
+        app.router.add_get("/api/config", self._config)
+        app.router.add_get("/api/states", self._states)
+        app.router.add_get("/api/states/{entity_id}", self._entity)
+        app.router.add_post("/api/services/{domain}/{service}", self._service)
+        app.router.add_get("/api/websocket", self._websocket)
+        return app
+
+    # REST -----------------------------------------------------------------------------------
+
+    def _authorized(self, request: web.Request) -> bool:
+        return request.headers.get("Authorization") == f"Bearer {self.token}"
+
+    @staticmethod
+    def _unauthorized() -> web.Response:
+        return web.Response(status=401, text="401: Unauthorized")
+
+    async def _api(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._unauthorized()
+        return web.json_response({"message": "API running."})
+
+    async def _config(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._unauthorized()
+        return web.json_response(
+            {
+                "version": VERSION,
+                "location_name": "Fake hub",
+                "time_zone": "UTC",
+                "unit_system": {"temperature": "°C"},
+                "state": "RUNNING",
+            }
+        )
+
+    async def _states(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._unauthorized()
+        return web.json_response(list(self.states.values()))
+
+    async def _entity(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._unauthorized()
+        state = self.states.get(request.match_info["entity_id"])
+        if state is None:
+            return web.json_response({"message": "Entity not found."}, status=404)
+        return web.json_response(state)
+
+    async def _service(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._unauthorized()
+        raw = await request.text()
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            return web.json_response({"message": "Data should be valid JSON."}, status=400)
+        if not isinstance(data, dict):
+            return web.json_response({"message": "Data should be valid JSON."}, status=400)
+        domain, service = request.match_info["domain"], request.match_info["service"]
+        self.calls.append((domain, service, data))
+        try:
+            changed = self._call(domain, service, data)
+        except _BadData:
+            raise web.HTTPBadRequest() from None
+        return web.json_response(changed)
+
+    def _call(self, domain: str, service: str, data: dict[str, Any]) -> list[dict[str, Any]]:
+        handler = _SERVICES.get((domain, service))
+        if handler is None:
+            raise _BadData()  # ServiceNotFound: a 400 too
+        ids = data.get("entity_id", [])
+        ids = [ids] if isinstance(ids, str) else ids
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise _BadData()
+        changed = []
+        for entity_id in ids:
+            if entity_id.split(".")[0] != domain and domain != "homeassistant":
+                continue
+            old = self.states.get(entity_id)
+            if old is None:
+                continue
+            state, attributes = handler(old, data)
+            if (state, attributes) != (old["state"], {}):
+                changed.append(self.set_state(entity_id, state, **attributes))
+        return changed
+
+    # WebSocket -------------------------------------------------------------------------------
+
+    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_json({"type": "auth_required", "ha_version": VERSION})
+        try:
+            auth = await ws.receive_json(timeout=10)
+        except (TypeError, ValueError, TimeoutError):
+            await ws.close()
+            return ws
+        if not isinstance(auth, dict) or auth.get("access_token") != self.token:
+            await ws.send_json(
+                {"type": "auth_invalid", "message": "Invalid access token or password"}
+            )
+            await ws.close()
+            return ws
+        await ws.send_json({"type": "auth_ok", "ha_version": VERSION})
+        try:
+            async for message in ws:
+                if message.type != WSMsgType.TEXT:
+                    continue
+                with contextlib.suppress(ValueError):
+                    await self._ws_command(ws, json.loads(message.data))
+        finally:
+            self._subscribers = [(s, i) for s, i in self._subscribers if s is not ws]
+        return ws
+
+    async def _ws_command(self, ws: web.WebSocketResponse, command: Any) -> None:
+        if not isinstance(command, dict) or not isinstance(command.get("id"), int):
+            return
+        kind, ident = command.get("type"), command["id"]
+        if (
+            kind == "subscribe_events"
+            and command.get("event_type", "state_changed") == "state_changed"
+        ):
+            self._subscribers.append((ws, ident))
+            await ws.send_json({"id": ident, "type": "result", "success": True, "result": None})
+        elif kind == "ping":
+            await ws.send_json({"id": ident, "type": "pong"})
+        else:
+            await ws.send_json(
+                {
+                    "id": ident,
+                    "type": "result",
+                    "success": False,
+                    "error": {"code": "unknown_command", "message": "Unknown command."},
+                }
+            )
+
+
+Handler = Any
+
+
+def _on(_old: dict[str, Any], _data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return "on", {}
+
+
+def _off(_old: dict[str, Any], _data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return "off", {}
+
+
+def _toggle(old: dict[str, Any], _data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return ("off" if old["state"] == "on" else "on"), {}
+
+
+def _percent(data: dict[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
+        raise _BadData()
+    return round(value)
+
+
+def _light_on(_old: dict[str, Any], data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    attributes: dict[str, Any] = {}
+    pct = _percent(data, "brightness_pct")
+    if pct is not None:
+        attributes["brightness"] = round(pct * 255 / 100)
+    kelvin = data.get("color_temp_kelvin")
+    if kelvin is not None:
+        if isinstance(kelvin, bool) or not isinstance(kelvin, int) or not 1000 <= kelvin <= 20000:
+            raise _BadData()
+        attributes["color_temp_kelvin"] = kelvin
+    if pct == 0:
+        return "off", {}
+    return "on", attributes
+
+
+def _fan_pct(_old: dict[str, Any], data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    pct = _percent(data, "percentage")
+    if pct is None:
+        raise _BadData()
+    return ("on" if pct else "off"), {"percentage": pct}
+
+
+def _valve(state: str, position: int) -> Handler:
+    def handler(_old: dict[str, Any], _data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return state, {"current_position": position}
+
+    return handler
+
+
+def _valve_position(_old: dict[str, Any], data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    pct = _percent(data, "position")
+    if pct is None:
+        raise _BadData()
+    return ("open" if pct else "closed"), {"current_position": pct}
+
+
+_SERVICES: dict[tuple[str, str], Handler] = {
+    ("light", "turn_on"): _light_on,
+    ("light", "turn_off"): _off,
+    ("light", "toggle"): _toggle,
+    ("switch", "turn_on"): _on,
+    ("switch", "turn_off"): _off,
+    ("switch", "toggle"): _toggle,
+    ("fan", "turn_on"): _on,
+    ("fan", "turn_off"): _off,
+    ("fan", "set_percentage"): _fan_pct,
+    ("homeassistant", "turn_on"): _on,
+    ("homeassistant", "turn_off"): _off,
+    ("valve", "open_valve"): _valve("open", 100),
+    ("valve", "close_valve"): _valve("closed", 0),
+    ("valve", "set_valve_position"): _valve_position,
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve a sample fake hub (and, with ``--proxy-port``, the fake access proxy before it)."""
+    from home_hub.fake_proxy import FakeAccessProxy
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8123)
+    parser.add_argument("--token", default="fake-hub-token")
+    parser.add_argument("--proxy-port", type=int)
+    parser.add_argument("--client-id", default="fake-client-id")
+    parser.add_argument("--client-secret", default="fake-client-secret")
+    args = parser.parse_args(argv)
+
+    async def serve() -> None:
+        hub = FakeHub.sample(args.token)
+        runners = [web.AppRunner(hub.app())]
+        await runners[0].setup()
+        await web.TCPSite(runners[0], args.host, args.port).start()
+        print(f"fake hub on http://{args.host}:{args.port}/ (token {args.token})", flush=True)
+        if args.proxy_port:
+            proxy = FakeAccessProxy(
+                f"http://{args.host}:{args.port}", args.client_id, args.client_secret
+            )
+            runners.append(web.AppRunner(proxy.app()))
+            await runners[1].setup()
+            await web.TCPSite(runners[1], args.host, args.proxy_port).start()
+            print(f"fake access proxy on http://{args.host}:{args.proxy_port}/", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            for runner in runners:
+                await runner.cleanup()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
