@@ -19,6 +19,7 @@ from agent.web import (
     farms,
     grow_plans,
     hierarchy,
+    home_automation,
     mfa,
     sensors,
     streams,
@@ -32,6 +33,7 @@ from agent.wiring.control import control_context
 from agent.wiring.devices import device_runtime_context
 from agent.wiring.events import events_context
 from agent.wiring.grow_plans import grow_plans_context
+from agent.wiring.home_automation import home_automation_context
 from agent.wiring.hub import hub_context
 from agent.wiring.metrics import install_agent_metrics
 from agent.wiring.ops import ops_context
@@ -82,6 +84,7 @@ def api_of_agent() -> Api:
         alerts,
         actuators,
         grow_plans,
+        home_automation,
     ):
         api.extend(module.api)
     return api
@@ -156,6 +159,7 @@ def create_app(
             device_runtime_context(settings),
             control_context(settings),
             hub_context(settings),
+            home_automation_context(settings),
             climate_context(settings, clock=clock),
             grow_plans_context(settings, clock=clock),
             sync_context(),

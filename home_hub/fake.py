@@ -123,6 +123,9 @@ class FakeHub:
     token: str = "fake-hub-token"
     states: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    #: While True the REST API answers 503, as a hub that is restarting behind its web server.
+    unavailable: bool = False
+    refused: int = 0
     _subscribers: list[tuple[web.WebSocketResponse, int]] = field(default_factory=list)
 
     @classmethod
@@ -177,6 +180,9 @@ class FakeHub:
     # REST -----------------------------------------------------------------------------------
 
     def _authorized(self, request: web.Request) -> bool:
+        if self.unavailable:
+            self.refused += 1
+            raise web.HTTPServiceUnavailable()
         return request.headers.get("Authorization") == f"Bearer {self.token}"
 
     @staticmethod

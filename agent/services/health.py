@@ -8,10 +8,9 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-import psutil
-
 from agent.store.db import Database
 from agent.sync.runtime import SyncReport
+from protocol.health import ProcessHealth
 from protocol.schemas.common import Health
 from protocol.schemas.system import Connectivity, DetailedHealth
 from protocol.timefmt import iso, now_iso
@@ -27,11 +26,7 @@ class HealthService:
 
     def __init__(self, db: Database, version: str, clock: Callable[[], float] = time.monotonic):
         self._db = db
-        self._version = version
-        self._clock = clock
-        self._started = clock()
-        self._process = psutil.Process()
-        self._process.cpu_percent(None)  # prime: the first reading is always 0.0
+        self._process = ProcessHealth(version, clock)
         self._mqtt: Callable[[], str] | None = None
         self._sync: Callable[[], Awaitable[SyncReport]] | None = None
         self._components: dict[str, Callable[[], bool]] = {}
@@ -59,7 +54,7 @@ class HealthService:
 
     def summary(self) -> str:
         """One line for ``systemctl status``."""
-        parts = [f"Serving, up {int(self._clock() - self._started)} s"]
+        parts = [f"Serving, up {self._process.uptime_s} s"]
         if self._mqtt is not None:
             parts.append(f"MQTT {self._mqtt()}")
         parts.extend(f"{name} {check()}" for name, check in self._checks.items())
@@ -84,7 +79,7 @@ class HealthService:
 
     def health(self) -> Health:
         """Cheap liveness."""
-        return Health(status="healthy", timestamp=now_iso(), version=self._version)
+        return self._process.health()
 
     async def _database_round_trip_ms(self) -> int | None:
         started = time.perf_counter()
@@ -111,20 +106,10 @@ class HealthService:
         problem = self.problem()
         if problem is not None:
             checks["runtime"] = problem
-        memory = self._process.memory_info().rss
         # Without the broker the agent still serves and keeps its schedules: degraded, not down.
         degraded = checks["mqtt"] == "disconnected" or problem is not None
         status = "degraded" if degraded else "healthy"
-        return DetailedHealth(
-            status=status if database_ok else "unhealthy",
-            timestamp=now_iso(),
-            version=self._version,
-            checks=checks,
-            uptime=int(self._clock() - self._started),
-            memory_usage=f"{self._process.memory_percent():.1f}%",
-            cpu_usage=f"{self._process.cpu_percent(None):.1f}%",
-            memory_rss_bytes=memory,
-        )
+        return self._process.detailed(status if database_ok else "unhealthy", checks)
 
     async def connectivity(self) -> Connectivity:
         """The backend link: once paired, the cloud (records waiting, round trip, last sync);

@@ -21,6 +21,7 @@ from agent.services.grow_plans.plans import GrowPlanService
 from agent.services.health import HealthService
 from agent.services.hierarchy.farms import FarmService
 from agent.services.hierarchy.levels import HierarchyService
+from agent.services.hub.home_automation import HomeAutomation
 from agent.services.identity.api_keys import ApiKeyService
 from agent.services.identity.auth_events import AuthEvents
 from agent.services.identity.auth_flows import AuthFlows
@@ -68,3 +69,4 @@ ACTUATOR_CONTROL = web.AppKey("actuator_control", ActuatorControl)
 SCHEDULES = web.AppKey("schedules", ActuatorSchedules)
 GROW_PLANS = web.AppKey("grow_plans", GrowPlanService)
 HARVEST_WATCH = web.AppKey("harvest_watch", HarvestWatch)
+HOME_AUTOMATION = web.AppKey("home_automation", HomeAutomation)

@@ -7,13 +7,12 @@ import logging
 import time
 from collections.abc import Callable
 
-import psutil
-
 from cloud.store.db import Database
 from cloud.store.mirror import mirror_figures
+from protocol.health import ProcessHealth
 from protocol.schemas.common import Health
 from protocol.schemas.system import Connectivity, DetailedHealth
-from protocol.timefmt import iso, now_iso
+from protocol.timefmt import iso
 
 __all__ = ["HealthService"]
 
@@ -38,15 +37,11 @@ class HealthService:
     ) -> None:
         self._db = db
         self._mail = mail
-        self._version = version
-        self._clock = clock
-        self._started = clock()
-        self._process = psutil.Process()
-        self._process.cpu_percent(None)  # prime: the first reading is always 0.0
+        self._process = ProcessHealth(version, clock)
 
     def health(self) -> Health:
         """Cheap liveness: touches nothing."""
-        return Health(status="healthy", timestamp=now_iso(), version=self._version)
+        return self._process.health()
 
     async def _ping(self) -> dict[str, float | None]:
         try:
@@ -70,16 +65,7 @@ class HealthService:
             "cache": "not_configured",
             "mail": self._mail,
         }
-        return DetailedHealth(
-            status="healthy" if healthy else "unhealthy",
-            timestamp=now_iso(),
-            version=self._version,
-            checks=checks,
-            uptime=int(self._clock() - self._started),
-            memory_usage=f"{self._process.memory_percent():.1f}%",
-            cpu_usage=f"{self._process.cpu_percent(None):.1f}%",
-            memory_rss_bytes=self._process.memory_info().rss,
-        )
+        return self._process.detailed("healthy" if healthy else "unhealthy", checks)
 
     async def connectivity(self) -> Connectivity:
         """The database behind the mirror: round trip, records held, the newest agent sync."""

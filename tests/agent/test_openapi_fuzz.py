@@ -18,6 +18,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from home_hub.fake import FakeHub
+from tests.support.fake_hub_server import served_fake_hub
 from tests.support.live_agent import LiveAgent, live_agent
 
 CHECKS = (
@@ -32,9 +34,18 @@ CHECKS = (
 @pytest.fixture(scope="module")
 def running_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveAgent]:
     state: Path = tmp_path_factory.mktemp("fuzz")
-    with live_agent(
-        state, login_failures_per_account=1_000_000, login_failures_per_address=1_000_000
-    ) as agent:
+    # The hub integration on, against the fake hub: its paths are fuzzed as served.
+    with (
+        served_fake_hub(FakeHub.sample("fuzz-token")) as hub_url,
+        live_agent(
+            state,
+            login_failures_per_account=1_000_000,
+            login_failures_per_address=1_000_000,
+            home_automation_enabled=True,
+            home_automation_url=hub_url,
+            home_automation_token="fuzz-token",
+        ) as agent,
+    ):
         yield agent
 
 

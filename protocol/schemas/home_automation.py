@@ -1,0 +1,149 @@
+"""The hub integration (SPEC.md "Hub integration"): status, entities, sensors and control.
+
+Served by the agent (the hub on its LAN) and the cloud (through the access proxy) alike. Control
+requests name the farm the hub serves: the caller needs control of that farm, and the action is
+recorded in its event log with who asked.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import Field, StringConstraints, model_validator
+
+from protocol.schemas.common import ApiModel, Schema, Uuid
+
+__all__ = [
+    "HubControlRequest",
+    "HubControlResult",
+    "HubDeviceList",
+    "HubDeviceQuery",
+    "HubEntity",
+    "HubIrrigationControl",
+    "HubLightControl",
+    "HubSensor",
+    "HubSensorList",
+    "HubStatus",
+]
+
+EntityId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+\.[a-z0-9_]+$", max_length=255)]
+Domain = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$", max_length=64)]
+
+
+class HubStatus(Schema):
+    """Whether the integration is on, configured and reaching the hub."""
+
+    enabled: bool
+    configured: bool
+    reachable: bool | None = Field(description="None when not configured")
+    hub_version: str | None
+    proxy_in_use: bool
+    last_error: str | None = Field(description="The error code of the last failed hub call")
+    latency_ms: float | None
+
+
+class HubEntity(Schema):
+    """One hub entity: a light, switch, fan, valve, sensor..."""
+
+    entity_id: str
+    domain: str
+    name: str
+    state: str
+    area: str | None = None
+    attributes: dict[str, Any]
+    last_changed: str | None = None
+
+
+class HubDeviceQuery(ApiModel):
+    """Filters of the device list."""
+
+    domain: Domain | None = None
+    area: Annotated[str, StringConstraints(max_length=100)] | None = None
+
+
+class HubDeviceList(Schema):
+    """The hub's entities, sorted by id, with how many there are per domain."""
+
+    devices: list[HubEntity]
+    total: int
+    domains: dict[str, int]
+
+
+class HubSensor(Schema):
+    """A sensor entity with its value, unit and device class."""
+
+    entity_id: str
+    name: str
+    state: str
+    value: float | None = Field(description="The state as a number, None if it is not one")
+    unit: str | None
+    device_class: str | None
+    last_changed: str | None = None
+
+
+class HubSensorList(Schema):
+    """Every sensor entity of the hub."""
+
+    sensors: list[HubSensor]
+
+
+class _Control(ApiModel):
+    farm_id: Uuid = Field(description="The farm the hub serves; its event log records the action")
+
+
+class HubControlRequest(_Control):
+    """Call a hub service on an entity: ``action`` is the service of the entity's domain."""
+
+    entity_id: EntityId
+    action: Domain = Field(description="The service, e.g. turn_on, turn_off, toggle")
+    data: dict[str, Any] = Field(default_factory=dict, max_length=50)
+
+
+class HubLightControl(_Control):
+    """Switch a light; ``brightness`` 0-100 %, ``color_temp_kelvin`` its colour temperature."""
+
+    entity_id: Annotated[EntityId, StringConstraints(pattern=r"^light\.")]
+    state: Literal["on", "off"]
+    brightness: int | None = Field(default=None, ge=0, le=100, strict=True)
+    color_temp_kelvin: int | None = Field(default=None, ge=1000, le=20000, strict=True)
+
+    @model_validator(mode="after")
+    def _off_alone(self) -> Self:
+        if self.state == "off" and (self.brightness is not None or self.color_temp_kelvin):
+            raise ValueError("an off light takes no brightness or colour temperature")
+        return self
+
+
+class HubIrrigationControl(_Control):
+    """Open, close or position a valve (or switch a pump/valve switch) for an optional time.
+
+    With ``duration_s`` the agent closes it again itself after that long, retrying until the hub
+    takes it, whatever happens to the caller or the network meanwhile.
+    """
+
+    entity_id: Annotated[EntityId, StringConstraints(pattern=r"^(valve|switch)\.")]
+    action: Literal["open", "close", "position"]
+    position: int | None = Field(default=None, ge=0, le=100, strict=True)
+    duration_s: int | None = Field(default=None, ge=1, le=86_400, strict=True)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if (self.action == "position") != (self.position is not None):
+            raise ValueError("position is given with the position action, and only then")
+        if self.action == "position" and not self.entity_id.startswith("valve."):
+            raise ValueError("only a valve takes a position")
+        if self.action == "close" and self.duration_s is not None:
+            raise ValueError("closing takes no duration")
+        return self
+
+
+class HubControlResult(Schema):
+    """What the hub did: the service called and the states that changed."""
+
+    entity_id: str
+    service: str
+    changed: list[HubEntity]
+    event_id: str
+    close_at: str | None = Field(
+        default=None, description="When the agent closes it again (irrigation with a duration)"
+    )
