@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from cloud.services.admins import AdminAccounts
+from cloud.services.alerts import AlertService
 from cloud.services.api_keys import API_KEY_HEADER
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
@@ -17,6 +18,7 @@ from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.pairing import PairingService
 from cloud.services.readings import ReadingService
+from cloud.services.sensors import SensorService
 from cloud.services.sync import SyncService
 from cloud.services.sync_delta import IdentityDeltaSource
 from cloud.settings import CloudSettings
@@ -24,6 +26,7 @@ from cloud.signing import signing_key
 from cloud.store.db import Database
 from cloud.web import (
     agents,
+    alerts,
     api_keys,
     auth,
     devices,
@@ -31,11 +34,13 @@ from cloud.web import (
     grow_plans,
     mfa,
     pos,
+    sensors,
     sync,
     system,
     users,
 )
 from cloud.web.keys import (
+    ALERTS,
     API_KEYS,
     DATABASE,
     DEVICES,
@@ -47,6 +52,7 @@ from cloud.web.keys import (
     JWKS,
     PAIRING,
     READINGS,
+    SENSORS,
     SETTINGS,
     SYNC,
 )
@@ -92,6 +98,8 @@ def api_of_cloud() -> Api:
         api_keys,
         farms,
         devices,
+        sensors,
+        alerts,
         grow_plans,
         agents,
         sync,
@@ -190,6 +198,8 @@ def create_app(
         app[GROW_PLANS] = GrowPlanService(db)
         app[READINGS] = ReadingService(db)
         app[EVENTS] = EventService(db)
+        app[SENSORS] = SensorService(db)
+        app[ALERTS] = AlertService(db)
         smtp = smtp_settings(settings)
         if smtp is None:
             log.warning(

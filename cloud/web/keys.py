@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from cloud.services.alerts import AlertService
 from cloud.services.api_keys import ApiKeyService
 from cloud.services.auth_events import AuthEvents
 from cloud.services.auth_flows import AuthFlows
@@ -18,6 +19,7 @@ from cloud.services.pairing import PairingService
 from cloud.services.permissions import PermissionService
 from cloud.services.pos import PosConfigService, PosJobService, PosReads, PosWebhookReceiver
 from cloud.services.readings import ReadingService
+from cloud.services.sensors import SensorService
 from cloud.services.sessions import SessionService
 from cloud.services.sync import SyncService
 from cloud.services.users import UserService
@@ -34,6 +36,8 @@ DEVICES = web.AppKey("devices", DeviceService)
 GROW_PLANS = web.AppKey("grow_plans", GrowPlanService)
 READINGS = web.AppKey("readings", ReadingService)
 EVENTS = web.AppKey("events", EventService)
+SENSORS = web.AppKey("sensors", SensorService)
+ALERTS = web.AppKey("alerts", AlertService)
 HEALTH = web.AppKey("health", HealthService)
 PAIRING = web.AppKey("pairing", PairingService)
 SYNC = web.AppKey("sync", SyncService)

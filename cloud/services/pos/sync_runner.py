@@ -9,6 +9,7 @@ and only a newer ``updated_at`` changes one.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +18,7 @@ from uuid import UUID
 
 import asyncpg
 
+from cloud.pos_provider.client import Page
 from cloud.pos_provider.errors import (
     ProviderAuthError,
     ProviderError,
@@ -149,29 +151,43 @@ class SyncRunner:
             high_water=job["step_high_water"],
             started=job["position"] is not None,
         )
-        while at.step < len(steps):
-            resource = RESOURCES[steps[at.step]]  # type: ignore[index]
-            if not at.started:
-                at.since = cursors.get(resource.name) if resource.since else None
-                at.high_water = at.since
-                at.chunk, at.cursor, at.started = 0, None, True
-            chunks = await self._location_chunks(config, resource)
-            if resource.by_location and not chunks:
-                await self._commit(job, at, resource, [], done=True)
-                continue
-            chunk = chunks[at.chunk] if resource.by_location else []
-            page = await client.page(resource, at.cursor, at.since, chunk)
-            rows = mirror_rows(resource.name, page.items)
-            at.high_water = high_water(at.high_water, rows)
-            if page.cursor:
-                at.cursor = page.cursor
-                done = False
-            elif resource.by_location and at.chunk + 1 < len(chunks):
-                at.chunk, at.cursor = at.chunk + 1, None
-                done = False
-            else:
-                done = True
-            await self._commit(job, at, resource, rows, done=done, config=config)
+        # The next page is fetched while the current one is written: the provider's latency
+        # and the database's then overlap instead of adding up.
+        ahead: asyncio.Task[Page] | None = None
+        try:
+            while at.step < len(steps):
+                resource = RESOURCES[steps[at.step]]  # type: ignore[index]
+                if not at.started:
+                    at.since = cursors.get(resource.name) if resource.since else None
+                    at.high_water = at.since
+                    at.chunk, at.cursor, at.started = 0, None, True
+                chunks = await self._location_chunks(config, resource)
+                if resource.by_location and not chunks:
+                    await self._commit(job, at, resource, [], done=True)
+                    continue
+                if ahead is not None:
+                    page, ahead = await ahead, None
+                else:
+                    chunk = chunks[at.chunk] if resource.by_location else []
+                    page = await client.page(resource, at.cursor, at.since, chunk)
+                rows = mirror_rows(resource.name, page.items)
+                at.high_water = high_water(at.high_water, rows)
+                if page.cursor:
+                    at.cursor = page.cursor
+                    done = False
+                elif resource.by_location and at.chunk + 1 < len(chunks):
+                    at.chunk, at.cursor = at.chunk + 1, None
+                    done = False
+                else:
+                    done = True
+                if not done:
+                    chunk = chunks[at.chunk] if resource.by_location else []
+                    ahead = asyncio.create_task(client.page(resource, at.cursor, at.since, chunk))
+                await self._commit(job, at, resource, rows, done=done, config=config)
+        finally:
+            if ahead is not None:
+                ahead.cancel()
+                await asyncio.gather(ahead, return_exceptions=True)
 
     async def _location_chunks(self, config: asyncpg.Record, resource: Resource) -> list[list[str]]:
         if not resource.by_location:
