@@ -10,7 +10,6 @@ stops answering heartbeats) is followed by a reconnect after a jittered exponent
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import aiohttp
 
 from home_hub.settings import HubConfig
 from protocol.backoff import Backoff, Retry
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["HubStateStream", "StreamStats"]
 
@@ -72,10 +72,7 @@ class HubStateStream:
     async def stop(self) -> None:
         """Disconnect and stop reconnecting."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         headers: dict[str, str] = {}

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from email.message import EmailMessage
-from typing import Literal
+from typing import Literal, Protocol
 
 import aiosmtplib
+from pydantic import SecretStr
 
 from protocol.mail import LogMailSender, MailMessage, MailSender
 
-__all__ = ["SmtpMailSender", "SmtpSettings", "mail_check", "mail_sender"]
+__all__ = [
+    "SmtpConfigured",
+    "SmtpMailSender",
+    "SmtpSettings",
+    "mail_check",
+    "mail_sender",
+    "smtp_settings_of",
+]
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,41 @@ class SmtpSettings:
     def describe(self) -> str:
         """``smtp host:port (security)`` for health reports; no credentials."""
         return f"smtp {self.host}:{self.port} ({self.security})"
+
+
+class SmtpConfigured(Protocol):
+    """The SMTP fields both services' settings carry (FARM_SMTP_*, CLOUD_SMTP_*)."""
+
+    @property
+    def smtp_host(self) -> str | None: ...
+    @property
+    def smtp_port(self) -> int: ...
+    @property
+    def smtp_security(self) -> Literal["starttls", "tls", "none"]: ...
+    @property
+    def smtp_sender(self) -> str: ...
+    @property
+    def smtp_username(self) -> str | None: ...
+    @property
+    def smtp_password(self) -> SecretStr | None: ...
+    @property
+    def smtp_timeout_s(self) -> float: ...
+
+
+def smtp_settings_of(settings: SmtpConfigured) -> SmtpSettings | None:
+    """The SMTP settings a service's settings name, or None when no mail server is configured."""
+    if not settings.smtp_host:
+        return None
+    password = settings.smtp_password
+    return SmtpSettings(
+        host=settings.smtp_host,
+        port=settings.smtp_port,
+        security=settings.smtp_security,
+        sender=settings.smtp_sender,
+        username=settings.smtp_username,
+        password=None if password is None else password.get_secret_value(),
+        timeout_s=settings.smtp_timeout_s,
+    )
 
 
 class SmtpMailSender:

@@ -4,26 +4,15 @@ from __future__ import annotations
 
 from agent.settings import AgentSettings
 from protocol.mail import MailSender
-from protocol.smtp import SmtpSettings
+from protocol.smtp import SmtpSettings, smtp_settings_of
 from protocol.smtp import mail_sender as sender_for
 
 __all__ = ["mail_sender", "smtp_settings"]
 
 
 def smtp_settings(settings: AgentSettings) -> SmtpSettings | None:
-    """The SMTP settings, or None when no mail server is configured."""
-    if not settings.smtp_host:
-        return None
-    password = settings.smtp_password
-    return SmtpSettings(
-        host=settings.smtp_host,
-        port=settings.smtp_port,
-        security=settings.smtp_security,
-        sender=settings.smtp_sender,
-        username=settings.smtp_username,
-        password=None if password is None else password.get_secret_value(),
-        timeout_s=settings.smtp_timeout_s,
-    )
+    """What FARM_SMTP_* configure, or None when no mail server is configured."""
+    return smtp_settings_of(settings)
 
 
 def mail_sender(settings: AgentSettings) -> MailSender:

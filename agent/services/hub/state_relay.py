@@ -8,7 +8,6 @@ waiting changes, new ones are dropped and counted.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -16,6 +15,7 @@ from typing import Any
 
 from agent.devices.throttled_log import ThrottledLog
 from agent.services.live.outbox import Stream, StreamEvent
+from protocol.tasks import cancel_and_wait
 from protocol.timefmt import utcnow
 
 __all__ = ["HUB_STATE", "HubStateRelay"]
@@ -71,10 +71,7 @@ class HubStateRelay:
     async def stop(self) -> None:
         """Stop relaying."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while True:
