@@ -33,6 +33,7 @@ from agent.devices.codec import OutgoingMessage
 from agent.devices.errors import DeviceUnavailable
 from agent.devices.throttled_log import ThrottledLog
 from protocol.backoff import Backoff, Retry
+from protocol.tasks import cancel_and_wait
 
 __all__ = [
     "PUBLISH_POLICY",
@@ -215,17 +216,7 @@ class MqttClient:
         if will is not None and self._client is not None:
             with contextlib.suppress(DeviceUnavailable):
                 await self.publish(will, timeout=min(2.0, self.settings.timeout))
-        for task in reversed(self._tasks):
-            task.cancel()
-        for task in reversed(self._tasks):
-            # Cancelled again until it ends: Python 3.11's wait_for (inside aiomqtt's publish)
-            # can swallow a cancellation that races with its completion, and a handler
-            # publishing a reply would then go back to waiting for the next message.
-            while not task.done():
-                await asyncio.wait({task}, timeout=1.0)
-                task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*reversed(self._tasks))
         self._tasks = []
 
     async def wait_connected(self, timeout: float) -> None:  # noqa: ASYNC109

@@ -12,7 +12,6 @@ background tasks bounded in number so the MQTT connection never waits for a devi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -36,6 +35,7 @@ from agent.services.live.outbox import Missed, Outbox
 from protocol.errors import ApiError
 from protocol.identity import Principal
 from protocol.schemas.actuators import CommandRecord
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["Commander", "HaDiscovery", "MqttSide", "Publisher"]
 
@@ -122,12 +122,7 @@ class HaDiscovery:
 
     async def stop(self) -> None:
         """Stop relaying and cancel commands still waiting for their device."""
-        tasks = [*self._relays, *self._tasks]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._relays, *self._tasks)
         self._relays = []
 
     # RegistryListener ----------------------------------------------------------------------------
