@@ -69,6 +69,10 @@ class PeriodicJob:
             self._running.add(task)
         try:
             await self._work()
+        except asyncio.CancelledError:
+            if self._job is not None:
+                raise
+            # Cancelled by stop(): end quietly (apscheduler would log it as a failed job).
         except Exception:
             log.exception("%s failed; retrying at the next interval", self.job_id)
         finally:
