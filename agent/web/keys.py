@@ -21,7 +21,6 @@ from agent.services.grow_plans.plans import GrowPlanService
 from agent.services.health import HealthService
 from agent.services.hierarchy.farms import FarmService
 from agent.services.hierarchy.levels import HierarchyService
-from agent.services.hub.home_automation import HomeAutomation
 from agent.services.identity.api_keys import ApiKeyService
 from agent.services.identity.auth_events import AuthEvents
 from agent.services.identity.auth_flows import AuthFlows
@@ -38,6 +37,7 @@ from agent.settings import AgentSettings
 from agent.store.db import Database
 from agent.sync.runtime import SyncRuntime
 from home_hub.live import HubStateStream
+from home_hub.service import HomeAutomation
 from protocol.webhooks import WebhookDeliverer
 
 SETTINGS = web.AppKey("settings", AgentSettings)
