@@ -32,6 +32,7 @@ from cloud.web import (
     devices,
     farms,
     grow_plans,
+    home_automation,
     mfa,
     pos,
     sensors,
@@ -56,6 +57,7 @@ from cloud.web.keys import (
     SETTINGS,
     SYNC,
 )
+from cloud.wiring.home_automation import home_automation_context
 from cloud.wiring.identity import identity_services, secret_key
 from cloud.wiring.mail import smtp_settings
 from cloud.wiring.pos import pos_context
@@ -104,6 +106,7 @@ def api_of_cloud() -> Api:
         agents,
         sync,
         pos,
+        home_automation,
     ):
         api.extend(module.api)
     return api
@@ -236,6 +239,7 @@ def create_app(
             database,
             services,
             pos_context(settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))),
+            home_automation_context(settings),
         ]
     )
     return app

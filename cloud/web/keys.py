@@ -25,6 +25,7 @@ from cloud.services.sync import SyncService
 from cloud.services.users import UserService
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
+from home_hub.service import HomeAutomation
 from protocol.schemas.jwks import JwkSet
 
 SETTINGS = web.AppKey("settings", CloudSettings)
@@ -55,3 +56,5 @@ POS_CONFIGS = web.AppKey("pos_configs", PosConfigService)
 POS_JOBS = web.AppKey("pos_jobs", PosJobService)
 POS_READS = web.AppKey("pos_reads", PosReads)
 POS_WEBHOOK = web.AppKey("pos_webhook", PosWebhookReceiver)
+# The hub integration.
+HOME_AUTOMATION = web.AppKey("home_automation", HomeAutomation)
