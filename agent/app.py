@@ -22,11 +22,10 @@ from agent.web import (
     home_automation,
     mfa,
     sensors,
-    streams,
     system,
     users,
 )
-from agent.web.keys import IDENTITY, SETTINGS
+from agent.web.keys import IDENTITY, SETTINGS, STREAMS
 from agent.wiring.climate import climate_context
 from agent.wiring.context import Announce
 from agent.wiring.control import control_context
@@ -57,6 +56,7 @@ from protocol.http.ratelimit import (
     add_rate_limit_headers,
     rate_limit_middleware,
 )
+from protocol.http.streams import install_streams
 from protocol.http.streams_doc import streams_document
 from protocol.identity import Principal
 from protocol.mail import MailSender
@@ -129,7 +129,7 @@ def create_app(
 
     api = api_of_agent()
     api.install(app)
-    streams.install(app)
+    install_streams(app, lambda app: app.get(STREAMS), settings.ws_send_timeout_s)
     install_webui(app, "agent")
     install_docs(
         app,

@@ -55,12 +55,14 @@ from cloud.web.keys import (
     READINGS,
     SENSORS,
     SETTINGS,
+    STREAMS,
     SYNC,
 )
 from cloud.wiring.home_automation import home_automation_context
 from cloud.wiring.identity import identity_services, secret_key
 from cloud.wiring.mail import smtp_settings
 from cloud.wiring.pos import pos_context
+from cloud.wiring.streams import streams_context
 from cloud.wiring.users import user_services
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
@@ -74,6 +76,8 @@ from protocol.http.ratelimit import (
     add_rate_limit_headers,
     rate_limit_middleware,
 )
+from protocol.http.streams import install_streams
+from protocol.http.streams_doc import streams_document
 from protocol.identity import Principal
 from protocol.jwk import key_id, public_jwk
 from protocol.mail import MailSender
@@ -127,6 +131,8 @@ def create_app(
     """
 
     async def authenticate(request: web.Request) -> Principal | None:
+        if request.path.startswith("/ws/"):
+            return None  # streams authenticate themselves, to answer with close codes (4401)
         token = bearer_token(request.headers)
         if token is not None:
             return await request.app[IDENTITY].principal_from_token(token)
@@ -164,6 +170,7 @@ def create_app(
     version = distribution_version()
     api = api_of_cloud()
     api.install(app)
+    install_streams(app, lambda app: app.get(STREAMS), settings.ws_send_timeout_s)
     install_webui(app, "cloud")
     install_docs(
         app,
@@ -172,6 +179,12 @@ def create_app(
             title="Vertical farm cloud API",
             version=version,
             description="Cloud service: the farms synced from agents, identity, integrations.",
+            extensions={
+                "x-streams": streams_document(
+                    max_connections_per_user=settings.ws_max_connections_per_user,
+                    heartbeat_s=settings.ws_heartbeat_s,
+                )
+            },
         ),
     )
 
@@ -239,6 +252,7 @@ def create_app(
             database,
             services,
             pos_context(settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))),
+            streams_context(settings),
             home_automation_context(settings),
         ]
     )

@@ -60,6 +60,20 @@ class CloudSettings(BaseSettings):
     sync_revoked_session_window_s: int = Field(
         30 * 86_400, ge=3600, description="How long revoked sessions are sent to agents"
     )
+    ws_max_connections_per_user: int = Field(
+        10, ge=1, description="Concurrent WebSocket connections of one user, all streams together"
+    )
+    ws_heartbeat_s: float = Field(20.0, gt=0, description="Idle seconds before a heartbeat")
+    ws_queue_size: int = Field(
+        1000, ge=1, description="Messages waiting for one slow client before some are dropped"
+    )
+    ws_auth_timeout_s: float = Field(5.0, gt=0, description="Wait for an auth message this long")
+    ws_recheck_s: float = Field(
+        5.0, gt=0, description="Seconds between re-checks of a stream's credentials and farms"
+    )
+    ws_send_timeout_s: float = Field(
+        60.0, gt=0, description="A client that takes no data for this long is disconnected"
+    )
     log_level: str = Field(
         "INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="DEBUG, INFO, WARNING, ERROR"
     )

@@ -26,6 +26,7 @@ from cloud.services.users import UserService
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
 from home_hub.service import HomeAutomation
+from protocol.live.service import StreamService
 from protocol.schemas.jwks import JwkSet
 
 SETTINGS = web.AppKey("settings", CloudSettings)
@@ -42,6 +43,7 @@ ALERTS = web.AppKey("alerts", AlertService)
 HEALTH = web.AppKey("health", HealthService)
 PAIRING = web.AppKey("pairing", PairingService)
 SYNC = web.AppKey("sync", SyncService)
+STREAMS = web.AppKey("streams", StreamService)
 # Identity flows (sessions, account flows, MFA).
 SESSIONS = web.AppKey("sessions", SessionService)
 AUTH_FLOWS = web.AppKey("auth_flows", AuthFlows)

@@ -13,9 +13,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from agent.devices.throttled_log import ThrottledLog
-from agent.services.live.outbox import Stream, StreamEvent
+from protocol.live.outbox import Stream, StreamEvent
 from protocol.tasks import cancel_and_wait
+from protocol.throttled_log import ThrottledLog
 from protocol.timefmt import utcnow
 
 __all__ = ["HUB_STATE", "HubStateRelay"]
