@@ -11,10 +11,11 @@ from aiohttp import web
 from cloud.services.home_automation import HubFarmLog
 from cloud.settings import CloudSettings
 from cloud.store.hub_closes import PgCloseStore
-from cloud.web.keys import DATABASE, HOME_AUTOMATION
+from cloud.web.keys import DATABASE, HOME_AUTOMATION, HUB_STATE_STREAM, STREAMS
 from home_hub.client import HubClient
 from home_hub.service import HomeAutomation
 from home_hub.settings import check_hub_config
+from home_hub.state_relay import HubLiveState
 
 __all__ = ["home_automation_context"]
 
@@ -28,11 +29,9 @@ _CLOSE_POLL_S = 5.0
 def home_automation_context(
     settings: CloudSettings,
 ) -> Callable[[web.Application], AsyncIterator[None]]:
-    """Serve /api/v1/home-automation/* for the application's lifetime (503 while disabled).
-
-    Live hub state (the hub's WebSocket, ``home_hub.live.HubStateStream``) is not subscribed
-    here yet: the cloud has no /ws/device-events stream to relay it to.
-    """
+    """Serve /api/v1/home-automation/* for the application's lifetime (503 while disabled),
+    and relay the hub's live state to this process's /ws/device-events clients (each process
+    holds its own subscription: its clients are its own)."""
 
     async def home_automation(app: web.Application) -> AsyncIterator[None]:
         config = settings.hub_config()
@@ -56,9 +55,16 @@ def home_automation_context(
                 " behind the access proxy" if config.proxy_protected else "",
             )
         service.start()
+        live: HubLiveState | None = None
+        if client is not None:
+            live = HubLiveState(config, app[STREAMS].hub.publish, farm_log.farms)
+            live.start()
+            app[HUB_STATE_STREAM] = live.stream
         try:
             yield
         finally:
+            if live is not None:
+                await live.stop()
             await service.stop()
             if client is not None:
                 await client.close()

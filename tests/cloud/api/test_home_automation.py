@@ -321,3 +321,35 @@ def test_settings_take_specs_names_and_check_them_at_start_up(
     monkeypatch.delenv("CLOUD_HOME_AUTOMATION_TOKEN")
     with pytest.raises(ValidationError, match="HOME_AUTOMATION_TOKEN"):
         CloudSettings(**required)
+
+
+async def _next_hub_state(ws: Any) -> dict[str, Any]:
+    while True:
+        message = await ws.receive(timeout=15)
+        body: dict[str, Any] = message.json()
+        if body["type"] == "hub-state":
+            return body
+
+
+async def test_hub_state_changes_reach_the_clouds_device_events_through_the_proxy(
+    hub_cloud: Cloud, world: World, hub: FakeHub
+) -> None:
+    from cloud.web.keys import HUB_STATE_STREAM
+
+    stream = hub_cloud.client.app[HUB_STATE_STREAM]
+    await eventually(lambda: _now(stream.connected.is_set()))  # subscribed through the proxy
+    will = await hub_cloud.login(World.email("will"))
+    ws = await hub_cloud.client.ws_connect("/ws/device-events", params={"access_token": will})
+    try:
+        assert (await ws.receive_json(timeout=15))["type"] == "ready"
+        hub.set_state(VALVE, "open", current_position=100)
+        message = await _next_hub_state(ws)
+    finally:
+        await ws.close()
+    assert message["farm_id"] == str(world.farm_a.farm_id)  # will sees farm A only
+    data = message["data"]
+    assert (data["entity_id"], data["old_state"]["state"], data["new_state"]["state"]) == (
+        VALVE,
+        "closed",
+        "open",
+    )
