@@ -9,6 +9,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from home_hub.settings import HubConfig, check_hub_config
+from protocol.http.forwarded import TrustedProxies
 
 __all__ = ["CloudSettings"]
 
@@ -52,6 +53,17 @@ class CloudSettings(BaseSettings):
     )
     rate_limit_per_address: int = Field(100, ge=0, description="Anonymous requests an hour")
 
+    trusted_proxies: str | None = Field(
+        None,
+        description="Comma-separated networks of the balancers and reverse proxies whose"
+        " X-Forwarded-For / Forwarded headers name the client; unset: nobody's",
+    )
+    maintenance_interval_s: float = Field(
+        3600.0,
+        gt=0,
+        description="How often the maintenance jobs run (once per period over all processes):"
+        " expired rate-limit windows",
+    )
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Larger bodies get a 413")
     pairing_code_ttl_s: int = Field(24 * 3600, ge=60, description="How long a pairing code lives")
     sync_max_skew_s: float = Field(
@@ -200,6 +212,12 @@ class CloudSettings(BaseSettings):
         if "@" not in value:
             raise ValueError("not an e-mail address")
         return value.strip()
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _trusted_proxies(cls, value: str | None) -> str | None:
+        TrustedProxies.parse(value or "")  # a bad entry is a ValueError naming it
+        return value
 
     @model_validator(mode="after")
     def _has_key(self) -> CloudSettings:
