@@ -33,6 +33,7 @@ from cloud.web import (
     devices,
     farms,
     grow_plans,
+    home_automation,
     mfa,
     pos,
     sensors,
@@ -58,6 +59,7 @@ from cloud.web.keys import (
     STREAMS,
     SYNC,
 )
+from cloud.wiring.home_automation import home_automation_context
 from cloud.wiring.identity import identity_services, secret_key
 from cloud.wiring.mail import smtp_settings
 from cloud.wiring.maintenance import maintenance_context
@@ -110,6 +112,7 @@ def api_of_cloud() -> Api:
         agents,
         sync,
         pos,
+        home_automation,
     ):
         api.extend(module.api)
     return api
@@ -259,6 +262,7 @@ def create_app(
             maintenance_context(settings, limiter),
             pos_context(settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))),
             streams_context(settings),
+            home_automation_context(settings),
         ]
     )
     return app
