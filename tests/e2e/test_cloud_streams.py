@@ -224,3 +224,24 @@ async def test_cloud_streams_authenticate_and_close_like_the_agents(cloud: LiveC
     async with aiohttp.ClientSession() as session, session.get(f"{cloud.url}/ws/sensor-data") as r:
         assert r.status == 400
         assert (await r.json())["error"]["code"] == "BAD_REQUEST"
+
+
+async def test_the_per_user_limit_holds_across_processes(
+    cloud: LiveCloud, second_process: str
+) -> None:
+    await cloud.add_user("user", "many@cloud.test")
+    token = await cloud.login("many@cloud.test")
+    async with aiohttp.ClientSession() as session:
+        one = await _open(session, cloud.url, "farm-status", token)
+        two = await _open(session, second_process, "farm-status", token)
+        # The limit is 2 here: a third is refused on either process.
+        for url in (cloud.url, second_process):
+            third = await session.ws_connect(
+                f"{url}/ws/sensor-data", params={"access_token": token}
+            )
+            assert await _closed_with(third) == 4429
+        await one.close()
+        # A closed connection no longer counts, on any process.
+        again = await _open(session, second_process, "sensor-data", token)
+        await again.close()
+        await two.close()
