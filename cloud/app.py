@@ -38,6 +38,7 @@ from cloud.web import (
     sync,
     system,
     users,
+    webhooks,
 )
 from cloud.web.keys import (
     ALERTS,
@@ -62,6 +63,7 @@ from cloud.wiring.mail import smtp_settings
 from cloud.wiring.pos import pos_context
 from cloud.wiring.streams import streams_context
 from cloud.wiring.users import user_services
+from cloud.wiring.webhooks import webhooks_context
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
@@ -108,6 +110,7 @@ def api_of_cloud() -> Api:
         agents,
         sync,
         pos,
+        webhooks,
     ):
         api.extend(module.api)
     return api
@@ -249,6 +252,9 @@ def create_app(
             database,
             services,
             pos_context(settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))),
+            webhooks_context(
+                settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))
+            ),
             streams_context(settings),
         ]
     )

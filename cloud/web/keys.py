@@ -23,10 +23,12 @@ from cloud.services.sensors import SensorService
 from cloud.services.sessions import SessionService
 from cloud.services.sync import SyncService
 from cloud.services.users import UserService
+from cloud.services.webhooks import WebhookService
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
 from protocol.live.service import StreamService
 from protocol.schemas.jwks import JwkSet
+from protocol.webhooks import WebhookDeliverer
 
 SETTINGS = web.AppKey("settings", CloudSettings)
 DATABASE = web.AppKey("database", Database)
@@ -57,3 +59,6 @@ POS_CONFIGS = web.AppKey("pos_configs", PosConfigService)
 POS_JOBS = web.AppKey("pos_jobs", PosJobService)
 POS_READS = web.AppKey("pos_reads", PosReads)
 POS_WEBHOOK = web.AppKey("pos_webhook", PosWebhookReceiver)
+# Outgoing webhooks.
+WEBHOOKS = web.AppKey("webhooks", WebhookService)
+WEBHOOK_DELIVERER = web.AppKey("webhook_deliverer", WebhookDeliverer)
