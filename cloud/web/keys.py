@@ -25,6 +25,8 @@ from cloud.services.sync import SyncService
 from cloud.services.users import UserService
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
+from home_hub.live import HubStateStream
+from home_hub.service import HomeAutomation
 from protocol.live.service import StreamService
 from protocol.schemas.jwks import JwkSet
 
@@ -57,3 +59,6 @@ POS_CONFIGS = web.AppKey("pos_configs", PosConfigService)
 POS_JOBS = web.AppKey("pos_jobs", PosJobService)
 POS_READS = web.AppKey("pos_reads", PosReads)
 POS_WEBHOOK = web.AppKey("pos_webhook", PosWebhookReceiver)
+# The hub integration.
+HOME_AUTOMATION = web.AppKey("home_automation", HomeAutomation)
+HUB_STATE_STREAM = web.AppKey("hub_state_stream", HubStateStream)

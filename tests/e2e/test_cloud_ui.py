@@ -126,6 +126,15 @@ async def test_the_cloud_ui_shows_a_synced_farm_and_updates_it_live(
     assert [{k: p[k] for k in compared} for p in cloud_plans["grow_plans"]] == [
         {k: p[k] for k in compared} for p in agent_plans["grow_plans"]
     ]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            cloud.url + "/api/v1/pos/configs",
+            json={"name": "Farm shop", "access_token": "EAAA-sandbox-token"},
+            headers={"Authorization": f"Bearer {token}"},
+        ) as resp,
+    ):
+        assert resp.status == 201, await resp.text()
     streams = cloud_app(cloud)[STREAMS]
     assert CHROMIUM.exists(), "apt-get install chromium (scripts/bootstrap does)"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -170,6 +179,17 @@ async def test_the_cloud_ui_shows_a_synced_farm_and_updates_it_live(
                     path=str(ARTIFACTS / f"cloud-overview-{size}.png"), full_page=True
                 )
                 assert_no_serious((await Axe().run(page)).response, "cloud overview")
+                if size == "tablet":
+                    # Admin: the POS configuration and its (never run) sync; no hub here.
+                    await page.goto(cloud.url + "/#/admin")
+                    pos = page.locator('[data-panel="pos-title"]')
+                    await expect(pos.locator('[data-config="Farm shop"]')).to_contain_text(
+                        "never", timeout=WAIT_MS
+                    )
+                    hub = page.locator('[data-panel="hub-title"]')
+                    await expect(hub.locator('[data-state="not-configured"]')).to_be_visible()
+                    await page.screenshot(path=str(ARTIFACTS / "cloud-admin-tablet.png"))
+                    assert_no_serious((await Axe().run(page)).response, "cloud admin")
                 await context.close()
         finally:
             await browser.close()
