@@ -24,6 +24,7 @@ from agent.web import (
     sensors,
     system,
     users,
+    webhooks,
 )
 from agent.web.keys import IDENTITY, SETTINGS, STREAMS
 from agent.wiring.climate import climate_context
@@ -42,6 +43,7 @@ from agent.wiring.services import services_context
 from agent.wiring.store import store_context
 from agent.wiring.streams import streams_context
 from agent.wiring.sync import sync_context
+from agent.wiring.webhooks import webhooks_context
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
 from protocol.http.middleware import (
@@ -85,6 +87,7 @@ def api_of_agent() -> Api:
         actuators,
         grow_plans,
         home_automation,
+        webhooks,
     ):
         api.extend(module.api)
     return api
@@ -162,6 +165,7 @@ def create_app(
             home_automation_context(settings),
             climate_context(settings, clock=clock),
             grow_plans_context(settings, clock=clock),
+            webhooks_context(settings),
             sync_context(),
         ]
     )

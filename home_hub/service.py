@@ -319,6 +319,22 @@ class HomeAutomation:
             entity_id=entity_id, service=f"{domain}.{service}", changed=entities, event_id=event_id
         )
 
+    async def _record_quietly(
+        self,
+        farm_id: str,
+        kind: str,
+        message: str,
+        data: Mapping[str, Any],
+        *,
+        severity: str = "info",
+    ) -> None:
+        # The hub has acted (or failed) either way: a log that cannot take the event (its farm
+        # was deleted meanwhile) must not make the close be tried again for ever.
+        try:
+            await self._record(farm_id, kind, message, data, severity=severity)
+        except Exception:
+            log.exception("recording %s for farm %s failed", kind, farm_id)
+
     async def _close_due(self, close: PendingClose) -> None:
         """Close an irrigation whose time is up (raises HubError to be retried)."""
         domain, service, data = _irrigation_service(close.entity_id, "close", None)
@@ -328,7 +344,7 @@ class HomeAutomation:
             )
         except HubError as err:
             if close.attempts == 0:
-                await self._record(
+                await self._record_quietly(
                     close.farm_id,
                     "hub_irrigation_close_failed",
                     f"{close.entity_id} could not be closed yet ({err.code}); retrying",
@@ -341,7 +357,7 @@ class HomeAutomation:
                 )
             raise
         late_s = max(0.0, (utcnow() - close.close_at).total_seconds())
-        await self._record(
+        await self._record_quietly(
             close.farm_id,
             "hub_irrigation_closed",
             f"{close.entity_id} closed at the end of its duration",

@@ -32,11 +32,13 @@ from agent.services.ingest.device_runtime import DeviceRuntime
 from agent.services.ingest.reading_runtime import ReadingRuntime
 from agent.services.live.hub import EventHub
 from agent.services.streams.service import StreamService
+from agent.services.webhooks.service import WebhookService
 from agent.settings import AgentSettings
 from agent.store.db import Database
 from agent.sync.runtime import SyncRuntime
 from home_hub.live import HubStateStream
 from home_hub.service import HomeAutomation
+from protocol.webhooks import WebhookDeliverer
 
 SETTINGS = web.AppKey("settings", AgentSettings)
 DATABASE = web.AppKey("database", Database)
@@ -72,3 +74,5 @@ GROW_PLANS = web.AppKey("grow_plans", GrowPlanService)
 HARVEST_WATCH = web.AppKey("harvest_watch", HarvestWatch)
 HOME_AUTOMATION = web.AppKey("home_automation", HomeAutomation)
 HUB_STATE_STREAM = web.AppKey("hub_state_stream", HubStateStream)
+WEBHOOKS = web.AppKey("webhooks", WebhookService)
+WEBHOOK_DELIVERER = web.AppKey("webhook_deliverer", WebhookDeliverer)

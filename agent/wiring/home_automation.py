@@ -8,7 +8,6 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.services.hub.state_relay import HubStateRelay
 from agent.settings import AgentSettings
 from agent.store.access import farm_grant
 from agent.store.farms import FarmStore
@@ -16,9 +15,9 @@ from agent.store.hub_closes import HubCloseStore
 from agent.web.keys import DATABASE, EVENT_HUB, EVENT_LOG, HOME_AUTOMATION, HUB_STATE_STREAM
 from agent.wiring.context import CleanupContext
 from home_hub.client import HubClient
-from home_hub.live import HubStateStream
 from home_hub.service import HomeAutomation
 from home_hub.settings import check_hub_config
+from home_hub.state_relay import HubLiveState
 from protocol.identity import PermissionType, Principal
 
 __all__ = ["home_automation_context"]
@@ -61,26 +60,21 @@ def home_automation_context(settings: AgentSettings) -> CleanupContext:
                 config.url,
                 " behind the access proxy" if config.proxy_protected else "",
             )
-        relay: HubStateRelay | None = None
-        stream: HubStateStream | None = None
+        live: HubLiveState | None = None
         if client is not None:
 
             async def farms() -> list[str]:
                 return list(await FarmStore(db).ids())
 
             # Live state: the hub's state changes reach /ws/device-events without polling.
-            relay = HubStateRelay(app[EVENT_HUB].publish, farms)
-            stream = HubStateStream(config, relay.offer)
-            relay.start()
-            stream.start()
-            app[HUB_STATE_STREAM] = stream
+            live = HubLiveState(config, app[EVENT_HUB].publish, farms)
+            live.start()
+            app[HUB_STATE_STREAM] = live.stream
         try:
             yield
         finally:
-            if stream is not None:
-                await stream.stop()
-            if relay is not None:
-                await relay.stop()
+            if live is not None:
+                await live.stop()
             await service.stop()
             if client is not None:
                 await client.close()

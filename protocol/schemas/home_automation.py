@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, StringConstraints, model_validator
 
-from protocol.schemas.common import ApiModel, Schema, Uuid
+from protocol.schemas.auth import UuidIn
+from protocol.schemas.common import ApiModel, Schema
 
 __all__ = [
     "HubControlRequest",
@@ -104,7 +105,7 @@ class HubSensorList(Schema):
 
 
 class _Control(ApiModel):
-    farm_id: Uuid = Field(description="The farm the hub serves; its event log records the action")
+    farm_id: UuidIn = Field(description="The farm the hub serves; its event log records the action")
 
 
 class HubControlRequest(_Control):
