@@ -21,7 +21,6 @@ from agent.services.grow_plans.plans import GrowPlanService
 from agent.services.health import HealthService
 from agent.services.hierarchy.farms import FarmService
 from agent.services.hierarchy.levels import HierarchyService
-from agent.services.hub.home_automation import HomeAutomation
 from agent.services.identity.api_keys import ApiKeyService
 from agent.services.identity.auth_events import AuthEvents
 from agent.services.identity.auth_flows import AuthFlows
@@ -33,10 +32,13 @@ from agent.services.ingest.device_runtime import DeviceRuntime
 from agent.services.ingest.reading_runtime import ReadingRuntime
 from agent.services.live.hub import EventHub
 from agent.services.streams.service import StreamService
+from agent.services.webhooks.service import WebhookService
 from agent.settings import AgentSettings
 from agent.store.db import Database
 from agent.sync.runtime import SyncRuntime
 from home_hub.live import HubStateStream
+from home_hub.service import HomeAutomation
+from protocol.webhooks import WebhookDeliverer
 
 SETTINGS = web.AppKey("settings", AgentSettings)
 DATABASE = web.AppKey("database", Database)
@@ -72,3 +74,5 @@ GROW_PLANS = web.AppKey("grow_plans", GrowPlanService)
 HARVEST_WATCH = web.AppKey("harvest_watch", HarvestWatch)
 HOME_AUTOMATION = web.AppKey("home_automation", HomeAutomation)
 HUB_STATE_STREAM = web.AppKey("hub_state_stream", HubStateStream)
+WEBHOOKS = web.AppKey("webhooks", WebhookService)
+WEBHOOK_DELIVERER = web.AppKey("webhook_deliverer", WebhookDeliverer)

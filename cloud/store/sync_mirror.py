@@ -30,6 +30,7 @@ __all__ = [
     "dead_letter",
     "dead_letters",
     "delete_entity",
+    "device_state",
     "insert_readings",
     "merge_rollups",
     "own_devices",
@@ -44,8 +45,8 @@ _REPLICATED = f"""(u.role = 'admin'
     OR u.id IN (SELECT f.user_id FROM farms AS f WHERE f.agent_id = $1)
     OR u.id IN (SELECT p.user_id FROM permissions AS p WHERE p.farm_id IN {_MINE}))"""
 
-# Upserts by agent entity name; $1 is always the agent id. `RETURNING 1` tells whether the
-# confinement let the row through.
+# Upserts by agent entity name; $1 is always the agent id. A row returned tells that the
+# confinement let the row through, and its value whether it was new (xmax is 0 on an insert).
 _UPSERT: dict[str, str] = {
     # The creator holds read_write on the farm (a grant): only a cloud user the agent already
     # has from the cloud (its identity delta's users) is taken, anyone else gives the owner.
@@ -60,14 +61,14 @@ _UPSERT: dict[str, str] = {
             location = excluded.location, status = excluded.status,
             updated_at = excluded.updated_at
         WHERE t.agent_id = $1
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     "farm_rows": f"""
         INSERT INTO rows AS t (id, farm_id, name, position, status, created_at, updated_at)
         SELECT $2, $3, $4, $5, $6, $7::timestamptz, $8::timestamptz WHERE $3 IN {_MINE}
         ON CONFLICT (id) DO UPDATE SET name = excluded.name, position = excluded.position,
             status = excluded.status, updated_at = excluded.updated_at
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     "racks": f"""
         INSERT INTO racks AS t (id, farm_id, row_id, name, position, height_cm, width_cm,
                                depth_cm, status, created_at, updated_at)
@@ -78,7 +79,7 @@ _UPSERT: dict[str, str] = {
             depth_cm = excluded.depth_cm, status = excluded.status,
             updated_at = excluded.updated_at
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     "shelves": f"""
         INSERT INTO shelves AS t (id, farm_id, rack_id, name, level, plant_capacity,
                                  current_species, current_plant_count, status, created_at,
@@ -90,7 +91,7 @@ _UPSERT: dict[str, str] = {
             current_plant_count = excluded.current_plant_count, status = excluded.status,
             updated_at = excluded.updated_at
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     "devices": f"""
         INSERT INTO devices AS t (id, farm_id, name, kind, device_type, location, status,
             firmware_profile, address, mac_address, firmware_version, battery_level,
@@ -112,7 +113,7 @@ _UPSERT: dict[str, str] = {
             rated_power_w = excluded.rated_power_w, runtime_hours = excluded.runtime_hours,
             updated_at = excluded.updated_at
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     "calibrations": f"""
         INSERT INTO calibrations AS t (id, farm_id, device_id, metric, method, points, slope,
                                       intercept, active, performed_by, performed_at)
@@ -121,7 +122,7 @@ _UPSERT: dict[str, str] = {
         ON CONFLICT (id) DO UPDATE SET active = excluded.active, points = excluded.points,
             slope = excluded.slope, intercept = excluded.intercept
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     # An event of a device the mirror does not hold (deleted meanwhile) is kept, unlinked.
     # Only the acknowledgement of a stored event changes.
     "events": f"""
@@ -133,7 +134,7 @@ _UPSERT: dict[str, str] = {
         ON CONFLICT (id) DO UPDATE SET acknowledged_at = excluded.acknowledged_at,
             acknowledged_by = excluded.acknowledged_by
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     # A plan mirrors whole; shelf_id is its first shelf when the mirror holds it.
     "grow_plans": f"""
         INSERT INTO grow_plans AS t (id, farm_id, shelf_id, name, species, status, started_at,
@@ -153,7 +154,7 @@ _UPSERT: dict[str, str] = {
             ended_at = excluded.ended_at, harvested_quantity = excluded.harvested_quantity,
             harvest_unit = excluded.harvest_unit
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     # The agent keeps one settings record per farm (or row) and its history; the mirror keeps
     # the current settings as a document.
     "climate_settings": f"""
@@ -163,7 +164,7 @@ _UPSERT: dict[str, str] = {
         ON CONFLICT (id) DO UPDATE SET settings = excluded.settings,
             changed_by = excluded.changed_by, changed_at = excluded.changed_at
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
 }
 
 _DELETE: dict[str, str] = {
@@ -360,10 +361,20 @@ def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
 
 async def upsert_entity(
     conn: Connection, agent_id: UUID, owner_id: UUID | None, entity: str, data: dict[str, Any]
-) -> bool:
-    """Insert or update one agent row in the mirror; ``False`` if confinement refused it."""
-    done = await conn.fetchval(_UPSERT[entity], agent_id, *_params(entity, data, owner_id))
-    return done is not None
+) -> bool | None:
+    """Insert or update one agent row in the mirror: True if it is new, False if it was
+    updated, ``None`` if confinement refused it."""
+    inserted: bool | None = await conn.fetchval(
+        _UPSERT[entity], agent_id, *_params(entity, data, owner_id)
+    )
+    return inserted
+
+
+async def device_state(conn: Connection, agent_id: UUID, device_id: str) -> Any:
+    """The reported state the mirror holds for one of the agent's devices (None if none)."""
+    return await conn.fetchval(
+        f"SELECT state FROM devices WHERE id = $2 AND farm_id IN {_MINE}", agent_id, UUID(device_id)
+    )
 
 
 async def delete_entity(conn: Connection, agent_id: UUID, entity: str, entity_id: str) -> None:
@@ -382,14 +393,16 @@ class ReadingRows:
     units: list[str]
 
 
-async def own_devices(conn: Connection, agent_id: UUID, device_ids: Sequence[UUID]) -> set[UUID]:
-    """Those of ``device_ids`` that sit on one of the agent's farms."""
+async def own_devices(
+    conn: Connection, agent_id: UUID, device_ids: Sequence[UUID]
+) -> dict[UUID, UUID]:
+    """Those of ``device_ids`` that sit on one of the agent's farms, with their farm."""
     rows = await conn.fetch(
-        f"SELECT id FROM devices WHERE id = ANY($2::uuid[]) AND farm_id IN {_MINE}",
+        f"SELECT id, farm_id FROM devices WHERE id = ANY($2::uuid[]) AND farm_id IN {_MINE}",
         agent_id,
         list(set(device_ids)),
     )
-    return {r["id"] for r in rows}
+    return {r["id"]: r["farm_id"] for r in rows}
 
 
 async def insert_readings(conn: Connection, agent_id: UUID, rows: ReadingRows) -> None:

@@ -2,53 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from home_hub.fake import FakeHub
 from home_hub.fake_proxy import FakeAccessProxy
 from tests.agent.devices_api.conftest import create_farm, error_of, login_as
+from tests.agent.hub.conftest import BASE, TOKEN
 from tests.agent.runtime.conftest import eventually
 from tests.conftest import Agent
-
-TOKEN = "hub-token-secret-123"
-BASE = "/api/v1/home-automation"
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Callable[[web.Application], Awaitable[str]]]:
-    servers: list[TestServer] = []
-
-    async def start(app: web.Application) -> str:
-        server = TestServer(app)
-        await server.start_server()
-        servers.append(server)
-        return str(server.make_url("/")).rstrip("/")
-
-    yield start
-    for server in servers:
-        await server.close()
-
-
-@pytest.fixture
-def hub() -> FakeHub:
-    return FakeHub.sample(TOKEN)
-
-
-@pytest.fixture
-async def hub_agent(
-    make_agent: Callable[..., Awaitable[Agent]],
-    hub: FakeHub,
-    serve: Callable[[web.Application], Awaitable[str]],
-) -> Agent:
-    url = await serve(hub.app())
-    return await make_agent(
-        home_automation_enabled=True, home_automation_url=url, home_automation_token=TOKEN
-    )
 
 
 async def _get(agent: Agent, path: str, token: str | None = None, **params: Any) -> Any:

@@ -1,24 +1,33 @@
 """The hub integration as the API serves it: status, entities, sensors, and control.
 
-Reads are open to every role; control needs control of the farm the request names, and each
-control action is an event in that farm's log with who asked. With the integration off every
-call but ``status`` is a 503 ``HOME_AUTOMATION_DISABLED``. An irrigation opened for a duration is
-closed again by the agent itself (``IrrigationTimers``), retried until the hub takes it.
+Written once for the agent and the cloud: each side hands over how it finds a caller's grant on a
+farm, how it records an event, and where it keeps pending irrigation closes. Reads are open to
+every role; control needs control of the farm the request names, and each control action is an
+event in that farm's log with who asked. With the integration off every call but ``status`` is a
+503 ``HOME_AUTOMATION_DISABLED``. An irrigation opened for a duration is closed again by the
+server itself (``home_hub.closes``), durably, retried until the hub takes it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
-from home_hub.errors import HubDisabled, HubError
+from home_hub.closes import CloseStore, IrrigationCloser, PendingClose
+from home_hub.errors import (
+    AccessProxyRefused,
+    HubBadServiceData,
+    HubDisabled,
+    HubEntityNotFound,
+    HubError,
+    HubUnauthorized,
+)
 from home_hub.settings import HubConfig
 from protocol.access import Action, authorize
-from protocol.backoff import Backoff, Retry
+from protocol.backoff import Backoff
 from protocol.identity import PermissionType, Principal
 from protocol.schemas.home_automation import (
     HubControlRequest,
@@ -28,17 +37,20 @@ from protocol.schemas.home_automation import (
     HubEntity,
     HubIrrigationControl,
     HubLightControl,
+    HubPendingClose,
     HubSensor,
     HubSensorList,
     HubStatus,
 )
 from protocol.timefmt import iso, utcnow
 
-__all__ = ["EventRecorder", "HomeAutomation", "HubApi", "IrrigationTimers"]
+__all__ = ["EventRecorder", "FarmGrant", "HomeAutomation", "HubApi", "entity_of"]
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+#: Retries of a close the hub did not take: from 1 s, doubling, at most a minute apart.
+_RETRY = Backoff(1.0, 60.0)
 
 
 class HubApi(Protocol):
@@ -54,9 +66,28 @@ class HubApi(Protocol):
     ) -> list[dict[str, Any]]: ...
 
 
-EventRecorder = Callable[[str, str, str, Mapping[str, Any]], str]
-"""``(farm_id, kind, message, data)`` -> the event id (``EventLog.notice``)."""
+class EventRecorder(Protocol):
+    """Records one event in a farm's log; returns its id.
+
+    ``by`` is the caller a control action is recorded for (``None``: the server itself, e.g. a
+    close at the end of a duration); the cloud writes the first on the caller's own row-level
+    security path.
+    """
+
+    async def __call__(
+        self,
+        farm_id: str,
+        kind: str,
+        message: str,
+        data: Mapping[str, Any],
+        *,
+        severity: str = "info",
+        by: Principal | None = None,
+    ) -> str: ...
+
+
 FarmGrant = Callable[[Principal, str], Awaitable[PermissionType | None]]
+"""The caller's grant on a farm; ``None`` when it is absent or invisible to them."""
 
 
 def entity_of(state: Mapping[str, Any]) -> HubEntity:
@@ -94,16 +125,26 @@ class HomeAutomation:
         client: HubApi | None,
         grant: FarmGrant,
         record: EventRecorder,
+        closes: CloseStore,
         *,
-        retry_initial_s: float = 1.0,
-        retry_max_s: float = 60.0,
+        retry: Backoff = _RETRY,
+        poll_s: float = 60.0,
     ) -> None:
         self.config = config
         self._client = client if config.configured else None
         self._grant = grant
         self._record = record
         self.last_error: str | None = None
-        self.timers = IrrigationTimers(self._close_later, retry_initial_s, retry_max_s)
+        self.closer = IrrigationCloser(closes, self._close_due, backoff=retry, poll_s=poll_s)
+
+    def start(self) -> None:
+        """Run pending irrigation closes (overdue ones at once) from now on."""
+        if self._client is not None:
+            self.closer.start()
+
+    async def stop(self) -> None:
+        """Stop the closer; pending closes stay on record."""
+        await self.closer.stop()
 
     def _hub(self) -> HubApi:
         if self._client is None:
@@ -119,17 +160,21 @@ class HomeAutomation:
         self.last_error = None
         return result
 
-    async def status(self) -> HubStatus:
-        """Whether the integration is on and the hub answers (and its version)."""
+    async def status(self, principal: Principal) -> HubStatus:
+        """Whether the integration is on and the hub answers, and the closes still pending."""
         client = self._client
         reachable: bool | None = None
         version: str | None = None
+        pending: list[HubPendingClose] = []
         if client is not None:
             try:
                 version = await self._call(client.version())
                 reachable = True
             except HubError:
                 reachable = False
+            for close in await self.closer.store.pending():
+                if await self._grant(principal, close.farm_id) is not None:
+                    pending.append(_pending_of(close))
         return HubStatus(
             enabled=self.config.enabled,
             configured=self.config.configured,
@@ -138,6 +183,7 @@ class HomeAutomation:
             proxy_in_use=self.config.proxy_protected,
             last_error=self.last_error,
             latency_ms=client.last_latency_ms if client is not None else None,
+            pending_closes=pending,
         )
 
     async def devices(self, query: HubDeviceQuery) -> HubDeviceList:
@@ -182,6 +228,7 @@ class HomeAutomation:
     async def control(self, principal: Principal, body: HubControlRequest) -> HubControlResult:
         """Call ``body.action`` of the entity's domain with ``body.data``."""
         domain = body.entity_id.split(".", 1)[0]
+        await self._authorize(principal, body.farm_id, body.entity_id)
         return await self._service(
             principal, body.farm_id, body.entity_id, domain, body.action, body.data
         )
@@ -194,21 +241,52 @@ class HomeAutomation:
         if body.color_temp_kelvin is not None:
             data["color_temp_kelvin"] = body.color_temp_kelvin
         service = "turn_on" if body.state == "on" else "turn_off"
+        await self._authorize(principal, body.farm_id, body.entity_id)
         return await self._service(principal, body.farm_id, body.entity_id, "light", service, data)
 
     async def irrigation(
         self, principal: Principal, body: HubIrrigationControl
     ) -> HubControlResult:
-        """Open, close or position a valve or switch; with a duration, close it again later."""
+        """Open, close or position a valve or switch; with a duration, close it again later.
+
+        The close is on record before the hub is asked to open, so no crash can leave a valve
+        open without one; if the hub refuses the open, the record is undone.
+        """
         domain, service, data = _irrigation_service(body.entity_id, body.action, body.position)
-        result = await self._service(principal, body.farm_id, body.entity_id, domain, service, data)
-        if body.action == "close":
-            self.timers.cancel(body.entity_id)
-        elif body.duration_s is not None:
-            close_at = utcnow() + timedelta(seconds=body.duration_s)
-            self.timers.set(body.entity_id, body.farm_id, close_at)
-            result = result.model_copy(update={"close_at": iso(close_at)})
-        return result
+        entity_id, farm_id = body.entity_id, body.farm_id
+        await self._authorize(principal, farm_id, entity_id)
+        store = self.closer.store
+        if body.duration_s is None:
+            result = await self._service(principal, farm_id, entity_id, domain, service, data)
+            if body.action == "close":
+                await store.cancel(entity_id)
+            return result
+        close_at = utcnow() + timedelta(seconds=body.duration_s)
+        close = PendingClose(
+            id=str(uuid.uuid4()),
+            entity_id=entity_id,
+            farm_id=farm_id,
+            close_at=close_at,
+            requested_by=principal.user_id,
+            next_try_at=close_at,
+        )
+        previous = await store.put(close)
+        try:
+            result = await self._service(
+                principal, farm_id, entity_id, domain, service, data, close_at=iso(close_at)
+            )
+        except (HubBadServiceData, HubEntityNotFound, HubUnauthorized, AccessProxyRefused):
+            # The hub certainly did not open it. After a timeout or a dropped connection it
+            # may have: the close stays (closing a closed valve is harmless).
+            await store.restore(close, previous)
+            raise
+        self.closer.wake()
+        return result.model_copy(update={"close_at": iso(close_at)})
+
+    async def _authorize(self, principal: Principal, farm_id: str, entity_id: str) -> None:
+        authorize(principal, Action.CONTROL, await self._grant(principal, farm_id))
+        # Home Assistant answers a service call on an unknown entity with [] (no error).
+        await self._call(self._hub().state(entity_id))
 
     async def _service(
         self,
@@ -218,43 +296,92 @@ class HomeAutomation:
         domain: str,
         service: str,
         data: Mapping[str, Any],
+        *,
+        close_at: str | None = None,
     ) -> HubControlResult:
-        authorize(principal, Action.CONTROL, await self._grant(principal, farm_id))
-        hub = self._hub()
-        # Home Assistant answers a service call on an unknown entity with [] (no error).
-        await self._call(hub.state(entity_id))
         changed = await self._call(
-            hub.call_service(domain, service, {**data, "entity_id": entity_id})
+            self._hub().call_service(domain, service, {**data, "entity_id": entity_id})
         )
         entities = [entity_of(state) for state in changed]
-        event_id = self._record(
-            farm_id,
-            "hub_control",
-            f"{domain}.{service} on {entity_id}",
-            {
-                "entity_id": entity_id,
-                "service": f"{domain}.{service}",
-                "data": dict(data),
-                "user_id": principal.user_id,
-                "changed": {e.entity_id: e.state for e in entities},
-            },
+        recorded: dict[str, Any] = {
+            "entity_id": entity_id,
+            "service": f"{domain}.{service}",
+            "data": dict(data),
+            "user_id": principal.user_id,
+            "changed": {e.entity_id: e.state for e in entities},
+        }
+        if close_at is not None:
+            recorded["close_at"] = close_at
+        event_id = await self._record(
+            farm_id, "hub_control", f"{domain}.{service} on {entity_id}", recorded, by=principal
         )
         return HubControlResult(
             entity_id=entity_id, service=f"{domain}.{service}", changed=entities, event_id=event_id
         )
 
-    async def _close_later(self, entity_id: str, farm_id: str) -> None:
+    async def _record_quietly(
+        self,
+        farm_id: str,
+        kind: str,
+        message: str,
+        data: Mapping[str, Any],
+        *,
+        severity: str = "info",
+    ) -> None:
+        # The hub has acted (or failed) either way: a log that cannot take the event (its farm
+        # was deleted meanwhile) must not make the close be tried again for ever.
+        try:
+            await self._record(farm_id, kind, message, data, severity=severity)
+        except Exception:
+            log.exception("recording %s for farm %s failed", kind, farm_id)
+
+    async def _close_due(self, close: PendingClose) -> None:
         """Close an irrigation whose time is up (raises HubError to be retried)."""
-        domain, service, data = _irrigation_service(entity_id, "close", None)
-        await self._call(
-            self._hub().call_service(domain, service, {**data, "entity_id": entity_id})
-        )
-        self._record(
-            farm_id,
+        domain, service, data = _irrigation_service(close.entity_id, "close", None)
+        try:
+            await self._call(
+                self._hub().call_service(domain, service, {**data, "entity_id": close.entity_id})
+            )
+        except HubError as err:
+            if close.attempts == 0:
+                await self._record_quietly(
+                    close.farm_id,
+                    "hub_irrigation_close_failed",
+                    f"{close.entity_id} could not be closed yet ({err.code}); retrying",
+                    {
+                        "entity_id": close.entity_id,
+                        "error": err.code,
+                        "close_at": iso(close.close_at),
+                    },
+                    severity="warning",
+                )
+            raise
+        late_s = max(0.0, (utcnow() - close.close_at).total_seconds())
+        await self._record_quietly(
+            close.farm_id,
             "hub_irrigation_closed",
-            f"{entity_id} closed at the end of its duration",
-            {"entity_id": entity_id, "service": f"{domain}.{service}", "user_id": None},
+            f"{close.entity_id} closed at the end of its duration",
+            {
+                "entity_id": close.entity_id,
+                "service": f"{domain}.{service}",
+                "user_id": None,
+                "requested_by": close.requested_by,
+                "close_at": iso(close.close_at),
+                "late_s": round(late_s, 1),
+                "attempts": close.attempts + 1,
+            },
         )
+
+
+def _pending_of(close: PendingClose) -> HubPendingClose:
+    return HubPendingClose(
+        entity_id=close.entity_id,
+        farm_id=close.farm_id,
+        close_at=iso(close.close_at),
+        next_try_at=iso(close.next_try_at),
+        attempts=close.attempts,
+        last_error=close.last_error,
+    )
 
 
 def _irrigation_service(
@@ -266,66 +393,3 @@ def _irrigation_service(
             return "valve", "set_valve_position", {"position": position}
         return "valve", "open_valve" if action == "open" else "close_valve", {}
     return "switch", "turn_on" if action == "open" else "turn_off", {}
-
-
-Closer = Callable[[str, str], Awaitable[None]]
-
-
-class IrrigationTimers:
-    """One pending close per entity: sleeps until its time, then closes, retrying with back-off.
-
-    A new open with a duration replaces the entity's timer; a close by hand cancels it. A hub
-    that fails at closing time is retried (jittered back-off) until it takes the close.
-    """
-
-    def __init__(self, close: Closer, retry_initial_s: float, retry_max_s: float) -> None:
-        self._close = close
-        self._retry_initial_s = retry_initial_s
-        self._retry_max_s = retry_max_s
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-
-    def pending(self) -> dict[str, bool]:
-        """Entities with a close pending."""
-        return {entity_id: not task.done() for entity_id, task in self._tasks.items()}
-
-    def set(self, entity_id: str, farm_id: str, close_at: datetime) -> None:
-        """Close ``entity_id`` at ``close_at``."""
-        self.cancel(entity_id)
-        task = asyncio.create_task(
-            self._run(entity_id, farm_id, close_at), name=f"close-{entity_id}"
-        )
-        self._tasks[entity_id] = task
-        task.add_done_callback(lambda done: self._forget(entity_id, done))
-
-    def _forget(self, entity_id: str, task: asyncio.Task[None]) -> None:
-        if self._tasks.get(entity_id) is task:
-            del self._tasks[entity_id]
-
-    def cancel(self, entity_id: str) -> None:
-        """Forget the entity's pending close."""
-        task = self._tasks.pop(entity_id, None)
-        if task is not None:
-            task.cancel()
-
-    async def stop(self) -> None:
-        """Cancel every pending close (the agent is stopping)."""
-        tasks = list(self._tasks.values())
-        self._tasks.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _run(self, entity_id: str, farm_id: str, close_at: datetime) -> None:
-        await asyncio.sleep(max(0.0, (close_at - utcnow()).total_seconds()))
-        retry = Retry(Backoff(self._retry_initial_s, self._retry_max_s))
-        while True:
-            try:
-                await self._close(entity_id, farm_id)
-                return
-            except HubError as err:
-                log.warning("closing %s failed (%s); retrying", entity_id, err.code)
-            except Exception:
-                log.exception("closing %s failed; retrying", entity_id)
-            await asyncio.sleep(retry.next_delay())

@@ -1,4 +1,5 @@
-"""/ws/farm-status, /ws/device-events, /ws/sensor-data: thin WebSocket handlers (DESIGN.md s. 7)."""
+"""/ws/farm-status, /ws/device-events, /ws/sensor-data: thin WebSocket handlers (DESIGN.md s. 7),
+the same on the agent and the cloud; each passes the stream service that serves its connections."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import WSMsgType, web
 
-from agent.services.live.outbox import Stream
-from agent.web.keys import SETTINGS, STREAMS
-from protocol.errors import BadRequest
+from protocol.errors import BadRequest, ServiceUnavailable
+from protocol.live.outbox import Stream
+from protocol.live.service import StreamService
 from protocol.streams import (
     CLOSE_GOING_AWAY,
     CLOSE_POLICY,
@@ -18,7 +19,7 @@ from protocol.streams import (
     text_frames,
 )
 
-__all__ = ["PATHS", "install"]
+__all__ = ["PATHS", "ServiceOf", "install_streams"]
 
 PATHS = {stream: f"/ws/{stream.value}" for stream in Stream}
 _MAX_CLIENT_MESSAGE = 64 * 1024
@@ -29,6 +30,9 @@ _HIGH_WATER = 64 * 1024
 """Bytes queued for one client beyond which sending waits (asyncio's default high-water mark)."""
 _LOW_WATER = 16 * 1024
 _DRAIN_POLL_S = 0.05
+
+ServiceOf = Callable[[web.Application], StreamService | None]
+"""The application's stream service, or None while it is not running."""
 
 
 class _AiohttpSocket:
@@ -91,8 +95,13 @@ class _AiohttpSocket:
                 await self._ws.close(code=code, message=payload)
 
 
-def _handler(stream: Stream) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def _handler(
+    stream: Stream, service_of: ServiceOf, send_timeout_s: float
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
+        service = service_of(request.app)
+        if service is None:
+            raise ServiceUnavailable("The live streams are not running")
         # autoclose off: the close reply goes out only once the connection is released, so a
         # client that closed one connection can open the next one within its limit at once.
         # compress off: permessage-deflate cost ~40 us per message per client on this machine
@@ -108,22 +117,23 @@ def _handler(stream: Stream) -> Callable[[web.Request], Awaitable[web.StreamResp
             raise BadRequest(f"{request.path} speaks WebSocket only: send an Upgrade request")
         await ws.prepare(request)
         transport = request.transport
-        socket = _AiohttpSocket(ws, transport, request.app[SETTINGS].ws_send_timeout_s)
-        await request.app[STREAMS].serve(stream, socket, request.query, request.headers)
+        socket = _AiohttpSocket(ws, transport, send_timeout_s)
+        await service.serve(stream, socket, request.query, request.headers)
         return ws
 
     handle.__name__ = f"stream_{stream.name.lower()}"
     return handle
 
 
-async def _close_streams(app: web.Application) -> None:
-    # on_shutdown runs before the server waits for open handlers, so streams end at once.
-    if STREAMS in app:
-        await app[STREAMS].close()
+def install_streams(app: web.Application, service_of: ServiceOf, send_timeout_s: float) -> None:
+    """Add the three stream endpoints, and close their connections when the service stops."""
 
+    async def close_streams(app: web.Application) -> None:
+        # on_shutdown runs before the server waits for open handlers, so streams end at once.
+        service = service_of(app)
+        if service is not None:
+            await service.close()
 
-def install(app: web.Application) -> None:
-    """Add the three stream endpoints, and close their connections when the agent stops."""
     for stream, path in PATHS.items():
-        app.router.add_get(path, _handler(stream), allow_head=False)
-    app.on_shutdown.append(_close_streams)
+        app.router.add_get(path, _handler(stream, service_of, send_timeout_s), allow_head=False)
+    app.on_shutdown.append(close_streams)

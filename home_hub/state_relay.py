@@ -1,8 +1,9 @@
 """Hub state changes to /ws/device-events: a bounded queue, then one message per farm.
 
-The hub serves the agent's LAN, so its entities' changes go to the streams of every farm on the
-agent (each client sees only the farms it may see). ``offer`` never waits: beyond ``maxsize``
-waiting changes, new ones are dropped and counted.
+The hub serves the farm's LAN, not one farm, so its entities' changes go to the streams of every
+farm the server holds (each client sees only the farms it may see), on the agent and the cloud
+alike. ``offer`` never waits: beyond ``maxsize`` waiting changes, new ones are dropped and
+counted. ``HubLiveState`` is the hub's WebSocket subscription and the relay together.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from agent.devices.throttled_log import ThrottledLog
-from agent.services.live.outbox import Stream, StreamEvent
+from home_hub.live import HubStateStream
+from home_hub.settings import HubConfig
+from protocol.live.outbox import Stream, StreamEvent
 from protocol.tasks import cancel_and_wait
+from protocol.throttled_log import ThrottledLog
 from protocol.timefmt import utcnow
 
-__all__ = ["HUB_STATE", "HubStateRelay"]
+__all__ = ["HUB_STATE", "HubLiveState", "HubStateRelay"]
 
 log = logging.getLogger(__name__)
 
@@ -99,3 +102,26 @@ class HubStateRelay:
                     stream=Stream.DEVICE_EVENTS, type=HUB_STATE, farm_id=farm_id, data=data, at=at
                 )
             )
+
+
+class HubLiveState:
+    """The hub's ``state_changed`` events relayed to ``publish`` for as long as it runs."""
+
+    def __init__(
+        self,
+        config: HubConfig,
+        publish: Callable[[StreamEvent], None],
+        farms: Callable[[], Awaitable[list[str]]],
+    ) -> None:
+        self.relay = HubStateRelay(publish, farms)
+        self.stream = HubStateStream(config, self.relay.offer)
+
+    def start(self) -> None:
+        """Subscribe (reconnecting with back-off) and relay."""
+        self.relay.start()
+        self.stream.start()
+
+    async def stop(self) -> None:
+        """Unsubscribe, then stop relaying."""
+        await self.stream.stop()
+        await self.relay.stop()

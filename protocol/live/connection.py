@@ -3,7 +3,8 @@
 Four owned tasks run per connection and the first to end ends them all: the sender (outbox to
 socket, heartbeats), the reader (client messages), the re-checker (credentials and visible farms
 every ``recheck_s``, so a revoked session or permission takes effect while connected) and a
-watcher of the agent's shutdown. Whatever ends the connection says how, as a :class:`StreamClosed`.
+watcher of the service's shutdown. Whatever ends the connection says how, as a
+:class:`StreamClosed`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from agent.services.live.hub import EventHub
-from agent.services.live.outbox import Missed, Outbox, Stream, StreamEvent
-from agent.services.streams.auth import Credential, StreamAuthenticator
-from agent.services.streams.scope import FarmVisibility, StreamScope
 from protocol.identity import Principal
+from protocol.live.auth import Credential, StreamAuthenticator
+from protocol.live.hub import StreamHub
+from protocol.live.outbox import Missed, Outbox, Stream, StreamEvent
+from protocol.live.scope import FarmVisibility, StreamScope
 from protocol.streams import (
     CLOSE_FORBIDDEN,
     CLOSE_GOING_AWAY,
@@ -115,7 +116,7 @@ class StreamConnection:
         credential: Credential,
         visibility: FarmVisibility,
         *,
-        hub: EventHub,
+        hub: StreamHub,
         scope: StreamScope,
         authenticator: StreamAuthenticator,
         limits: StreamLimits,
@@ -143,7 +144,7 @@ class StreamConnection:
         return self._visibility.allows(event.farm_id) and self._filter.matches(event)
 
     async def run(self) -> StreamClosed:
-        """Serve until the client leaves, loses access or the agent stops; how it ended."""
+        """Serve until the client leaves, loses access or the service stops; how it ended."""
         outbox = self._hub.subscribe(self._stream, self._limits.queue_size, self.wants)
         try:
             await self._send(
@@ -269,4 +270,4 @@ class StreamConnection:
 
     async def _shutdown(self) -> None:
         await self._going_away.wait()
-        raise StreamClosed(CLOSE_GOING_AWAY, "agent shutting down")
+        raise StreamClosed(CLOSE_GOING_AWAY, "server shutting down")
