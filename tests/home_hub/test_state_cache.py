@@ -24,9 +24,11 @@ class Hub:
         self.states = states
         self.calls = 0
         self.gate: asyncio.Event | None = None
+        self.asked = asyncio.Event()
 
     async def fetch(self) -> list[dict[str, Any]]:
         self.calls += 1
+        self.asked.set()
         snapshot = [dict(s) for s in self.states]
         if self.gate is not None:
             await self.gate.wait()
@@ -58,8 +60,7 @@ async def test_a_change_during_the_load_is_kept_and_an_older_one_is_not() -> Non
     cache.link(True)
     hub.gate = asyncio.Event()
     loading = asyncio.ensure_future(cache.states(hub.fetch))
-    while hub.calls == 0:  # the hub has been asked
-        await asyncio.sleep(0)
+    await hub.asked.wait()
     # The hub's answer was taken before these two events reached us.
     cache.offer(_change("light.a", _state("light.a", "on", "2")))
     cache.offer(_change("fan.b", _state("fan.b", "off", "4")))  # older than the answer's
