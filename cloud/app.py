@@ -40,6 +40,7 @@ from cloud.web import (
     sync,
     system,
     users,
+    webhooks,
 )
 from cloud.web.keys import (
     ALERTS,
@@ -66,6 +67,7 @@ from cloud.wiring.maintenance import maintenance_context
 from cloud.wiring.pos import pos_context
 from cloud.wiring.streams import streams_context
 from cloud.wiring.users import user_services
+from cloud.wiring.webhooks import webhooks_context
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
@@ -113,6 +115,7 @@ def api_of_cloud() -> Api:
         sync,
         pos,
         home_automation,
+        webhooks,
     ):
         api.extend(module.api)
     return api
@@ -261,6 +264,9 @@ def create_app(
             services,
             maintenance_context(settings, limiter),
             pos_context(settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))),
+            webhooks_context(
+                settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))
+            ),
             streams_context(settings),
             home_automation_context(settings),
         ]

@@ -4,9 +4,10 @@ REST (https://developers.home-assistant.io/docs/api/rest/): a Bearer long-lived 
 plain-text ``401: Unauthorized``; ``GET /api/`` -> ``{"message": "API running."}``; ``GET
 /api/config``; ``GET /api/states``; ``GET /api/states/<entity_id>`` (404 ``{"message": "Entity not
 found."}``); ``POST /api/services/<domain>/<service>`` answering the states that changed (an
-unknown service or invalid service data is a plain ``400: Bad Request``, like Home Assistant
-2024.3; a body that is not JSON is ``{"message": "Data should be valid JSON."}``; an unknown entity
-changes nothing and answers ``[]``).
+unknown service, invalid service data, a body that is JSON but not an object, or a call without a
+target is a plain ``400: Bad Request``; a body that is not JSON is ``{"message": "Data should be
+valid JSON."}``; an unknown entity changes nothing and answers ``[]``). Checked against Home
+Assistant 2024.3.3 by ``tests/home_hub/against_home_assistant.py`` (opt-in; docs/decisions.md).
 
 WebSocket (https://developers.home-assistant.io/docs/api/websocket/): ``auth_required``, then
 ``auth`` -> ``auth_ok`` or ``auth_invalid`` (and the connection closes); ``subscribe_events``
@@ -19,7 +20,8 @@ import argparse
 import asyncio
 import contextlib
 import json
-import uuid
+import secrets
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +37,16 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def _ulid() -> str:
+    """A context id as Home Assistant makes them since 2023.x: a ULID (26 Crockford base32
+    characters: 48 bits of milliseconds, 80 random bits)."""
+    value = (int(time.time() * 1000) << 80) | secrets.randbits(80)
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
 def _state(entity_id: str, state: str, attributes: dict[str, Any]) -> dict[str, Any]:
     at = _now()
     return {
@@ -43,7 +55,7 @@ def _state(entity_id: str, state: str, attributes: dict[str, Any]) -> dict[str, 
         "attributes": attributes,
         "last_changed": at,
         "last_updated": at,
-        "context": {"id": uuid.uuid4().hex, "parent_id": None, "user_id": None},
+        "context": {"id": _ulid(), "parent_id": None, "user_id": None},
     }
 
 
@@ -110,6 +122,41 @@ def sample_states() -> list[dict[str, Any]]:
             },
         ),
     ]
+
+
+def _config(components: list[str]) -> dict[str, Any]:
+    """``GET /api/config`` with the keys Home Assistant 2024.3 answers."""
+    return {
+        "latitude": 52.0,
+        "longitude": 13.0,
+        "elevation": 0,
+        "unit_system": {
+            "length": "km",
+            "accumulated_precipitation": "mm",
+            "mass": "g",
+            "pressure": "Pa",
+            "temperature": "°C",
+            "volume": "L",
+            "wind_speed": "m/s",
+        },
+        "location_name": "Fake hub",
+        "time_zone": "UTC",
+        "components": ["api", "http", "websocket_api", *components],
+        "config_dir": "/config",
+        "whitelist_external_dirs": [],
+        "allowlist_external_dirs": [],
+        "allowlist_external_urls": [],
+        "version": VERSION,
+        "config_source": "storage",
+        "recovery_mode": False,
+        "state": "RUNNING",
+        "external_url": None,
+        "internal_url": None,
+        "currency": "EUR",
+        "country": None,
+        "language": "en",
+        "safe_mode": False,
+    }
 
 
 class _BadData(Exception):
@@ -209,15 +256,7 @@ class FakeHub:
     async def _config(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
             return self._unauthorized()
-        return web.json_response(
-            {
-                "version": VERSION,
-                "location_name": "Fake hub",
-                "time_zone": "UTC",
-                "unit_system": {"temperature": "°C"},
-                "state": "RUNNING",
-            }
-        )
+        return web.json_response(_config(sorted({s.split(".")[0] for s in self.states})))
 
     async def _states(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
@@ -241,7 +280,8 @@ class FakeHub:
         except ValueError:
             return web.json_response({"message": "Data should be valid JSON."}, status=400)
         if not isinstance(data, dict):
-            return web.json_response({"message": "Data should be valid JSON."}, status=400)
+            # Valid JSON that is not an object fails the service schema: a plain 400.
+            raise web.HTTPBadRequest()
         domain, service = request.match_info["domain"], request.match_info["service"]
         self.calls.append((domain, service, data))
         try:
@@ -254,7 +294,9 @@ class FakeHub:
         handler = _SERVICES.get((domain, service))
         if handler is None:
             raise _BadData()  # ServiceNotFound: a 400 too
-        ids = data.get("entity_id", [])
+        if "entity_id" not in data:
+            raise _BadData()  # entity services need a target (cv.has_at_least_one_key)
+        ids = data["entity_id"]
         ids = [ids] if isinstance(ids, str) else ids
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise _BadData()

@@ -22,12 +22,14 @@ from cloud.services.sensors import SensorService
 from cloud.services.sessions import SessionService
 from cloud.services.sync import SyncService
 from cloud.services.users import UserService
+from cloud.services.webhooks import WebhookService
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
 from home_hub.live import HubStateStream
 from home_hub.service import HomeAutomation
 from protocol.live.service import StreamService
 from protocol.schemas.jwks import JwkSet
+from protocol.webhooks import WebhookDeliverer
 
 SETTINGS = web.AppKey("settings", CloudSettings)
 DATABASE = web.AppKey("database", Database)
@@ -62,3 +64,6 @@ POS_WEBHOOK = web.AppKey("pos_webhook", PosWebhookReceiver)
 # The hub integration.
 HOME_AUTOMATION = web.AppKey("home_automation", HomeAutomation)
 HUB_STATE_STREAM = web.AppKey("hub_state_stream", HubStateStream)
+# Outgoing webhooks.
+WEBHOOKS = web.AppKey("webhooks", WebhookService)
+WEBHOOK_DELIVERER = web.AppKey("webhook_deliverer", WebhookDeliverer)
