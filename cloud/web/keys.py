@@ -7,6 +7,7 @@ from aiohttp import web
 from cloud.services.alerts import AlertService
 from cloud.services.api_keys import ApiKeyAuthenticator
 from cloud.services.auth_events import AuthEvents
+from cloud.services.climate import ClimateService
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
@@ -42,6 +43,7 @@ READINGS = web.AppKey("readings", ReadingService)
 EVENTS = web.AppKey("events", EventService)
 SENSORS = web.AppKey("sensors", SensorService)
 ALERTS = web.AppKey("alerts", AlertService)
+CLIMATE = web.AppKey("climate", ClimateService)
 HEALTH = web.AppKey("health", HealthService)
 PAIRING = web.AppKey("pairing", PairingService)
 SYNC = web.AppKey("sync", SyncService)
