@@ -316,3 +316,35 @@ async def test_a_stream_recovers_when_the_listening_connection_is_cut(
             message = await _next(ws)
         assert (message["type"], message["data"]["value"]) == ("reading", 42.5)
         await ws.close()
+
+
+async def test_a_permission_revoked_in_the_cloud_ends_the_farms_stream(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    await paired_state(cloud, tmp_path / "state")
+    agent: Agent = await make_agent(**FAST_SYNC)
+    device_id = await _mirrored_sensor(cloud, agent, "Granted")
+    farm_id = str(
+        (await cloud.sql("SELECT farm_id FROM devices WHERE id = $1::uuid", device_id))[0][0]
+    )
+    viewer_id = await cloud.add_user("user", "viewer@cloud.test")
+    await cloud.sql(
+        "INSERT INTO permissions (user_id, farm_id, permission_type) VALUES ($1::uuid, $2::uuid,"
+        " 'read_only')",
+        viewer_id,
+        farm_id,
+    )
+    viewer = await cloud.login("viewer@cloud.test")
+    async with aiohttp.ClientSession() as session:
+        ws = await _open(session, cloud.url, "sensor-data", viewer)
+        await ws.send_json({"type": "subscribe", "farm_id": farm_id})
+        assert (await _next(ws))["type"] == "subscribed"
+        await add_readings(tmp_path / "state" / "agent.db", device_id, 1_700_000_000_000, 1)
+        assert (await _next(ws))["type"] == "reading"
+        # Revoked: the next re-check (0.5 s here) finds the farm gone and closes as the agent does.
+        await cloud.sql(
+            "DELETE FROM permissions WHERE user_id = $1::uuid AND farm_id = $2::uuid",
+            viewer_id,
+            farm_id,
+        )
+        assert await _closed_with(ws) == 4403
