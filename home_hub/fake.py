@@ -459,10 +459,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--proxy-port", type=int)
     parser.add_argument("--client-id", default="fake-client-id")
     parser.add_argument("--client-secret", default="fake-client-secret")
+    parser.add_argument(
+        "--entities", type=int, default=0, help="add temperature sensors up to this many entities"
+    )
     args = parser.parse_args(argv)
 
     async def serve() -> None:
         hub = FakeHub.sample(args.token)
+        hub.add_sensors(max(0, args.entities - len(hub.states)))
         runners = [web.AppRunner(hub.app())]
         await runners[0].setup()
         await web.TCPSite(runners[0], args.host, args.port).start()

@@ -3,7 +3,8 @@
 ``HubStateStream`` connects to ``/api/websocket`` (with the access proxy's headers when it is in
 front), answers ``auth_required`` with ``auth``, waits for ``auth_ok``, subscribes to
 ``state_changed`` and hands each change (``entity_id``, ``old_state``, ``new_state``) to
-``on_change``, which must not block. Any failure (refused token, dropped connection, a hub that
+``on_change``, which must not block; ``on_link`` hears when the subscription comes up (True) and
+goes down (False). Any failure (refused token, dropped connection, a hub that
 stops answering heartbeats) is followed by a reconnect after a jittered exponential back-off.
 """
 
@@ -49,6 +50,7 @@ class HubStateStream:
         config: HubConfig,
         on_change: StateChange,
         *,
+        on_link: Callable[[bool], None] | None = None,
         backoff_initial_s: float = 1.0,
         backoff_max_s: float = 60.0,
         heartbeat_s: float = 30.0,
@@ -58,6 +60,7 @@ class HubStateStream:
         self._config = config
         self._url = config.url.rstrip("/") + "/api/websocket"
         self._on_change = on_change
+        self._on_link = on_link or (lambda _up: None)
         self._retry = Retry(Backoff(backoff_initial_s, backoff_max_s))
         self._heartbeat_s = heartbeat_s
         self._task: asyncio.Task[None] | None = None
@@ -73,6 +76,9 @@ class HubStateStream:
         """Disconnect and stop reconnecting."""
         task, self._task = self._task, None
         await cancel_and_wait(task)
+        if self.connected.is_set():
+            self.connected.clear()
+            self._on_link(False)
 
     async def _run(self) -> None:
         headers: dict[str, str] = {}
@@ -90,7 +96,9 @@ class HubStateStream:
                     log.warning("hub event stream: %s", str(err) or type(err).__name__)
                 except Exception:
                     log.exception("hub event stream failed")
-                self.connected.clear()
+                if self.connected.is_set():
+                    self.connected.clear()
+                    self._on_link(False)
                 self.stats.failures += 1
                 await asyncio.sleep(self._retry.next_delay())
 
@@ -113,6 +121,7 @@ class HubStateStream:
             self.stats.connects += 1
             self._retry.reset()
             self.connected.set()
+            self._on_link(True)
             log.info("hub event stream connected")
             async for message in ws:
                 if message.type != aiohttp.WSMsgType.TEXT:

@@ -26,6 +26,7 @@ from home_hub.errors import (
     HubUnauthorized,
 )
 from home_hub.settings import HubConfig
+from home_hub.state_cache import HubStateCache
 from protocol.access import Action, authorize
 from protocol.backoff import Backoff
 from protocol.identity import PermissionType, Principal
@@ -129,9 +130,12 @@ class HomeAutomation:
         *,
         retry: Backoff = _RETRY,
         poll_s: float = 60.0,
+        cache: HubStateCache | None = None,
     ) -> None:
         self.config = config
         self._client = client if config.configured else None
+        self._cache = cache
+        self._entities: tuple[int, list[HubEntity]] | None = None
         self._grant = grant
         self._record = record
         self.last_error: str | None = None
@@ -186,10 +190,25 @@ class HomeAutomation:
             pending_closes=pending,
         )
 
+    async def _all_entities(self) -> list[HubEntity]:
+        """Every entity, sorted: from the live cache when it holds them (built once per
+        version of it), else from the hub."""
+        hub = self._hub()
+        if self._cache is None:
+            states, version = await self._call(hub.states()), None
+        else:
+            states, version = await self._call(self._cache.states(hub.states))
+        held = self._entities
+        if version is not None and held is not None and held[0] == version:
+            return held[1]
+        entities = sorted((entity_of(state) for state in states), key=lambda e: e.entity_id)
+        if version is not None:
+            self._entities = (version, entities)
+        return entities
+
     async def devices(self, query: HubDeviceQuery) -> HubDeviceList:
         """The hub's entities, filtered by domain and area."""
-        states = await self._call(self._hub().states())
-        entities = sorted((entity_of(state) for state in states), key=lambda e: e.entity_id)
+        entities = await self._all_entities()
         if query.domain is not None:
             entities = [e for e in entities if e.domain == query.domain]
         if query.area is not None:
@@ -201,10 +220,8 @@ class HomeAutomation:
 
     async def sensors(self) -> HubSensorList:
         """The hub's sensor entities with their units and device classes."""
-        states = await self._call(self._hub().states())
         sensors = []
-        for state in states:
-            entity = entity_of(state)
+        for entity in await self._all_entities():
             if entity.domain != "sensor":
                 continue
             unit = entity.attributes.get("unit_of_measurement")

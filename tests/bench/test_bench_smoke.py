@@ -22,6 +22,18 @@ BENCHES = {
         ["bench/api.py", "--seconds", "1", "--rounds", "1", "--connections", "2", "--farms", "2"],
         [r"bare aiohttp JSON handler\s+\d+", r"GET /api/v1/farms/ .*%", r"POST /api/v1/shelves/"],
     ),
+    "hub": (
+        [
+            "bench/hub.py",
+            *("--entities", "20", "--seconds", "1", "--connections", "2", "--changes", "5"),
+        ],
+        [
+            r"fake hub /api/states, direct\s+\d+",
+            r"agent /api/v1/home-automation/devices\s+\d+ .*%",
+            r"hub change -> /ws/device-events client: p50 [\d.]+ ms, p99 [\d.]+ ms",
+            r"ratio p99 agent / direct: [\d.]+",
+        ],
+    ),
     "ingest": (
         [
             "bench/ingest.py",

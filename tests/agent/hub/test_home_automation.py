@@ -332,3 +332,28 @@ async def test_hub_state_changes_reach_the_device_events_stream(
     assert (data["entity_id"], data["domain"]) == ("valve.irrigation_zone_1", "valve")
     assert (data["old_state"]["state"], data["new_state"]["state"]) == ("closed", "open")
     assert data["new_state"]["attributes"]["current_position"] == 100
+
+
+async def test_while_the_hub_stream_is_up_lists_need_no_hub_call(
+    hub_agent: Agent, hub: FakeHub
+) -> None:
+    from agent.web.keys import HUB_STATE_STREAM
+
+    stream = hub_agent.client.app[HUB_STATE_STREAM]
+    await eventually(lambda: _now(stream.connected.is_set()))
+    assert (await _ok(await _get(hub_agent, "/devices")))["total"] == 7
+    hub.unavailable = True  # its REST API stops answering; its event stream goes on
+    hub.set_state("light.grow_rack_2", "off")
+
+    async def light_off() -> bool:
+        listed = await _ok(await _get(hub_agent, "/devices", domain="light"))
+        return {d["entity_id"]: d["state"] for d in listed["devices"]}["light.grow_rack_2"] == "off"
+
+    await eventually(light_off)
+    assert hub.refused == 0
+    sensors = (await _ok(await _get(hub_agent, "/sensors")))["sensors"]
+    assert len(sensors) == 2
+    # Without the stream, changes could be missed: the list asks the hub again.
+    await hub.drop_websockets()
+    await eventually(lambda: _now(not stream.connected.is_set()))
+    assert (await error_of(await _get(hub_agent, "/devices"), 502))["code"] == "HUB_UNREACHABLE"
