@@ -11,6 +11,7 @@ from aiohttp import web
 from cloud.services.admins import AdminAccounts
 from cloud.services.alerts import AlertService
 from cloud.services.api_keys import API_KEY_HEADER
+from cloud.services.climate import ClimateService
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
@@ -30,6 +31,7 @@ from cloud.web import (
     alerts,
     api_keys,
     auth,
+    climate,
     devices,
     farms,
     grow_plans,
@@ -44,7 +46,8 @@ from cloud.web import (
 )
 from cloud.web.keys import (
     ALERTS,
-    API_KEYS,
+    API_KEY_AUTH,
+    CLIMATE,
     DATABASE,
     DEVICES,
     EVENTS,
@@ -111,6 +114,7 @@ def api_of_cloud() -> Api:
         sensors,
         alerts,
         grow_plans,
+        climate,
         agents,
         sync,
         pos,
@@ -143,7 +147,7 @@ def create_app(
             return await request.app[IDENTITY].principal_from_token(token)
         key = request.headers.get(API_KEY_HEADER)
         if key is not None:
-            return await request.app[API_KEYS].principal_from_api_key(key)
+            return await request.app[API_KEY_AUTH].principal_from_api_key(key)
         return None
 
     policy = RateLimitPolicy(
@@ -227,6 +231,7 @@ def create_app(
         app[EVENTS] = EventService(db)
         app[SENSORS] = SensorService(db)
         app[ALERTS] = AlertService(db)
+        app[CLIMATE] = ClimateService(db, clock)
         smtp = smtp_settings(settings)
         if smtp is None:
             log.warning(
