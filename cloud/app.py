@@ -46,7 +46,7 @@ from cloud.web import (
 )
 from cloud.web.keys import (
     ALERTS,
-    API_KEYS,
+    API_KEY_AUTH,
     CLIMATE,
     DATABASE,
     DEVICES,
@@ -147,7 +147,7 @@ def create_app(
             return await request.app[IDENTITY].principal_from_token(token)
         key = request.headers.get(API_KEY_HEADER)
         if key is not None:
-            return await request.app[API_KEYS].principal_from_api_key(key)
+            return await request.app[API_KEY_AUTH].principal_from_api_key(key)
         return None
 
     policy = RateLimitPolicy(

@@ -47,7 +47,7 @@ class _AgentAuth:
     async def verify_email(
         self, request: web.Request, body: VerifyEmailRequest
     ) -> VerifyEmailResult:
-        return await request.app[AUTH_FLOWS].verify_email(body)
+        return await request.app[AUTH_FLOWS].verify_email(body, request.remote)
 
     async def request_reset(self, request: web.Request, body: ResetPasswordRequest) -> Accepted:
         return await request.app[AUTH_FLOWS].request_reset(body, request.remote)

@@ -5,17 +5,16 @@ from __future__ import annotations
 from aiohttp import web
 
 from cloud.services.alerts import AlertService
-from cloud.services.api_keys import ApiKeyService
+from cloud.services.api_keys import ApiKeyAuthenticator
 from cloud.services.auth_events import AuthEvents
-from cloud.services.auth_flows import AuthFlows
 from cloud.services.climate import ClimateService
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
+from cloud.services.flows import CloudAccountFlows, CloudApiKeys, CloudMfa
 from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.identity import IdentityService
-from cloud.services.mfa import MfaService
 from cloud.services.pairing import PairingService
 from cloud.services.permissions import PermissionService
 from cloud.services.pos import PosConfigService, PosJobService, PosReads, PosWebhookReceiver
@@ -51,12 +50,13 @@ SYNC = web.AppKey("sync", SyncService)
 STREAMS = web.AppKey("streams", StreamService)
 # Identity flows (sessions, account flows, MFA).
 SESSIONS = web.AppKey("sessions", SessionService)
-AUTH_FLOWS = web.AppKey("auth_flows", AuthFlows)
-MFA = web.AppKey("mfa", MfaService)
+AUTH_FLOWS = web.AppKey("auth_flows", CloudAccountFlows)
+MFA = web.AppKey("mfa", CloudMfa)
 # Users, permissions, API keys, auth events.
 USERS = web.AppKey("users", UserService)
 PERMISSIONS = web.AppKey("permissions", PermissionService)
-API_KEYS = web.AppKey("api_keys", ApiKeyService)
+API_KEYS = web.AppKey("api_keys", CloudApiKeys)
+API_KEY_AUTH = web.AppKey("api_key_auth", ApiKeyAuthenticator)
 AUTH_EVENTS = web.AppKey("auth_events", AuthEvents)
 # The POS provider integration.
 POS_CONFIGS = web.AppKey("pos_configs", PosConfigService)

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # (script and its tiny-size arguments, a pattern every figure line of its report matches)
 BENCHES = {
     "api": (
-        ["bench/api.py", "--seconds", "1", "--connections", "2", "--farms", "2"],
+        ["bench/api.py", "--seconds", "1", "--rounds", "1", "--connections", "2", "--farms", "2"],
         [r"bare aiohttp JSON handler\s+\d+", r"GET /api/v1/farms/ .*%", r"POST /api/v1/shelves/"],
     ),
     "hub": (
