@@ -22,11 +22,11 @@ from agent.web import (
     home_automation,
     mfa,
     sensors,
-    streams,
     system,
     users,
+    webhooks,
 )
-from agent.web.keys import IDENTITY, SETTINGS
+from agent.web.keys import IDENTITY, SETTINGS, STREAMS
 from agent.wiring.climate import climate_context
 from agent.wiring.context import Announce
 from agent.wiring.control import control_context
@@ -43,6 +43,7 @@ from agent.wiring.services import services_context
 from agent.wiring.store import store_context
 from agent.wiring.streams import streams_context
 from agent.wiring.sync import sync_context
+from agent.wiring.webhooks import webhooks_context
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
 from protocol.http.middleware import (
@@ -57,6 +58,7 @@ from protocol.http.ratelimit import (
     add_rate_limit_headers,
     rate_limit_middleware,
 )
+from protocol.http.streams import install_streams
 from protocol.http.streams_doc import streams_document
 from protocol.identity import Principal
 from protocol.mail import MailSender
@@ -85,6 +87,7 @@ def api_of_agent() -> Api:
         actuators,
         grow_plans,
         home_automation,
+        webhooks,
     ):
         api.extend(module.api)
     return api
@@ -129,7 +132,7 @@ def create_app(
 
     api = api_of_agent()
     api.install(app)
-    streams.install(app)
+    install_streams(app, lambda app: app.get(STREAMS), settings.ws_send_timeout_s)
     install_webui(app, "agent")
     install_docs(
         app,
@@ -162,6 +165,7 @@ def create_app(
             home_automation_context(settings),
             climate_context(settings, clock=clock),
             grow_plans_context(settings, clock=clock),
+            webhooks_context(settings),
             sync_context(),
         ]
     )

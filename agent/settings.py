@@ -288,6 +288,26 @@ class AgentSettings(BaseSettings):
     smtp_sender: str = Field("farm-agent@localhost", description="From: address of mail")
     smtp_timeout_s: float = Field(15.0, gt=0, description="One message's time limit")
 
+    # Outgoing webhooks (issue 11): any address is allowed, the LAN is the agent's job
+    webhook_timeout_s: float = Field(10.0, gt=0, le=60, description="Time limit of one delivery")
+    webhook_workers: int = Field(4, ge=1, le=64, description="Delivery loops running at once")
+    webhook_batch: int = Field(
+        50, ge=1, le=500, description="Deliveries one loop posts at once at most"
+    )
+    webhook_poll_s: float = Field(
+        1.0, gt=0, le=60, description="Seconds between looks for due deliveries"
+    )
+    webhook_retry_initial_s: float = Field(
+        10.0, gt=0, description="First retry after this many seconds, doubling (with jitter)"
+    )
+    webhook_retry_max_s: float = Field(3600.0, gt=0, description="Longest wait between retries")
+    webhook_retry_window_s: float = Field(
+        86_400.0, ge=0, description="A delivery is retried this long before it is failed"
+    )
+    webhook_disable_after_s: float = Field(
+        86_400.0, ge=0, description="A webhook whose every delivery failed this long is disabled"
+    )
+
     @field_validator("metrics_allowed_networks")
     @classmethod
     def _networks(cls, value: str) -> str:

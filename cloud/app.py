@@ -11,12 +11,14 @@ from aiohttp import web
 from cloud.services.admins import AdminAccounts
 from cloud.services.alerts import AlertService
 from cloud.services.api_keys import API_KEY_HEADER
+from cloud.services.climate import ClimateService
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
 from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.pairing import PairingService
+from cloud.services.rate_limits import SharedRateLimiter
 from cloud.services.readings import ReadingService
 from cloud.services.sensors import SensorService
 from cloud.services.sync import SyncService
@@ -29,19 +31,23 @@ from cloud.web import (
     alerts,
     api_keys,
     auth,
+    climate,
     devices,
     farms,
     grow_plans,
+    home_automation,
     mfa,
     pos,
     sensors,
     sync,
     system,
     users,
+    webhooks,
 )
 from cloud.web.keys import (
     ALERTS,
-    API_KEYS,
+    API_KEY_AUTH,
+    CLIMATE,
     DATABASE,
     DEVICES,
     EVENTS,
@@ -54,24 +60,31 @@ from cloud.web.keys import (
     READINGS,
     SENSORS,
     SETTINGS,
+    STREAMS,
     SYNC,
 )
+from cloud.wiring.home_automation import home_automation_context
 from cloud.wiring.identity import identity_services, secret_key
 from cloud.wiring.mail import smtp_settings
+from cloud.wiring.maintenance import maintenance_context
 from cloud.wiring.pos import pos_context
+from cloud.wiring.streams import streams_context
 from cloud.wiring.users import user_services
+from cloud.wiring.webhooks import webhooks_context
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
+from protocol.http.forwarded import TRUSTED_PROXIES, TrustedProxies
 from protocol.http.metrics import MetricsAccess, install_metrics, parse_networks
 from protocol.http.middleware import auth_middleware, error_middleware, request_id_middleware
 from protocol.http.openapi import openapi_document
 from protocol.http.ratelimit import (
-    RateLimiter,
     RateLimitPolicy,
     add_rate_limit_headers,
     rate_limit_middleware,
 )
+from protocol.http.streams import install_streams
+from protocol.http.streams_doc import streams_document
 from protocol.identity import Principal
 from protocol.jwk import key_id, public_jwk
 from protocol.mail import MailSender
@@ -101,9 +114,12 @@ def api_of_cloud() -> Api:
         sensors,
         alerts,
         grow_plans,
+        climate,
         agents,
         sync,
         pos,
+        home_automation,
+        webhooks,
     ):
         api.extend(module.api)
     return api
@@ -124,34 +140,42 @@ def create_app(
     """
 
     async def authenticate(request: web.Request) -> Principal | None:
+        if request.path.startswith("/ws/"):
+            return None  # streams authenticate themselves, to answer with close codes (4401)
         token = bearer_token(request.headers)
         if token is not None:
             return await request.app[IDENTITY].principal_from_token(token)
         key = request.headers.get(API_KEY_HEADER)
         if key is not None:
-            return await request.app[API_KEYS].principal_from_api_key(key)
+            return await request.app[API_KEY_AUTH].principal_from_api_key(key)
         return None
 
     policy = RateLimitPolicy(
         per_user=settings.rate_limit_per_user,
         per_premium_user=settings.rate_limit_per_premium_user,
         per_address=settings.rate_limit_per_address,
+        # The balancer's health checks come from its own address every few seconds: counted,
+        # they would spend that address's anonymous quota and take the process out of service.
         unmetered_paths=frozenset(
             {sync.BATCHES_PATH, sync.BATCHES_PATH + "/", pos.WEBHOOK_PATH, pos.WEBHOOK_PATH + "/"}
+            | {"/health", "/health/", "/healthz", "/healthz/"}
         )
         | PAGE_PATHS,
         unmetered_prefixes=(ASSET_PREFIX,),
     )
+    limiter = SharedRateLimiter(lambda: app[DATABASE], clock)
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[
             request_id_middleware,
             error_middleware,
             auth_middleware(authenticate),
-            rate_limit_middleware(RateLimiter(clock), policy),
+            # Counted in PostgreSQL: N processes behind a balancer share one quota per caller.
+            rate_limit_middleware(limiter, policy),
         ],
     )
     app[SETTINGS] = settings
+    app[TRUSTED_PROXIES] = TrustedProxies.parse(settings.trusted_proxies or "")
     token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
     install_metrics(
         app, MetricsAccess(token, parse_networks(settings.metrics_allowed_networks)), "farm_cloud"
@@ -161,6 +185,7 @@ def create_app(
     version = distribution_version()
     api = api_of_cloud()
     api.install(app)
+    install_streams(app, lambda app: app.get(STREAMS), settings.ws_send_timeout_s)
     install_webui(app, "cloud")
     install_docs(
         app,
@@ -169,6 +194,12 @@ def create_app(
             title="Vertical farm cloud API",
             version=version,
             description="Cloud service: the farms synced from agents, identity, integrations.",
+            extensions={
+                "x-streams": streams_document(
+                    max_connections_per_user=settings.ws_max_connections_per_user,
+                    heartbeat_s=settings.ws_heartbeat_s,
+                )
+            },
         ),
     )
 
@@ -200,6 +231,7 @@ def create_app(
         app[EVENTS] = EventService(db)
         app[SENSORS] = SensorService(db)
         app[ALERTS] = AlertService(db)
+        app[CLIMATE] = ClimateService(db, clock)
         smtp = smtp_settings(settings)
         if smtp is None:
             log.warning(
@@ -235,7 +267,13 @@ def create_app(
         [
             database,
             services,
+            maintenance_context(settings, limiter),
             pos_context(settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))),
+            webhooks_context(
+                settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))
+            ),
+            streams_context(settings),
+            home_automation_context(settings),
         ]
     )
     return app

@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from home_hub.settings import HubConfig, check_hub_config
+from protocol.http.forwarded import TrustedProxies
 
 __all__ = ["CloudSettings"]
 
@@ -50,6 +53,17 @@ class CloudSettings(BaseSettings):
     )
     rate_limit_per_address: int = Field(100, ge=0, description="Anonymous requests an hour")
 
+    trusted_proxies: str | None = Field(
+        None,
+        description="Comma-separated networks of the balancers and reverse proxies whose"
+        " X-Forwarded-For / Forwarded headers name the client; unset: nobody's",
+    )
+    maintenance_interval_s: float = Field(
+        3600.0,
+        gt=0,
+        description="How often the maintenance jobs run (once per period over all processes):"
+        " expired rate-limit windows",
+    )
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Larger bodies get a 413")
     pairing_code_ttl_s: int = Field(24 * 3600, ge=60, description="How long a pairing code lives")
     sync_max_skew_s: float = Field(
@@ -57,6 +71,20 @@ class CloudSettings(BaseSettings):
     )
     sync_revoked_session_window_s: int = Field(
         30 * 86_400, ge=3600, description="How long revoked sessions are sent to agents"
+    )
+    ws_max_connections_per_user: int = Field(
+        10, ge=1, description="Concurrent WebSocket connections of one user, all streams together"
+    )
+    ws_heartbeat_s: float = Field(20.0, gt=0, description="Idle seconds before a heartbeat")
+    ws_queue_size: int = Field(
+        1000, ge=1, description="Messages waiting for one slow client before some are dropped"
+    )
+    ws_auth_timeout_s: float = Field(5.0, gt=0, description="Wait for an auth message this long")
+    ws_recheck_s: float = Field(
+        5.0, gt=0, description="Seconds between re-checks of a stream's credentials and farms"
+    )
+    ws_send_timeout_s: float = Field(
+        60.0, gt=0, description="A client that takes no data for this long is disconnected"
     )
     log_level: str = Field(
         "INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="DEBUG, INFO, WARNING, ERROR"
@@ -136,6 +164,72 @@ class CloudSettings(BaseSettings):
         30.0, gt=0, description="Longest back-off between those tries (jittered)"
     )
 
+    # The hub integration (SPEC.md "Hub integration credentials", DESIGN.md section 9): SPEC.md's
+    # names are read as they are, and with the CLOUD_ prefix like every other setting.
+    home_automation_enabled: bool = Field(
+        False,
+        validation_alias=AliasChoices("home_automation_enabled", "cloud_home_automation_enabled"),
+        description="Serve /api/v1/home-automation/* (also HOME_AUTOMATION_ENABLED)",
+    )
+    home_automation_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("home_automation_url", "cloud_home_automation_url"),
+        description="The hub's base address, usually the access proxy's (also HOME_AUTOMATION_URL)",
+    )
+    home_automation_token: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("home_automation_token", "cloud_home_automation_token"),
+        description="The hub's long-lived access token (also HOME_AUTOMATION_TOKEN)",
+    )
+    home_automation_timeout_s: float = Field(
+        10.0, gt=0, le=120, description="Time limit of one call to the hub"
+    )
+    access_proxy_protected: bool = Field(
+        False,
+        validation_alias=AliasChoices("access_proxy_protected", "cloud_access_proxy_protected"),
+        description="The hub is behind the access proxy (also ACCESS_PROXY_PROTECTED)",
+    )
+    access_proxy_service_client_id: str | None = Field(
+        None,
+        validation_alias=AliasChoices(
+            "access_proxy_service_client_id", "cloud_access_proxy_service_client_id"
+        ),
+        description="The access proxy's service token id (also ACCESS_PROXY_SERVICE_CLIENT_ID)",
+    )
+    access_proxy_service_client_secret: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices(
+            "access_proxy_service_client_secret", "cloud_access_proxy_service_client_secret"
+        ),
+        description="Its secret (also ACCESS_PROXY_SERVICE_CLIENT_SECRET)",
+    )
+
+    # Outgoing webhooks (issue 11)
+    webhook_allow_private_targets: bool = Field(
+        False,
+        description="Let webhooks reach loopback, private and link-local addresses",
+    )
+    webhook_timeout_s: float = Field(10.0, gt=0, le=60, description="Time limit of one delivery")
+    webhook_workers: int = Field(
+        4, ge=0, le=64, description="Delivery loops of this process; 0: this process sends none"
+    )
+    webhook_batch: int = Field(
+        50, ge=1, le=500, description="Deliveries one loop posts at once at most"
+    )
+    webhook_poll_s: float = Field(
+        1.0, gt=0, le=60, description="Seconds between looks for due deliveries"
+    )
+    webhook_retry_initial_s: float = Field(
+        10.0, gt=0, description="First retry after this many seconds, doubling (with jitter)"
+    )
+    webhook_retry_max_s: float = Field(3600.0, gt=0, description="Longest wait between retries")
+    webhook_retry_window_s: float = Field(
+        86_400.0, ge=0, description="A delivery is retried this long before it is failed"
+    )
+    webhook_disable_after_s: float = Field(
+        86_400.0, ge=0, description="A webhook whose every delivery failed this long is disabled"
+    )
+
     @field_validator("admin_email")
     @classmethod
     def _admin_email(cls, value: str | None) -> str | None:
@@ -145,10 +239,30 @@ class CloudSettings(BaseSettings):
             raise ValueError("not an e-mail address")
         return value.strip()
 
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _trusted_proxies(cls, value: str | None) -> str | None:
+        TrustedProxies.parse(value or "")  # a bad entry is a ValueError naming it
+        return value
+
     @model_validator(mode="after")
     def _has_key(self) -> CloudSettings:
         if self.signing_key is None and self.signing_key_path is None:
             raise ValueError("set CLOUD_SIGNING_KEY (PEM) or CLOUD_SIGNING_KEY_PATH")
         if self.db_pool_min > self.db_pool_max:
             raise ValueError("db_pool_min may not exceed db_pool_max")
+        check_hub_config(self.hub_config())
         return self
+
+    def hub_config(self) -> HubConfig:
+        """The hub settings as the shared hub client takes them."""
+        token, secret = self.home_automation_token, self.access_proxy_service_client_secret
+        return HubConfig(
+            enabled=self.home_automation_enabled,
+            url=self.home_automation_url,
+            token=token.get_secret_value() if token is not None else None,
+            proxy_protected=self.access_proxy_protected,
+            proxy_client_id=self.access_proxy_service_client_id,
+            proxy_client_secret=secret.get_secret_value() if secret is not None else None,
+            timeout_s=self.home_automation_timeout_s,
+        )

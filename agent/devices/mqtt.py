@@ -32,9 +32,9 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from agent.devices.codec import OutgoingMessage
 from agent.devices.errors import DeviceUnavailable
-from agent.devices.throttled_log import ThrottledLog
 from protocol.backoff import Backoff, Retry
 from protocol.tasks import cancel_and_wait
+from protocol.throttled_log import ThrottledLog
 
 __all__ = [
     "PUBLISH_POLICY",

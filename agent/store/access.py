@@ -12,7 +12,12 @@ from typing import Any
 from agent.store.db import Database
 from protocol.identity import PermissionType, Principal, Role
 
-__all__ = ["farm_grant", "visible_farm_filter", "visible_permission_filter"]
+__all__ = [
+    "farm_grant",
+    "visible_farm_filter",
+    "visible_permission_filter",
+    "writable_farm_filter",
+]
 
 
 def visible_farm_filter(principal: Principal, farm_id_column: str) -> tuple[str, list[Any]]:
@@ -22,6 +27,17 @@ def visible_farm_filter(principal: Principal, farm_id_column: str) -> tuple[str,
     return (
         f"{farm_id_column} IN (SELECT farm_id FROM permissions WHERE user_id = ?)",
         [principal.user_id],
+    )
+
+
+def writable_farm_filter(principal: Principal, farm_id_column: str) -> tuple[str, list[Any]]:
+    """An SQL condition on ``farm_id_column`` that keeps only farms the caller may write."""
+    if principal.is_admin:
+        return "1 = 1", []
+    return (
+        f"{farm_id_column} IN (SELECT farm_id FROM permissions"
+        " WHERE user_id = ? AND permission_type = ?)",
+        [principal.user_id, PermissionType.READ_WRITE.value],
     )
 
 
@@ -42,7 +58,7 @@ def visible_permission_filter(principal: Principal, alias: str) -> tuple[str, li
 
 async def farm_grant(db: Database, principal: Principal, farm_id: str) -> PermissionType | None:
     """The caller's grant on a farm, or ``None`` if it does not exist or is not visible."""
-    row = await db.fetch_one(
+    row = await db.lookup(
         """
         SELECT p.permission_type AS granted
         FROM farms f

@@ -21,11 +21,8 @@ from agent.services.grow_plans.plans import GrowPlanService
 from agent.services.health import HealthService
 from agent.services.hierarchy.farms import FarmService
 from agent.services.hierarchy.levels import HierarchyService
-from agent.services.hub.home_automation import HomeAutomation
-from agent.services.identity.api_keys import ApiKeyService
 from agent.services.identity.auth_events import AuthEvents
-from agent.services.identity.auth_flows import AuthFlows
-from agent.services.identity.mfa import MfaService
+from agent.services.identity.flows import AgentAccountFlows, AgentApiKeys, AgentMfa
 from agent.services.identity.permissions import PermissionService
 from agent.services.identity.sessions import IdentityService
 from agent.services.identity.users import UserService
@@ -33,20 +30,23 @@ from agent.services.ingest.device_runtime import DeviceRuntime
 from agent.services.ingest.reading_runtime import ReadingRuntime
 from agent.services.live.hub import EventHub
 from agent.services.streams.service import StreamService
+from agent.services.webhooks.service import WebhookService
 from agent.settings import AgentSettings
 from agent.store.db import Database
 from agent.sync.runtime import SyncRuntime
 from home_hub.live import HubStateStream
+from home_hub.service import HomeAutomation
+from protocol.webhooks import WebhookDeliverer
 
 SETTINGS = web.AppKey("settings", AgentSettings)
 DATABASE = web.AppKey("database", Database)
 FARMS = web.AppKey("farms", FarmService)
 HIERARCHY = web.AppKey("hierarchy", HierarchyService)
 IDENTITY = web.AppKey("identity", IdentityService)
-AUTH_FLOWS = web.AppKey("auth_flows", AuthFlows)
+AUTH_FLOWS = web.AppKey("auth_flows", AgentAccountFlows)
 AUTH_EVENTS = web.AppKey("auth_events", AuthEvents)
-MFA = web.AppKey("mfa", MfaService)
-API_KEYS = web.AppKey("api_keys", ApiKeyService)
+MFA = web.AppKey("mfa", AgentMfa)
+API_KEYS = web.AppKey("api_keys", AgentApiKeys)
 USERS = web.AppKey("users", UserService)
 PERMISSIONS = web.AppKey("permissions", PermissionService)
 STARTED_AT = web.AppKey("started_at", float)
@@ -72,3 +72,5 @@ GROW_PLANS = web.AppKey("grow_plans", GrowPlanService)
 HARVEST_WATCH = web.AppKey("harvest_watch", HarvestWatch)
 HOME_AUTOMATION = web.AppKey("home_automation", HomeAutomation)
 HUB_STATE_STREAM = web.AppKey("hub_state_stream", HubStateStream)
+WEBHOOKS = web.AppKey("webhooks", WebhookService)
+WEBHOOK_DELIVERER = web.AppKey("webhook_deliverer", WebhookDeliverer)

@@ -1,11 +1,15 @@
-"""/api/v1/sensors: thin handlers over SensorService and CalibrationService."""
+"""/api/v1/sensors: the list and metrics shared with the cloud (protocol/http/sensor_routes.py),
+then the agent's own readings and calibration handlers."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from agent.services.devices.sensors import SensorService
 from agent.web.keys import CALIBRATION, CALIBRATION_SESSIONS, SENSORS
-from protocol.http.endpoints import Api, principal_of
+from protocol.http.endpoints import principal_of
+from protocol.http.sensor_routes import TAG as _TAG
+from protocol.http.sensor_routes import sensor_api
 from protocol.schemas.sensors import (
     Calibrate,
     Calibration,
@@ -14,42 +18,14 @@ from protocol.schemas.sensors import (
     CalibrationSession,
     SensorData,
     SensorDataQuery,
-    SensorList,
-    SensorListQuery,
-    SensorMetrics,
-    SensorMetricsQuery,
 )
 
-api = Api()
-_TAG = "Sensors"
+
+def _sensors(request: web.Request) -> SensorService:
+    return request.app[SENSORS]
 
 
-@api.route(
-    "GET",
-    "/api/v1/sensors",
-    summary="List sensors with metrics and calibration",
-    tag=_TAG,
-    query=SensorListQuery,
-    response=SensorList,
-    errors=(403, 404),
-)
-async def list_sensors(request: web.Request, query: SensorListQuery) -> SensorList:
-    """Sensors on farms the caller may see."""
-    return await request.app[SENSORS].list_sensors(principal_of(request), query)
-
-
-@api.route(
-    "GET",
-    "/api/v1/sensors/metrics",
-    summary="Sensor counts and metric aggregates of a farm",
-    tag=_TAG,
-    query=SensorMetricsQuery,
-    response=SensorMetrics,
-    errors=(403, 404),
-)
-async def sensor_metrics(request: web.Request, query: SensorMetricsQuery) -> SensorMetrics:
-    """Per-metric min, max, mean and count over the farm's sensors."""
-    return await request.app[SENSORS].metrics(principal_of(request), query)
+api = sensor_api(_sensors)
 
 
 @api.route(

@@ -12,7 +12,6 @@ from agent.devices.errors import DeviceUnavailable
 from agent.services.control.actuators import ActuatorService
 from agent.services.control.fans import ActuatorControl
 from agent.services.control.schedules import ActuatorSchedules, is_availability
-from agent.services.live.outbox import Stream
 from agent.settings import AgentSettings
 from agent.store.actuator_commands import ActuatorCommandStore
 from agent.store.devices import DeviceStore
@@ -27,6 +26,7 @@ from agent.web.keys import (
 )
 from agent.wiring.context import CleanupContext
 from agent.wiring.scheduler import SCHEDULER
+from protocol.live.outbox import Stream
 
 __all__ = ["control_context", "schedule_timezone"]
 

@@ -8,16 +8,17 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.services.hub.home_automation import HomeAutomation
-from agent.services.hub.state_relay import HubStateRelay
 from agent.settings import AgentSettings
 from agent.store.access import farm_grant
 from agent.store.farms import FarmStore
+from agent.store.hub_closes import HubCloseStore
 from agent.web.keys import DATABASE, EVENT_HUB, EVENT_LOG, HOME_AUTOMATION, HUB_STATE_STREAM
 from agent.wiring.context import CleanupContext
 from home_hub.client import HubClient
-from home_hub.live import HubStateStream
+from home_hub.service import HomeAutomation
 from home_hub.settings import check_hub_config
+from home_hub.state_cache import HubStateCache
+from home_hub.state_relay import HubLiveState
 from protocol.identity import PermissionType, Principal
 
 __all__ = ["home_automation_context"]
@@ -33,43 +34,51 @@ def home_automation_context(settings: AgentSettings) -> CleanupContext:
         for warning in check_hub_config(config):
             log.warning("%s", warning)
         client = HubClient(config) if config.configured else None
+        # Entity lists come from the live state while the hub's event stream is up.
+        cache = HubStateCache()
         db, events = app[DATABASE], app[EVENT_LOG]
 
         async def grant(principal: Principal, farm_id: str) -> PermissionType | None:
             return await farm_grant(db, principal, farm_id)
 
-        def record(farm_id: str, kind: str, message: str, data: Mapping[str, Any]) -> str:
-            return events.notice(farm_id, kind, data, message=message)
+        async def record(
+            farm_id: str,
+            kind: str,
+            message: str,
+            data: Mapping[str, Any],
+            *,
+            severity: str = "info",
+            by: Principal | None = None,
+        ) -> str:
+            # Who asked is in ``data`` (user_id); the agent's log has no column for it.
+            return events.notice(farm_id, kind, data, message=message, severity=severity)
 
-        service = HomeAutomation(config, client, grant, record)
+        service = HomeAutomation(config, client, grant, record, HubCloseStore(db), cache=cache)
         app[HOME_AUTOMATION] = service
+        # Closes promised before a restart run now (overdue ones at once).
+        service.start()
         if client is not None:
             log.info(
                 "home automation: hub %s%s",
                 config.url,
                 " behind the access proxy" if config.proxy_protected else "",
             )
-        relay: HubStateRelay | None = None
-        stream: HubStateStream | None = None
+        live: HubLiveState | None = None
         if client is not None:
 
             async def farms() -> list[str]:
                 return list(await FarmStore(db).ids())
 
             # Live state: the hub's state changes reach /ws/device-events without polling.
-            relay = HubStateRelay(app[EVENT_HUB].publish, farms)
-            stream = HubStateStream(config, relay.offer)
-            relay.start()
-            stream.start()
-            app[HUB_STATE_STREAM] = stream
+            live = HubLiveState(config, app[EVENT_HUB].publish, farms, cache)
+            live.start()
+            app[HUB_STATE_STREAM] = live.stream
         try:
             yield
         finally:
-            if stream is not None:
-                await stream.stop()
-            if relay is not None:
-                await relay.stop()
-            await service.timers.stop()
+            if live is not None:
+                await live.stop()
+            await service.stop()
             if client is not None:
                 await client.close()
 

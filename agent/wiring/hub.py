@@ -10,11 +10,11 @@ from agent.devices.codec import OutgoingMessage
 from agent.devices.mqtt import outgoing
 from agent.services.hub.discovery import HaDiscovery
 from agent.services.hub.discovery_configs import DiscoveryTopics
-from agent.services.live.outbox import Stream
 from agent.settings import AgentSettings
 from agent.store.devices import DeviceStore
 from agent.web.keys import ACTUATORS, DATABASE, DEVICE_RUNTIME, DEVICES, EVENT_HUB
 from agent.wiring.context import CleanupContext
+from protocol.live.outbox import Stream
 from protocol.version import distribution_version
 
 __all__ = ["agent_status_messages", "discovery_topics", "hub_context"]

@@ -6,14 +6,14 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from agent.services.streams.auth import StreamAuthenticator
-from agent.services.streams.connection import StreamLimits
 from agent.services.streams.scope import StreamScope
 from agent.services.streams.service import StreamService
 from agent.settings import AgentSettings
 from agent.store.devices import DeviceStore
 from agent.web.keys import DATABASE, EVENT_HUB, IDENTITY, READINGS, STREAMS
 from agent.wiring.context import CleanupContext
+from protocol.live.auth import StreamAuthenticator
+from protocol.live.connection import StreamLimits
 
 __all__ = ["streams_context"]
 

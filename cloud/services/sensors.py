@@ -41,7 +41,7 @@ class SensorService:
         self._db = db
         self._clock = clock
 
-    async def list(self, principal: Principal, query: SensorListQuery) -> SensorList:
+    async def list_sensors(self, principal: Principal, query: SensorListQuery) -> SensorList:
         """Visible sensors, filtered and paged."""
         async with self._db.as_user(UUID(principal.user_id)) as conn:
             if query.farm_id is not None:

@@ -17,6 +17,7 @@ ago (a replay) is 409; a batch that verifies but does not parse is 400, an overs
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -27,8 +28,9 @@ from uuid import UUID
 import asyncpg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from cloud.services.streams.batch import LiveBatch, missed_by_stream
 from cloud.services.sync_delta import IdentityDeltaSource
-from cloud.store import sync_agents, sync_mirror
+from cloud.store import live_feed, sync_agents, sync_mirror
 from cloud.store.db import Connection, Database
 from protocol import sync_kinds
 from protocol.errors import BadRequest, Conflict, Forbidden, PayloadTooLarge, Unauthorized
@@ -125,7 +127,8 @@ class SyncService:
                 raise Unauthorized("Unknown or unpaired agent")
             if not await sync_agents.remember_batch(conn, agent_id, UUID(batch.batch_id)):
                 raise Conflict("Batch already applied (replay)")
-            refused = await _apply_records(conn, agent_id, agent["owner_id"], batch.records)
+            live = LiveBatch()
+            refused = await _apply_records(conn, agent_id, agent["owner_id"], batch.records, live)
             if refused:
                 await sync_mirror.dead_letter(
                     conn, agent_id, [(r.seq, r.kind, r.key, r.reason, d) for r, d in refused]
@@ -135,6 +138,9 @@ class SyncService:
             await sync_agents.set_progress(conn, agent_id, acked, pending)
             cutoff = datetime.now(UTC) - timedelta(seconds=2 * self._max_skew_s)
             await sync_agents.prune_batches(conn, cutoff)
+            # Delivered to every process's stream clients only once this transaction commits.
+            counts = {stream.value: n for stream, n in missed_by_stream(live.events).items()}
+            await live_feed.announce(conn, live.events, counts)
         for refusal, _ in refused[:_LOGGED_REFUSALS]:
             log.warning(
                 "agent %s: %s %s (seq %d) refused: %s",
@@ -162,10 +168,14 @@ def screen(record: Record) -> str | None:
 
 
 async def _apply_records(
-    conn: Connection, agent_id: UUID, owner_id: UUID | None, records: tuple[Record, ...]
+    conn: Connection,
+    agent_id: UUID,
+    owner_id: UUID | None,
+    records: tuple[Record, ...],
+    live: LiveBatch,
 ) -> Refused:
     """Apply a batch kind by kind, each in a savepoint: a record that cannot be applied is
-    refused alone (with its reason) and the rest commits."""
+    refused alone (with its reason) and the rest commits. What changed is told to ``live``."""
     # A rollup block carries a number per rollup and is claimed rollup by rollup below.
     plain = [r for r in records if r.kind != ROLLUP_BLOCK]
     fresh = await sync_mirror.claim_receipts(
@@ -203,12 +213,12 @@ async def _apply_records(
             except (KeyError, TypeError, ValueError) as err:
                 refuse(record, f"malformed rollup: {err!r}")
         else:
-            reason = await _apply_entity(conn, agent_id, owner_id, record)
+            reason = await _apply_entity(conn, agent_id, owner_id, record, live)
             if reason is not None:
                 refuse(record, reason)
     rollups += await _fresh_rollups(conn, agent_id, rollup_blocks)
     devices = [UUID(b.device_id) for _, b in blocks] + [r.device_id for _, r in rollups]
-    mine = await sync_mirror.own_devices(conn, agent_id, devices) if devices else set()
+    mine = await sync_mirror.own_devices(conn, agent_id, devices) if devices else {}
     not_mine = "device is not on one of the agent's farms"
     readings = sync_mirror.ReadingRows([], [], [], [], [])
     applied_blocks = []
@@ -216,7 +226,7 @@ async def _apply_records(
         if UUID(block.device_id) not in mine:
             refuse(record, not_mine)
             continue
-        applied_blocks.append(record)
+        applied_blocks.append((record, block))
         _add_block(record, block, readings)
     applied_rollups = []
     refused_blocks: set[int] = set()
@@ -229,8 +239,11 @@ async def _apply_records(
         applied_rollups.append((record, rollup))
     if readings.device_ids:
         reason = await _in_savepoint(conn, sync_mirror.insert_readings(conn, agent_id, readings))
-        for record in applied_blocks if reason else ():
-            refuse(record, reason or "")
+        for record, block in applied_blocks:
+            if reason:
+                refuse(record, reason)
+            else:
+                _tell_readings(live, str(mine[UUID(block.device_id)]), record, block)
     if applied_rollups:
         merge = sync_mirror.merge_rollups(conn, agent_id, [r for _, r in applied_rollups])
         reason = await _in_savepoint(conn, merge)
@@ -294,6 +307,13 @@ def _add_block(record: Record, block: ReadingBlock, into: sync_mirror.ReadingRow
         into.units.append(unit)
 
 
+def _tell_readings(live: LiveBatch, farm_id: str, record: Record, block: ReadingBlock) -> None:
+    """The stream messages of a reading block just stored."""
+    unit = str(record.data.get("u", ""))
+    for ts, value in zip(block.timestamps_ms, block.values, strict=True):
+        live.reading(farm_id, block.device_id, block.metric, unit, ts, value)
+
+
 def _rollup(record: Record) -> sync_mirror.RollupRow:
     """A rollup record as a row (raises on a malformed one)."""
     d = record.data
@@ -314,16 +334,42 @@ def _rollup(record: Record) -> sync_mirror.RollupRow:
 
 
 async def _apply_entity(
-    conn: Connection, agent_id: UUID, owner_id: UUID | None, record: Record
+    conn: Connection, agent_id: UUID, owner_id: UUID | None, record: Record, live: LiveBatch
 ) -> str | None:
     """One upsert or delete in a savepoint, so a bad record is refused alone; why it was."""
     try:
         async with conn.transaction():
             if record.op == "delete":
                 await sync_mirror.delete_entity(conn, agent_id, record.kind, record.key)
+                if record.kind == "farms":
+                    live.farm_deleted(record.key, datetime.now(UTC))
                 return None
-            if await sync_mirror.upsert_entity(conn, agent_id, owner_id, record.kind, record.data):
+            before = None
+            if record.kind == "devices":
+                before = await sync_mirror.device_state(conn, agent_id, record.key)
+            inserted = await sync_mirror.upsert_entity(
+                conn, agent_id, owner_id, record.kind, record.data
+            )
+            if inserted is not None:
+                _tell_entity(live, record, inserted, before)
                 return None
     except (asyncpg.PostgresError, KeyError, TypeError, ValueError) as err:
         return f"{type(err).__name__}: {err}"
     return "not one of the agent's farms"
+
+
+def _tell_entity(live: LiveBatch, record: Record, inserted: bool, before: Any) -> None:
+    """The stream messages of an entity just written to the mirror."""
+    if record.kind == "events" and inserted:
+        live.event({**record.data, "data": _json_value(record.data.get("data")) or {}})
+    elif record.kind == "climate_history" and inserted:
+        live.climate({**record.data, "data": _json_value(record.data.get("data")) or {}})
+    elif record.kind == "devices":
+        state = _json_value(record.data.get("state"))
+        if state and state != before:
+            live.device_state(record.data, state)
+
+
+def _json_value(value: Any) -> Any:
+    """A JSON column the agent's trigger may have written as text, as a value."""
+    return json.loads(value) if isinstance(value, str) else value

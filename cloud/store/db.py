@@ -9,6 +9,11 @@ Two credentials, two pools (docs/cloud-rls.md):
 
 Both roles are checked at connect time: neither may be a superuser, bypass RLS, own a table or
 act as farm_authz, and the user role may not act as the system role.
+
+A database that cannot be reached, or that drops the connection (a restart, a failover), is a
+:class:`DatabaseUnavailable`: 503 SERVICE_UNAVAILABLE in the envelope, never a 500. The pools
+reconnect on their own: a connection found closed is replaced at the next acquire, so requests
+after the database is back succeed without restarting the process.
 """
 
 from __future__ import annotations
@@ -19,13 +24,15 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TypeAlias
+from typing import Any, TypeAlias
 from uuid import UUID
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-__all__ = ["Database", "UnsafeRoleError"]
+from protocol.errors import ServiceUnavailable
+
+__all__ = ["Database", "DatabaseUnavailable", "UnsafeRoleError"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +47,32 @@ Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
 
 class UnsafeRoleError(RuntimeError):
     """A pool's database role could escape row-level security."""
+
+
+class DatabaseUnavailable(ServiceUnavailable):
+    """PostgreSQL could not be reached or dropped the connection; the request may be retried."""
+
+    default_message = "The database is unavailable; try again shortly"
+
+
+# What only a lost or refused database connection raises, at any point of a transaction.
+_CONNECTION_LOST: tuple[type[BaseException], ...] = (
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.PostgresConnectionError,  # SQLSTATE class 08
+    asyncpg.CannotConnectNowError,  # the server is starting or shutting down
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.TooManyConnectionsError,
+)
+# Raised by the transaction's own body for other reasons too (a mail server refusing, a query's
+# time limit, a constraint): counted as the database's only while a connection is being opened
+# (refused, timed out, the login or the database refused).
+_CONNECT_FAILED: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+)
 
 
 async def _init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
@@ -133,9 +166,24 @@ class Database:
         return cls(user_pool, system_pool, io_timeout=io_timeout)
 
     @asynccontextmanager
+    async def _transaction(self, pool: Pool, **options: Any) -> AsyncIterator[Connection]:
+        """A pooled connection in a transaction; a lost database is :class:`DatabaseUnavailable`."""
+        opened = False
+        try:
+            async with pool.acquire(timeout=self._timeout) as conn, conn.transaction(**options):
+                opened = True
+                yield conn
+        except _CONNECTION_LOST as err:
+            raise DatabaseUnavailable() from err
+        except _CONNECT_FAILED as err:
+            if opened:
+                raise
+            raise DatabaseUnavailable() from err
+
+    @asynccontextmanager
     async def as_user(self, user_id: UUID) -> AsyncIterator[Connection]:
         """A transaction acting for `user_id`: row-level security applies to everything in it."""
-        async with self._user_pool.acquire(timeout=self._timeout) as conn, conn.transaction():
+        async with self._transaction(self._user_pool) as conn:
             # is_local=true: the setting ends with the transaction, so a pooled connection
             # never carries one user's identity into the next use.
             await conn.execute(
@@ -146,17 +194,16 @@ class Database:
     @asynccontextmanager
     async def as_system(self) -> AsyncIterator[Connection]:
         """A transaction on the system role, for sync apply and pre-authentication lookups."""
-        async with self._system_pool.acquire(timeout=self._timeout) as conn, conn.transaction():
+        async with self._transaction(self._system_pool) as conn:
             yield conn
 
     @asynccontextmanager
     async def snapshot_as_system(self) -> AsyncIterator[Connection]:
         """A read-only transaction on the system role that sees one snapshot throughout
         (REPEATABLE READ): what several queries read belongs to one moment."""
-        async with (
-            self._system_pool.acquire(timeout=self._timeout) as conn,
-            conn.transaction(isolation="repeatable_read", readonly=True),
-        ):
+        async with self._transaction(
+            self._system_pool, isolation="repeatable_read", readonly=True
+        ) as conn:
             yield conn
 
     async def ping(self) -> dict[str, float | None]:

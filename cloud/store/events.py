@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -9,7 +10,7 @@ from uuid import UUID
 from cloud.store.db import Connection
 from cloud.store.records import plain
 
-__all__ = ["list_events"]
+__all__ = ["insert_event", "list_events"]
 
 
 async def list_events(
@@ -41,3 +42,27 @@ async def list_events(
         offset,
     )
     return [plain(row) for row in rows], total
+
+
+async def insert_event(
+    conn: Connection,
+    farm_id: UUID,
+    kind: str,
+    severity: str,
+    message: str,
+    data: Mapping[str, Any],
+) -> UUID:
+    """Record an event of the cloud's own (no agent, no device) in a farm's log; its id.
+
+    On the user path row-level security lets it in only on a farm the caller may write.
+    """
+    event_id: UUID = await conn.fetchval(
+        "INSERT INTO events (farm_id, kind, severity, message, data, ts)"
+        " VALUES ($1, $2, $3, $4, $5, now()) RETURNING id",
+        farm_id,
+        kind,
+        severity,
+        message,
+        dict(data),
+    )
+    return event_id

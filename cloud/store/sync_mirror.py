@@ -18,6 +18,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 import asyncpg
 
@@ -30,6 +31,7 @@ __all__ = [
     "dead_letter",
     "dead_letters",
     "delete_entity",
+    "device_state",
     "insert_readings",
     "merge_rollups",
     "own_devices",
@@ -44,8 +46,8 @@ _REPLICATED = f"""(u.role = 'admin'
     OR u.id IN (SELECT f.user_id FROM farms AS f WHERE f.agent_id = $1)
     OR u.id IN (SELECT p.user_id FROM permissions AS p WHERE p.farm_id IN {_MINE}))"""
 
-# Upserts by agent entity name; $1 is always the agent id. `RETURNING 1` tells whether the
-# confinement let the row through.
+# Upserts by agent entity name; $1 is always the agent id. A row returned tells that the
+# confinement let the row through, and its value whether it was new (xmax is 0 on an insert).
 _UPSERT: dict[str, str] = {
     # The creator holds read_write on the farm (a grant): only a cloud user the agent already
     # has from the cloud (its identity delta's users) is taken, anyone else gives the owner.
@@ -60,14 +62,14 @@ _UPSERT: dict[str, str] = {
             location = excluded.location, status = excluded.status,
             updated_at = excluded.updated_at
         WHERE t.agent_id = $1
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     "farm_rows": f"""
         INSERT INTO rows AS t (id, farm_id, name, position, status, created_at, updated_at)
         SELECT $2, $3, $4, $5, $6, $7::timestamptz, $8::timestamptz WHERE $3 IN {_MINE}
         ON CONFLICT (id) DO UPDATE SET name = excluded.name, position = excluded.position,
             status = excluded.status, updated_at = excluded.updated_at
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     "racks": f"""
         INSERT INTO racks AS t (id, farm_id, row_id, name, position, height_cm, width_cm,
                                depth_cm, status, created_at, updated_at)
@@ -78,7 +80,7 @@ _UPSERT: dict[str, str] = {
             depth_cm = excluded.depth_cm, status = excluded.status,
             updated_at = excluded.updated_at
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     "shelves": f"""
         INSERT INTO shelves AS t (id, farm_id, rack_id, name, level, plant_capacity,
                                  current_species, current_plant_count, status, created_at,
@@ -90,7 +92,7 @@ _UPSERT: dict[str, str] = {
             current_plant_count = excluded.current_plant_count, status = excluded.status,
             updated_at = excluded.updated_at
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     "devices": f"""
         INSERT INTO devices AS t (id, farm_id, name, kind, device_type, location, status,
             firmware_profile, address, mac_address, firmware_version, battery_level,
@@ -112,7 +114,7 @@ _UPSERT: dict[str, str] = {
             rated_power_w = excluded.rated_power_w, runtime_hours = excluded.runtime_hours,
             updated_at = excluded.updated_at
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     "calibrations": f"""
         INSERT INTO calibrations AS t (id, farm_id, device_id, metric, method, points, slope,
                                       intercept, active, performed_by, performed_at)
@@ -121,7 +123,7 @@ _UPSERT: dict[str, str] = {
         ON CONFLICT (id) DO UPDATE SET active = excluded.active, points = excluded.points,
             slope = excluded.slope, intercept = excluded.intercept
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     # An event of a device the mirror does not hold (deleted meanwhile) is kept, unlinked.
     # Only the acknowledgement of a stored event changes.
     "events": f"""
@@ -133,7 +135,7 @@ _UPSERT: dict[str, str] = {
         ON CONFLICT (id) DO UPDATE SET acknowledged_at = excluded.acknowledged_at,
             acknowledged_by = excluded.acknowledged_by
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     # A plan mirrors whole; shelf_id is its first shelf when the mirror holds it.
     "grow_plans": f"""
         INSERT INTO grow_plans AS t (id, farm_id, shelf_id, name, species, status, started_at,
@@ -153,7 +155,7 @@ _UPSERT: dict[str, str] = {
             ended_at = excluded.ended_at, harvested_quantity = excluded.harvested_quantity,
             harvest_unit = excluded.harvest_unit
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
     # The agent keeps one settings record per farm (or row) and its history; the mirror keeps
     # the current settings as a document.
     "climate_settings": f"""
@@ -163,7 +165,23 @@ _UPSERT: dict[str, str] = {
         ON CONFLICT (id) DO UPDATE SET settings = excluded.settings,
             changed_by = excluded.changed_by, changed_at = excluded.changed_at
         WHERE t.farm_id IN {_MINE}
-        RETURNING 1""",
+        RETURNING (t.xmax = 0)""",
+    # Every entry once; a re-sent one changes nothing but still counts as applied.
+    "climate_history": f"""
+        INSERT INTO climate_history AS t (id, farm_id, row_id, settings_id, kind, at, actor_id,
+                                         actor_email, data)
+        SELECT $2, $3, $4, $5, $6, $7::timestamptz, $8::uuid, $9, $10
+        WHERE $3 IN {_MINE}
+        ON CONFLICT (id) DO UPDATE SET data = t.data
+        WHERE t.farm_id IN {_MINE}
+        RETURNING (t.xmax = 0)""",
+    # A setting of the agent's whole site: confined to the agent itself, not to a farm.
+    "site_settings": """
+        INSERT INTO agent_settings AS t (agent_id, key, value, updated_at)
+        VALUES ($1, $2, $3, coalesce($4::timestamptz, now()))
+        ON CONFLICT (agent_id, key) DO UPDATE SET value = excluded.value,
+            updated_at = excluded.updated_at
+        RETURNING (t.xmax = 0)""",
 }
 
 _DELETE: dict[str, str] = {
@@ -176,6 +194,7 @@ _DELETE: dict[str, str] = {
     "events": f"DELETE FROM events WHERE id = $2 AND farm_id IN {_MINE}",
     "grow_plans": f"DELETE FROM grow_plans WHERE id = $2 AND farm_id IN {_MINE}",
     "climate_settings": f"DELETE FROM climate_settings WHERE id = $2 AND farm_id IN {_MINE}",
+    "climate_history": f"DELETE FROM climate_history WHERE id = $2 AND farm_id IN {_MINE}",
 }
 
 ENTITIES = frozenset(_UPSERT)
@@ -355,15 +374,47 @@ def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
             _ts(d.get("acknowledged_at")),
             d.get("acknowledged_by"),
         ]
+    if entity == "climate_history":
+        return [
+            _uuid(d["id"]),
+            _uuid(d["farm_id"]),
+            _uuid(d.get("row_id")),
+            _uuid(d.get("settings_id")),
+            d["kind"],
+            _ts(d["at"]),
+            d.get("actor_id"),
+            d.get("actor_email"),
+            _json(d.get("data")),
+        ]
+    if entity == "site_settings":
+        return [*_site_setting(str(d["key"]), str(d["value"])), _ts(d.get("updated_at"))]
     raise KeyError(entity)
+
+
+def _site_setting(key: str, value: str) -> tuple[str, str]:
+    """A site setting the cloud knows how to use, checked (raises on anything else)."""
+    if key != "timezone":
+        raise ValueError(f"unknown site setting {key!r}")
+    ZoneInfo(value)  # an unknown zone raises ZoneInfoNotFoundError, a KeyError
+    return key, value
 
 
 async def upsert_entity(
     conn: Connection, agent_id: UUID, owner_id: UUID | None, entity: str, data: dict[str, Any]
-) -> bool:
-    """Insert or update one agent row in the mirror; ``False`` if confinement refused it."""
-    done = await conn.fetchval(_UPSERT[entity], agent_id, *_params(entity, data, owner_id))
-    return done is not None
+) -> bool | None:
+    """Insert or update one agent row in the mirror: True if it is new, False if it was
+    updated, ``None`` if confinement refused it."""
+    inserted: bool | None = await conn.fetchval(
+        _UPSERT[entity], agent_id, *_params(entity, data, owner_id)
+    )
+    return inserted
+
+
+async def device_state(conn: Connection, agent_id: UUID, device_id: str) -> Any:
+    """The reported state the mirror holds for one of the agent's devices (None if none)."""
+    return await conn.fetchval(
+        f"SELECT state FROM devices WHERE id = $2 AND farm_id IN {_MINE}", agent_id, UUID(device_id)
+    )
 
 
 async def delete_entity(conn: Connection, agent_id: UUID, entity: str, entity_id: str) -> None:
@@ -382,14 +433,16 @@ class ReadingRows:
     units: list[str]
 
 
-async def own_devices(conn: Connection, agent_id: UUID, device_ids: Sequence[UUID]) -> set[UUID]:
-    """Those of ``device_ids`` that sit on one of the agent's farms."""
+async def own_devices(
+    conn: Connection, agent_id: UUID, device_ids: Sequence[UUID]
+) -> dict[UUID, UUID]:
+    """Those of ``device_ids`` that sit on one of the agent's farms, with their farm."""
     rows = await conn.fetch(
-        f"SELECT id FROM devices WHERE id = ANY($2::uuid[]) AND farm_id IN {_MINE}",
+        f"SELECT id, farm_id FROM devices WHERE id = ANY($2::uuid[]) AND farm_id IN {_MINE}",
         agent_id,
         list(set(device_ids)),
     )
-    return {r["id"] for r in rows}
+    return {r["id"]: r["farm_id"] for r in rows}
 
 
 async def insert_readings(conn: Connection, agent_id: UUID, rows: ReadingRows) -> None:

@@ -1,45 +1,18 @@
-"""/api/v1/sensors and /sensors/metrics over the mirror: thin handlers."""
+"""/api/v1/sensors and /sensors/metrics (protocol/http/sensor_routes.py) over the mirror."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from cloud.services.sensors import SensorService
 from cloud.web.keys import SENSORS
-from protocol.http.endpoints import Api, principal_of
-from protocol.schemas.sensors import (
-    SensorList,
-    SensorListQuery,
-    SensorMetrics,
-    SensorMetricsQuery,
-)
+from protocol.http.sensor_routes import sensor_api
 
-api = Api()
-_TAG = "Sensors"
+__all__ = ["api"]
 
 
-@api.route(
-    "GET",
-    "/api/v1/sensors",
-    summary="List sensors",
-    tag=_TAG,
-    query=SensorListQuery,
-    response=SensorList,
-    errors=(404,),
-)
-async def list_sensors(request: web.Request, query: SensorListQuery) -> SensorList:
-    """Sensors of the farms the caller may see, filtered and paged."""
-    return await request.app[SENSORS].list(principal_of(request), query)
+def _sensors(request: web.Request) -> SensorService:
+    return request.app[SENSORS]
 
 
-@api.route(
-    "GET",
-    "/api/v1/sensors/metrics",
-    summary="Sensor counts and metric aggregates of a farm",
-    tag=_TAG,
-    query=SensorMetricsQuery,
-    response=SensorMetrics,
-    errors=(403, 404),
-)
-async def sensor_metrics(request: web.Request, query: SensorMetricsQuery) -> SensorMetrics:
-    """Per-metric min, max, mean and count over the farm's sensors' raw readings."""
-    return await request.app[SENSORS].metrics(principal_of(request), query)
+api = sensor_api(_sensors)

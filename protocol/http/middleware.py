@@ -101,9 +101,23 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if exc.status < 400:
             raise
         return error_response(_from_http_exception(exc), request)
-    except Exception:
+    except Exception as exc:
+        if isinstance(exc, ConnectionResetError) and _client_gone(request):
+            # The client closed its connection mid-request (half a body, a dropped link): not
+            # a fault of ours, and nobody is left to answer. One line, no traceback. A reset
+            # from a peer of ours (the database, the cloud) on a live request is an error.
+            log.info("client closed the connection during %s %s", request.method, request.path)
+            gone = error_response(BadRequest("The connection closed mid-request"), request)
+            gone.force_close()
+            return gone
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(InternalError(), request)
+
+
+def _client_gone(request: web.Request) -> bool:
+    """Whether the connection the request came on is closed or closing."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 def auth_middleware(authenticate: Authenticate) -> Middleware:

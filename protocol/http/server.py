@@ -4,6 +4,10 @@ aiohttp answers a request it cannot parse (a URL or header line over 8,190 bytes
 headers, a ``Content-Encoding`` it cannot decode) before any middleware runs, from
 ``RequestHandler.handle_error``, in plain text. This runner's request handler renders those
 answers in the error envelope like every other error (DESIGN.md section 3).
+
+When the application names trusted proxies (``TRUSTED_PROXIES``, protocol/http/forwarded.py),
+the runner makes each request with the real client as ``request.remote``, before any
+middleware or handler sees it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
 from protocol.errors import ApiError, BadRequest, InternalError, envelope
+from protocol.http.forwarded import TRUSTED_PROXIES, TrustedProxies
 
 __all__ = [
     "EnvelopeAppRunner",
@@ -83,12 +88,29 @@ class EnvelopeAppRunner(web.AppRunner):
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
         kwargs: dict[str, Any] = dict(server._kwargs)
+        factory = server.request_factory
+        proxies = self.app.get(TRUSTED_PROXIES)
+        if proxies is not None and proxies.networks:
+            factory = _forwarding_factory(factory, proxies)
         return _EnvelopeServer(
             server.request_handler,
-            request_factory=server.request_factory,
+            request_factory=factory,
             handler_cancellation=server.handler_cancellation,
             **kwargs,
         )
+
+
+def _forwarding_factory(factory: Any, proxies: TrustedProxies) -> Any:
+    """``factory``, its requests carrying the client the trusted proxies name as ``remote``."""
+
+    def make(*args: Any, **kwargs: Any) -> BaseRequest:
+        request: BaseRequest = factory(*args, **kwargs)
+        client = proxies.client_of(request.remote, request.headers)
+        if client is None or client == request.remote:
+            return request
+        return request.clone(remote=client)
+
+    return make
 
 
 class ListenError(Exception):

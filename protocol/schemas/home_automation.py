@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, StringConstraints, model_validator
 
-from protocol.schemas.common import ApiModel, Schema, Uuid
+from protocol.schemas.auth import UuidIn
+from protocol.schemas.common import ApiModel, Schema
 
 __all__ = [
     "HubControlRequest",
@@ -21,6 +22,7 @@ __all__ = [
     "HubEntity",
     "HubIrrigationControl",
     "HubLightControl",
+    "HubPendingClose",
     "HubSensor",
     "HubSensorList",
     "HubStatus",
@@ -28,6 +30,17 @@ __all__ = [
 
 EntityId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+\.[a-z0-9_]+$", max_length=255)]
 Domain = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$", max_length=64)]
+
+
+class HubPendingClose(Schema):
+    """An irrigation the server will close: when promised, and how the tries are going."""
+
+    entity_id: str
+    farm_id: str
+    close_at: str = Field(description="When the caller was promised the close")
+    next_try_at: str = Field(description="close_at, or the next retry after a failed try")
+    attempts: int = Field(description="Tries the hub did not take so far")
+    last_error: str | None = Field(description="The error code of the last failed try")
 
 
 class HubStatus(Schema):
@@ -40,6 +53,10 @@ class HubStatus(Schema):
     proxy_in_use: bool
     last_error: str | None = Field(description="The error code of the last failed hub call")
     latency_ms: float | None
+    pending_closes: list[HubPendingClose] = Field(
+        default_factory=list,
+        description="Irrigations opened for a duration, not yet closed (farms the caller sees)",
+    )
 
 
 class HubEntity(Schema):
@@ -88,7 +105,7 @@ class HubSensorList(Schema):
 
 
 class _Control(ApiModel):
-    farm_id: Uuid = Field(description="The farm the hub serves; its event log records the action")
+    farm_id: UuidIn = Field(description="The farm the hub serves; its event log records the action")
 
 
 class HubControlRequest(_Control):
@@ -117,8 +134,10 @@ class HubLightControl(_Control):
 class HubIrrigationControl(_Control):
     """Open, close or position a valve (or switch a pump/valve switch) for an optional time.
 
-    With ``duration_s`` the agent closes it again itself after that long, retrying until the hub
-    takes it, whatever happens to the caller or the network meanwhile.
+    With ``duration_s`` the server (agent or cloud) closes it again itself after that long,
+    retrying until the hub takes it, whatever happens to the caller, the network or the server
+    meanwhile (the close is on record before the valve opens). An open without a duration keeps
+    a close already pending; a close by hand cancels it.
     """
 
     entity_id: Annotated[EntityId, StringConstraints(pattern=r"^(valve|switch)\.")]
@@ -145,5 +164,5 @@ class HubControlResult(Schema):
     changed: list[HubEntity]
     event_id: str
     close_at: str | None = Field(
-        default=None, description="When the agent closes it again (irrigation with a duration)"
+        default=None, description="When the server closes it again (irrigation with a duration)"
     )

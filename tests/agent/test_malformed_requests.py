@@ -4,6 +4,7 @@ and never a 500, on every route, before or after authentication."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import socket
 import time
@@ -180,3 +181,28 @@ def test_timestamps_before_the_year_1000_keep_four_digits() -> None:
     early = parse_iso("0001-01-01T00:00:00Z")
     assert iso(early) == "0001-01-01T00:00:00.000Z"
     assert iso(parse_iso("0999-12-31T23:59:59.5Z")) == "0999-12-31T23:59:59.500Z"
+
+
+def test_a_client_gone_mid_body_is_one_quiet_log_line(
+    served: LiveAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Half a body then a closed socket is the client's doing: no error, no traceback."""
+    caplog.set_level(logging.INFO)
+    port = int(served.base_url.rsplit(":", 1)[1])
+    headers = {"Content-Type": "application/json", "Content-Length": "1000"}
+    head = "\r\n".join(
+        ["POST /api/v1/login HTTP/1.1", "Host: farm"] + [f"{k}: {v}" for k, v in headers.items()]
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(head.encode() + b"\r\n\r\n" + b'{"email": "admin@')
+    deadline = time.monotonic() + 30  # waits for the server to see the close; asserts nothing
+    while time.monotonic() < deadline and not any(
+        "closed the connection" in r.getMessage() for r in caplog.records
+    ):
+        time.sleep(0.05)
+    said = [r for r in caplog.records if "closed the connection" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.INFO, caplog.text
+    assert "POST /api/v1/login" in said[0].getMessage()
+    noisy = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    assert not noisy, caplog.text
+    assert "Traceback" not in caplog.text

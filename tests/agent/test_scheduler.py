@@ -4,6 +4,7 @@ when it stops."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC
 from typing import Any
 
@@ -48,4 +49,37 @@ async def test_a_failed_run_is_retried_at_the_next_interval() -> None:
         await job.stop()
         scheduler.shutdown(wait=False)
     assert runs[:2] == [1, 2]
+    assert scheduler.get_jobs() == []
+
+
+async def test_a_run_cancelled_by_stop_ends_quietly_without_an_error_in_the_log(
+    caplog: Any,
+) -> None:
+    """The start-up failure message must stay one line: a run interrupted by its own job's stop()
+    is not a failure, so neither the job nor apscheduler logs it as one."""
+    scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop(), timezone=UTC)
+    scheduler.start()
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def work() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    job = PeriodicJob("long-run", work, interval_s=60, first_after_s=0)
+    job.start(scheduler)
+    try:
+        async with asyncio.timeout(10):  # a guard against hanging, not a measurement
+            await started.wait()
+        caplog.clear()
+        await job.stop()
+        await asyncio.sleep(0)  # let apscheduler see the run's outcome
+    finally:
+        scheduler.shutdown(wait=False)
+    assert cancelled.is_set()
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert scheduler.get_jobs() == []

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from agent.services.live.device_events import DeviceEvent, EventKind
-from agent.services.live.outbox import Stream
 from agent.services.readings.listeners import CommittedReading
 from agent.web.keys import EVENT_HUB
 from farm_client import (
@@ -23,6 +22,7 @@ from farm_client import (
     StatusUpdate,
     StreamClosedError,
 )
+from protocol.live.outbox import Stream
 from protocol.timefmt import utcnow
 from tests.client.conftest import ADMIN, ServeAgent, ServedAgent
 

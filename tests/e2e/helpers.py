@@ -42,18 +42,26 @@ async def paired_state(cloud: LiveCloud, state_dir: Path) -> tuple[str, str]:
 
 
 async def add_readings(
-    db_path: Path, device_id: str, start_ms: int, count: int, step_ms: int = 1000
+    db_path: Path,
+    device_id: str,
+    start_ms: int,
+    count: int,
+    step_ms: int = 1000,
+    value: float | None = None,
 ) -> None:
-    """Readings of one series written straight into the agent's SQLite (as the writer would).
+    """Readings of one series written straight into the agent's SQLite (as the writer would):
+    ``value`` each, or a saw-tooth from 20 to 24.9.
 
     In a thread: the agent under test shares this event loop, and a write transaction it holds
     finishes only when the loop runs; waiting for its lock on the loop would deadlock until the
     busy timeout ("database is locked").
     """
-    await asyncio.to_thread(_write_readings, db_path, device_id, start_ms, count, step_ms)
+    await asyncio.to_thread(_write_readings, db_path, device_id, start_ms, count, step_ms, value)
 
 
-def _write_readings(db_path: Path, device_id: str, start_ms: int, count: int, step_ms: int) -> None:
+def _write_readings(
+    db_path: Path, device_id: str, start_ms: int, count: int, step_ms: int, value: float | None
+) -> None:
     conn = sqlite3.connect(db_path, timeout=30, isolation_level=None)
     try:
         conn.execute("PRAGMA busy_timeout=30000")
@@ -68,7 +76,10 @@ def _write_readings(db_path: Path, device_id: str, start_ms: int, count: int, st
         ).fetchone()
         conn.executemany(
             "INSERT INTO readings (series_id, ts, value) VALUES (?, ?, ?)",
-            [(series_id, start_ms + i * step_ms, 20 + (i % 50) / 10) for i in range(count)],
+            [
+                (series_id, start_ms + i * step_ms, 20 + (i % 50) / 10 if value is None else value)
+                for i in range(count)
+            ],
         )
         conn.execute("COMMIT")
     finally:

@@ -1,16 +1,20 @@
-"""The cloud's web app shows a farm that a paired agent synced (a real Chromium, async API:
-the cloud and the agent run on the test's own event loop)."""
+"""The cloud's web app shows a farm that a paired agent synced, and updates it live from the
+cloud's streams (a real Chromium, async API: the cloud and the agent run on the test's own
+event loop)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import async_playwright, expect
 
+from cloud.web.keys import STREAMS
 from tests.conftest import Agent
 from tests.e2e.conftest import CLOUD_PASSWORD, LiveCloud
 from tests.e2e.helpers import FAST_SYNC, add_readings, eventually, paired_state
@@ -25,8 +29,9 @@ from tests.webui.conftest import (
 )
 
 
-async def _synced_farm(cloud: LiveCloud, agent: Agent, state: Path) -> None:
-    """A farm with a row, a rack, a shelf and a sensor with fresh readings, mirrored."""
+async def _synced_farm(cloud: LiveCloud, agent: Agent, state: Path) -> str:
+    """A farm with a row, a rack, a shelf and a sensor with fresh readings, mirrored; the
+    sensor's id."""
 
     async def create(path: str, body: dict[str, Any]) -> str:
         resp = await agent.client.post(path, json=body, headers=agent.auth())
@@ -76,14 +81,28 @@ async def _synced_farm(cloud: LiveCloud, agent: Agent, state: Path) -> None:
         return int(rows[0][0]) >= 30 and int(shelves[0][0]) == 1 and int(plans[0][0]) == 1
 
     await eventually(mirrored, "the farm and its readings in the cloud")
+    return sensor
 
 
-async def test_the_cloud_ui_shows_a_synced_farm(
+def cloud_app(cloud: LiveCloud) -> web.Application:
+    """The application of the running cloud."""
+    assert cloud.runner is not None
+    return cloud.runner.app
+
+
+def _true_when(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    async def poll() -> bool:
+        return check()
+
+    return poll
+
+
+async def test_the_cloud_ui_shows_a_synced_farm_and_updates_it_live(
     cloud: LiveCloud, make_agent: Any, tmp_path: Path
 ) -> None:
     _, owner_email = await paired_state(cloud, tmp_path / "state")
     agent: Agent = await make_agent(**FAST_SYNC)
-    await _synced_farm(cloud, agent, tmp_path / "state")
+    sensor = await _synced_farm(cloud, agent, tmp_path / "state")
     agent_plans = await (await agent.client.get("/api/v1/grow-plans", headers=agent.auth())).json()
     async with aiohttp.ClientSession() as session:
         token = await cloud.login(owner_email)
@@ -107,6 +126,16 @@ async def test_the_cloud_ui_shows_a_synced_farm(
     assert [{k: p[k] for k in compared} for p in cloud_plans["grow_plans"]] == [
         {k: p[k] for k in compared} for p in agent_plans["grow_plans"]
     ]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            cloud.url + "/api/v1/pos/configs",
+            json={"name": "Farm shop", "access_token": "EAAA-sandbox-token"},
+            headers={"Authorization": f"Bearer {token}"},
+        ) as resp,
+    ):
+        assert resp.status == 201, await resp.text()
+    streams = cloud_app(cloud)[STREAMS]
     assert CHROMIUM.exists(), "apt-get install chromium (scripts/bootstrap does)"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     async with async_playwright() as playwright:
@@ -134,10 +163,33 @@ async def test_the_cloud_ui_shows_a_synced_farm(
                     timeout=WAIT_MS
                 )
                 await expect(page.locator("#banner")).to_be_hidden()
+                if size == "tablet":
+                    # A reading taken on the farm now shows up without a reload, once synced.
+                    await eventually(
+                        _true_when(lambda: streams.connections >= 3), "the overview's streams"
+                    )
+                    await add_readings(
+                        tmp_path / "state" / "agent.db", sensor, int(time.time() * 1000), 1,
+                        value=27.3,
+                    )  # fmt: skip
+                    await expect(shelf.locator('[data-metric="temperature"]')).to_contain_text(
+                        "27.3", timeout=WAIT_MS
+                    )
                 await page.screenshot(
                     path=str(ARTIFACTS / f"cloud-overview-{size}.png"), full_page=True
                 )
                 assert_no_serious((await Axe().run(page)).response, "cloud overview")
+                if size == "tablet":
+                    # Admin: the POS configuration and its (never run) sync; no hub here.
+                    await page.goto(cloud.url + "/#/admin")
+                    pos = page.locator('[data-panel="pos-title"]')
+                    await expect(pos.locator('[data-config="Farm shop"]')).to_contain_text(
+                        "never", timeout=WAIT_MS
+                    )
+                    hub = page.locator('[data-panel="hub-title"]')
+                    await expect(hub.locator('[data-state="not-configured"]')).to_be_visible()
+                    await page.screenshot(path=str(ARTIFACTS / "cloud-admin-tablet.png"))
+                    assert_no_serious((await Axe().run(page)).response, "cloud admin")
                 await context.close()
         finally:
             await browser.close()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,11 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from agent.app import create_app
 from protocol.http.server import EnvelopeAppRunner
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, agent_settings
+from tests.support.threaded_server import served_in_thread
 
 
 @dataclass
@@ -40,32 +37,8 @@ class LiveAgent:
 @contextmanager
 def live_agent(state_dir: Path, **overrides: Any) -> Iterator[LiveAgent]:
     """Run an agent on 127.0.0.1 with a free port until the block ends."""
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    holder: dict[str, Any] = {}
-
-    async def start() -> None:
-        runner = EnvelopeAppRunner(create_app(agent_settings(state_dir, **overrides)))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        holder["runner"] = runner
-        holder["port"] = runner.addresses[0][1]
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(start())
-        ready.set()
-        loop.run_forever()
-        loop.run_until_complete(holder["runner"].cleanup())
-        loop.close()
-
-    thread = threading.Thread(target=serve, name="live-agent", daemon=True)
-    thread.start()
-    if not ready.wait(30):
-        raise RuntimeError("agent did not start")
-    try:
-        yield LiveAgent(f"http://127.0.0.1:{holder['port']}")
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(30)
+    settings = agent_settings(state_dir, **overrides)
+    with served_in_thread(
+        lambda: create_app(settings), name="live-agent", runner_class=EnvelopeAppRunner
+    ) as url:
+        yield LiveAgent(url)

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agent.devices.throttled_log import ThrottledLog
 from agent.services.events.log import EventLog
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.store.alerts import AlertStore, NewAlert
 from protocol.tasks import cancel_and_wait
+from protocol.throttled_log import ThrottledLog
 from protocol.timefmt import iso
 
 __all__ = ["AlertEvaluator", "Subscribe"]

@@ -26,10 +26,10 @@ from agent.services.climate.loop import (
     resumed,
     with_decision,
 )
-from agent.services.live.outbox import Stream, StreamEvent
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.store.climate import ClimateStore, SettingsRecord
 from protocol.backoff import Backoff, Retry
+from protocol.live.outbox import Stream, StreamEvent
 from protocol.tasks import cancel_and_wait
 from protocol.timefmt import iso
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from agent.devices.throttled_log import ThrottledLog
 from agent.services.live.hub import DeviceEventLike, FarmStatusChange
-from agent.services.live.outbox import Stream, StreamEvent
 from agent.store.events import EventRecord, EventStore
 from protocol.backoff import Backoff, Retry
+from protocol.live.outbox import Stream, StreamEvent
+from protocol.throttled_log import ThrottledLog
 from protocol.timefmt import iso, utcnow
 
 __all__ = ["EventLog", "EventLogStats"]

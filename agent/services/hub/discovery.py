@@ -23,7 +23,6 @@ from agent.devices.codec import Command, OutgoingMessage
 from agent.devices.errors import DeviceUnavailable
 from agent.devices.mqtt import InboundMessage, MessageHandler
 from agent.devices.profiles import SWITCH_FIELDS, CommandKind
-from agent.devices.throttled_log import ThrottledLog
 from agent.services.devices.registry import DeviceBinding
 from agent.services.hub.discovery_configs import (
     OFF,
@@ -32,11 +31,12 @@ from agent.services.hub.discovery_configs import (
     command_topics,
     device_configs,
 )
-from agent.services.live.outbox import Missed, Outbox
 from protocol.errors import ApiError
 from protocol.identity import Principal
+from protocol.live.outbox import Missed, Outbox
 from protocol.schemas.actuators import CommandRecord
 from protocol.tasks import cancel_and_wait
+from protocol.throttled_log import ThrottledLog
 
 __all__ = ["Commander", "HaDiscovery", "MqttSide", "Publisher"]
 

@@ -1,21 +1,21 @@
 """The in-process hub that carries live farm events to the WebSocket streams (DESIGN.md section 7).
 
 Producers call the ``publish_*`` methods from the event loop; they never wait. Each stream client
-holds an :class:`~agent.services.live.outbox.Outbox` with its own filter and bound, so what one
+holds an :class:`~protocol.live.outbox.Outbox` with its own filter and bound, so what one
 client does has no effect on producers or on other clients.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from agent.devices.throttled_log import ThrottledLog
-from agent.services.live.outbox import Outbox, Stream, StreamEvent
 from agent.services.readings.listeners import CommittedReading
+from protocol.live.hub import HubStats, StreamHub
+from protocol.live.outbox import Stream, StreamEvent
 from protocol.timefmt import iso, utcnow
 
 __all__ = ["DeviceEventLike", "EventHub", "FarmStatusChange", "HubStats"]
@@ -50,62 +50,12 @@ class FarmStatusChange:
     at: datetime = field(default_factory=utcnow)
 
 
-@dataclass
-class HubStats:
-    """Exact counters of the hub."""
-
-    published: int = 0
-    dropped: int = 0
-    filter_errors: int = 0
-
-
 def _from_ms(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
 
 
-class EventHub:
-    """Fans published events out to the outboxes of the stream they belong to."""
-
-    def __init__(self, log_interval: float = 60.0) -> None:
-        self._outboxes: dict[Stream, list[Outbox]] = {stream: [] for stream in Stream}
-        self._problems = ThrottledLog(log, log_interval)
-        self.stats = HubStats()
-
-    def subscribe(
-        self,
-        stream: Stream,
-        maxsize: int,
-        accept: Callable[[StreamEvent], bool] | None = None,
-    ) -> Outbox:
-        """A new outbox for ``stream``; ``accept`` filters events before they take room."""
-        outboxes = self._outboxes[stream]
-        outbox = Outbox(
-            maxsize, accept, lambda box: outboxes.remove(box) if box in outboxes else None
-        )
-        outboxes.append(outbox)
-        return outbox
-
-    def subscribers(self, stream: Stream) -> int:
-        """How many outboxes listen to ``stream``."""
-        return len(self._outboxes[stream])
-
-    def publish(self, event: StreamEvent) -> None:
-        """Offer ``event`` to every outbox of its stream, dropping where one is full."""
-        self.stats.published += 1
-        for outbox in tuple(self._outboxes[event.stream]):
-            try:
-                delivered = outbox.offer(event)
-            except Exception:  # one client's broken filter must not starve the others
-                self.stats.filter_errors += 1
-                self._problems.exception("filter", "stream filter failed")
-                continue
-            if not delivered:
-                self.stats.dropped += 1
-
-    def report_missed(self, stream: Stream, count: int) -> None:
-        """Tell every client of ``stream`` that ``count`` events were lost before the hub."""
-        for outbox in tuple(self._outboxes[stream]):
-            outbox.note_missed(count)
+class EventHub(StreamHub):
+    """The agent's hub: the generic fan-out plus the agent's own event types."""
 
     def publish_device_event(self, event: DeviceEventLike) -> None:
         """A device's ``status-update`` or ``error``, for /ws/device-events."""

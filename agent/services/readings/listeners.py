@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 
-from agent.devices.throttled_log import ThrottledLog
+from protocol.throttled_log import ThrottledLog
 
 __all__ = ["CommittedReading", "ListenerSet", "ReadingSubscription"]
 

@@ -30,10 +30,10 @@ from datetime import UTC, datetime, timedelta
 
 from agent.devices.calibration import LinearCalibration, apply
 from agent.devices.codec import Measurement
-from agent.devices.throttled_log import ThrottledLog
 from agent.services.readings.listeners import CommittedReading, ListenerSet, ReadingSubscription
 from agent.store.readings import NewReading, ReadingStore
 from protocol.backoff import Backoff
+from protocol.throttled_log import ThrottledLog
 
 __all__ = [
     "CalibrationProvider",

@@ -1,1 +1,1 @@
-"""The WebSocket streams: authentication, scope, one client's connection, the service."""
+"""The agent's WebSocket streams: its visibility rule and reading feed (the rest: protocol.live)."""

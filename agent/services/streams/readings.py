@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from agent.services.live.hub import EventHub
-from agent.services.live.outbox import Stream
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from protocol.backoff import Backoff, Retry
+from protocol.live.outbox import Stream
 from protocol.tasks import cancel_and_wait
 
 __all__ = ["ReadingFeed", "ReadingSource"]

@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from agent.store.access import farm_grant, visible_farm_filter
 from agent.store.db import Database
 from agent.store.devices import DeviceStore
 from protocol.identity import PermissionType, Principal
+from protocol.live.scope import FarmVisibility
 
-__all__ = ["NOTHING", "FarmVisibility", "StreamScope"]
-
-
-@dataclass(frozen=True, slots=True)
-class FarmVisibility:
-    """The farms a caller may see at one moment: every farm, or those in ``farm_ids``."""
-
-    everything: bool
-    farm_ids: frozenset[str] = frozenset()
-
-    def allows(self, farm_id: str) -> bool:
-        """Whether ``farm_id`` is visible."""
-        return self.everything or farm_id in self.farm_ids
-
-
-NOTHING = FarmVisibility(everything=False)
+__all__ = ["StreamScope"]
 
 
 class StreamScope:
-    """Farm visibility and device-to-farm lookups for the streams."""
+    """Farm visibility and device-to-farm lookups for the agent's streams."""
 
     def __init__(self, db: Database, devices: DeviceStore) -> None:
         self._db = db

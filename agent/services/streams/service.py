@@ -1,40 +1,19 @@
-"""The WebSocket streams as a use case: authenticate, count, serve, and close them on shutdown."""
+"""The agent's streams: the shared stream service (protocol.live) plus the agent's reading feed."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections import Counter
-from collections.abc import Mapping
-
 from agent.services.live.hub import EventHub
-from agent.services.live.outbox import Stream
-from agent.services.streams.auth import (
-    Credential,
-    StreamAuthenticator,
-    credential_from_handshake,
-    credential_from_message,
-)
-from agent.services.streams.connection import Socket, StreamConnection, StreamLimits
 from agent.services.streams.readings import ReadingFeed, ReadingSource
 from agent.services.streams.scope import StreamScope
-from protocol.streams import (
-    CLOSE_GOING_AWAY,
-    CLOSE_NORMAL,
-    CLOSE_TOO_MANY,
-    CLOSE_UNAUTHENTICATED,
-    AuthMessage,
-    StreamClosed,
-    parse_client_message,
-)
+from protocol.live.auth import StreamAuthenticator
+from protocol.live.connection import StreamLimits
+from protocol.live.service import StreamService as SharedStreamService
 
 __all__ = ["StreamService"]
 
-log = logging.getLogger(__name__)
 
-
-class StreamService:
-    """Runs every stream connection of the agent."""
+class StreamService(SharedStreamService):
+    """Runs every stream connection of the agent, and feeds committed readings to sensor-data."""
 
     def __init__(
         self,
@@ -43,12 +22,9 @@ class StreamService:
         authenticator: StreamAuthenticator,
         limits: StreamLimits,
     ) -> None:
-        self.hub = hub
-        self._scope = scope
-        self._authenticator = authenticator
-        self._limits = limits
-        self._connections: Counter[str] = Counter()
-        self._going_away = asyncio.Event()
+        super().__init__(hub, scope, authenticator, limits)
+        self._agent_scope = scope
+        self._events = hub
         self._feed: ReadingFeed | None = None
 
     def attach_readings(self, source: ReadingSource) -> None:
@@ -57,92 +33,16 @@ class StreamService:
             raise RuntimeError("a reading source is already attached")
         self._feed = ReadingFeed(
             source,
-            self.hub,
-            self._scope.farm_of_device,
-            self._scope.device_farms,
+            self._events,
+            self._agent_scope.farm_of_device,
+            self._agent_scope.device_farms,
             refresh_s=self._limits.recheck_s,
         )
         self._feed.start()
 
-    @property
-    def connections(self) -> int:
-        """Open stream connections of all users."""
-        return sum(self._connections.values())
-
-    def connections_of(self, user_id: str) -> int:
-        """Open stream connections of a user, all streams together."""
-        return self._connections[user_id]
-
     async def close(self) -> None:
         """Close every connection (1001) and stop the reading feed; new ones are refused."""
-        self._going_away.set()
+        await super().close()
         feed, self._feed = self._feed, None
         if feed is not None:
             await feed.stop()
-
-    async def serve(
-        self,
-        stream: Stream,
-        socket: Socket,
-        query: Mapping[str, str],
-        headers: Mapping[str, str],
-    ) -> None:
-        """Serve one upgraded connection to its end, then close it with the right code."""
-        try:
-            ending = await self._serve(stream, socket, query, headers)
-        except StreamClosed as closed:
-            ending = closed
-        log.debug("stream %s closed: %d %s", stream.value, ending.code, ending.reason)
-        await socket.close(ending.code, ending.reason)
-
-    async def _serve(
-        self,
-        stream: Stream,
-        socket: Socket,
-        query: Mapping[str, str],
-        headers: Mapping[str, str],
-    ) -> StreamClosed:
-        if self._going_away.is_set():
-            return StreamClosed(CLOSE_GOING_AWAY, "agent shutting down")
-        credential = credential_from_handshake(query, headers)
-        if credential is None:
-            credential = await self._first_message_credential(socket)
-        principal = await self._authenticator.resolve(credential)
-        user_id = principal.user_id
-        if self._connections[user_id] >= self._limits.max_connections_per_user:
-            return StreamClosed(CLOSE_TOO_MANY, "too many connections")
-        self._connections[user_id] += 1
-        try:
-            connection = StreamConnection(
-                stream,
-                socket,
-                principal,
-                credential,
-                await self._scope.visibility(principal),
-                hub=self.hub,
-                scope=self._scope,
-                authenticator=self._authenticator,
-                limits=self._limits,
-                going_away=self._going_away,
-            )
-            return await connection.run()
-        finally:
-            self._connections[user_id] -= 1
-            if self._connections[user_id] <= 0:
-                del self._connections[user_id]
-
-    async def _first_message_credential(self, socket: Socket) -> Credential:
-        try:
-            async with asyncio.timeout(self._limits.auth_timeout_s):
-                text = await socket.receive_text()
-        except TimeoutError:
-            raise StreamClosed(CLOSE_UNAUTHENTICATED, "no credentials in time") from None
-        if text is None:
-            raise StreamClosed(CLOSE_NORMAL, "closed by the client")
-        try:
-            message = parse_client_message(text)
-        except ValueError:
-            message = None
-        if not isinstance(message, AuthMessage):
-            raise StreamClosed(CLOSE_UNAUTHENTICATED, "authenticate first")
-        return credential_from_message(message)

@@ -11,8 +11,8 @@ import pytest
 from aiohappyeyeballs import AddrInfoType
 
 from agent.services.live.hub import EventHub
-from agent.services.live.outbox import Missed, Stream, StreamEvent
 from agent.web.keys import EVENT_HUB, STREAMS
+from protocol.live.outbox import Missed, Stream, StreamEvent
 from tests.agent.hierarchy_helpers import NOWHERE, add_device, farm
 from tests.agent.streams.helpers import (
     WAIT_S,

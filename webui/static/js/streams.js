@@ -5,8 +5,8 @@
 import { accessToken, refresh } from "./api.js";
 
 const CLOSE_UNAUTHENTICATED = 4401;
-/** Whether this server has the streams (the agent; the cloud serves synced data without them). */
-export const LIVE = document.querySelector('meta[name="farm-service"]')?.getAttribute("content") !== "cloud";
+/** Whether this page is served by the cloud, whose streams carry what the farms' agents sync. */
+export const SYNCED = document.querySelector('meta[name="farm-service"]')?.getAttribute("content") === "cloud";
 /** @type {Set<(up: boolean) => void>} */
 const watchers = new Set();
 /** @type {Set<LiveStream>} */
@@ -38,10 +38,6 @@ export class LiveStream {
     /** @type {WebSocket|null} */
     this.socket = null;
     this.timer = 0;
-    if (!LIVE) {
-      this.closed = true;
-      return;
-    }
     open.add(this);
     this.connect();
   }

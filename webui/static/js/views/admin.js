@@ -1,7 +1,8 @@
-// Admin: users and their roles, per-farm permissions, API keys (shown once), and the cloud
-// link's state. Only admins see the user and key sections; the API refuses others anyway.
+// Admin: users and their roles, per-farm permissions, API keys (shown once), the cloud link's
+// state, and, when configured, the Home Assistant hub's devices and (in the cloud) the POS
+// integration's status. Only admins see the user and key sections; the API refuses others anyway.
 
-import { all, call, currentUser, get } from "../api.js";
+import { ApiError, all, call, currentUser, get } from "../api.js";
 import { field, h, mount, when } from "../dom.js";
 import { optional } from "../farmdata.js";
 import { confirmDialog, messageOf, showError, toast } from "../notify.js";
@@ -10,9 +11,9 @@ const ROLES = ["admin", "farm_manager", "operator", "analyst", "user"];
 
 /** @param {any} ctx */
 export async function render(ctx) {
-  const link = await linkPanel(ctx);
+  const [link, hub, pos] = await Promise.all([linkPanel(ctx), hubPanel(), ctx.service === "cloud" ? posPanel() : null]);
   if (currentUser()?.role !== "admin") {
-    mount(ctx.main, h("h1", null, "Admin"), link, h("p", { class: "panel" }, "Users, permissions and API keys are managed by administrators."));
+    mount(ctx.main, h("h1", null, "Admin"), link, hub, pos, h("p", { class: "panel" }, "Users, permissions and API keys are managed by administrators."));
     return;
   }
   const [users, permissions, keys] = await Promise.all([
@@ -27,6 +28,8 @@ export async function render(ctx) {
     ctx.main,
     h("h1", null, "Admin"),
     link,
+    hub,
+    pos,
     usersPanel(ctx, users),
     permissionsPanel(ctx, users, permissions, farms, emails),
     keysPanel(ctx, users, keys, emails, secret),
@@ -48,6 +51,84 @@ async function linkPanel(ctx) {
       : null,
     sync ? h("pre", null, JSON.stringify(sync, null, 2)) : null,
     health ? h("p", { class: "hint" }, `Agent ${health.version}, up ${Math.round(health.uptime / 3600)} h, MQTT ${health.checks.mqtt}, database ${health.checks.database}`) : null,
+  );
+}
+
+/** An integration that is not set up here: the endpoint answers 503 (disabled) or 404 (absent). */
+function notConfigured(/** @type {unknown} */ err) {
+  return err instanceof ApiError && (err.status === 503 || err.status === 404);
+}
+
+/** @param {string} id @param {string} title @param {...any} body */
+function panel(id, title, ...body) {
+  return h("section", { class: "panel", "aria-labelledby": id, "data-panel": id }, h("h2", { id }, title), ...body);
+}
+
+/** The Home Assistant hub: its state and its devices, or a clear "not configured". */
+async function hubPanel() {
+  const title = "Home Assistant hub";
+  let status;
+  try {
+    status = await get("/api/v1/home-automation/status");
+  } catch (err) {
+    if (notConfigured(err)) return panel("hub-title", title, h("p", { "data-state": "not-configured" }, "Not configured on this server."));
+    return panel("hub-title", title, h("p", { class: "form-error" }, messageOf(err)));
+  }
+  if (!status.enabled || !status.configured) return panel("hub-title", title, h("p", { "data-state": "not-configured" }, "Not configured on this server."));
+  const summary = h(
+    "p",
+    { "data-state": status.reachable ? "reachable" : "unreachable" },
+    status.reachable ? `Connected${status.hub_version ? `, Home Assistant ${status.hub_version}` : ""}${status.latency_ms !== null ? `, ${Math.round(status.latency_ms)} ms` : ""}${status.proxy_in_use ? ", through the access proxy" : ""}.` : `Not reachable${status.last_error ? ` (${status.last_error})` : ""}.`,
+  );
+  let devices = null;
+  try {
+    devices = (await get("/api/v1/home-automation/devices")).devices;
+  } catch (err) {
+    return panel("hub-title", title, summary, h("p", { class: "form-error" }, messageOf(err)));
+  }
+  return panel(
+    "hub-title",
+    title,
+    summary,
+    devices.length
+      ? h("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Hub devices" }, h("table", null,
+          h("thead", null, h("tr", null, ["Device", "Kind", "State", "Area", "Changed"].map((t) => h("th", { scope: "col" }, t)))),
+          h("tbody", null, devices.map((/** @type {any} */ d) => h("tr", { "data-entity": d.entity_id }, h("td", null, d.name, h("br"), h("small", null, d.entity_id)), h("td", null, d.domain), h("td", null, d.state), h("td", null, d.area || "–"), h("td", null, when(d.last_changed))))),
+        ))
+      : h("p", null, "The hub reports no devices."),
+  );
+}
+
+/** The POS integration (cloud): each configuration and the state of its last sync. */
+async function posPanel() {
+  const title = "Point of sale";
+  let configs;
+  try {
+    configs = (await get("/api/v1/pos/configs", { limit: 50 })).configs;
+  } catch (err) {
+    if (notConfigured(err)) return panel("pos-title", title, h("p", { "data-state": "not-configured" }, "Not configured on this server."));
+    if (err instanceof ApiError && err.status === 403) return panel("pos-title", title, h("p", null, "Your role cannot see the POS configurations."));
+    return panel("pos-title", title, h("p", { class: "form-error" }, messageOf(err)));
+  }
+  if (!configs.length) return panel("pos-title", title, h("p", { "data-state": "not-configured" }, "No POS configuration yet."));
+  const statuses = await Promise.all(configs.map((/** @type {any} */ c) => get(`/api/v1/pos/sync/status/${c.id}`).catch(() => null)));
+  return panel(
+    "pos-title",
+    title,
+    h("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "POS configurations" }, h("table", null,
+      h("thead", null, h("tr", null, ["Configuration", "Environment", "Active", "Last sync", "Last pulled"].map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", null, configs.map((/** @type {any} */ c, /** @type {number} */ i) => {
+        const status = statuses[i];
+        const job = status && status.jobs.length ? status.jobs[0] : null;
+        const pulled = status ? Object.values(status.last_synced_at).sort().pop() : null;
+        return h("tr", { "data-config": c.name },
+          h("td", null, c.name, c.merchant_id ? h("small", null, ` ${c.merchant_id}`) : null),
+          h("td", null, c.environment),
+          h("td", null, c.is_active ? "yes" : "no"),
+          h("td", { "data-job": job ? job.state : "none" }, job ? `${job.kind} ${job.state}${job.error ? `: ${job.error}` : ""} (${job.records} records)` : "never"),
+          h("td", null, pulled ? when(/** @type {string} */ (pulled)) : "–"));
+      })),
+    )),
   );
 }
 

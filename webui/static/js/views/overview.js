@@ -5,7 +5,7 @@
 import { h, mount, num, when } from "../dom.js";
 import { SHELF_METRICS, latestValues, loadFarm, placeSensors, shelfMetric } from "../farmdata.js";
 import { get } from "../api.js";
-import { LIVE, LiveStream } from "../streams.js";
+import { SYNCED, LiveStream } from "../streams.js";
 
 /** @param {any} ctx */
 export async function render(ctx) {
@@ -35,7 +35,7 @@ export async function render(ctx) {
   mount(
     ctx.main,
     h("h1", { class: "screen-title" }, farm.name, h("small", null, farm.location)),
-    LIVE ? null : h("p", { class: "hint" }, "Synced from the farm's agent: reload for the latest readings; control it from the farm's own app."),
+    SYNCED ? h("p", { class: "hint" }, "Synced from the farm's agent: values update as its data arrives; control it from the farm's own app.") : null,
     summary,
     grid,
     others,
@@ -64,7 +64,7 @@ export async function render(ctx) {
     redraw();
   });
   new LiveStream("farm-status", farm.id, async (msg) => {
-    if (msg.type === "alert_raised" || msg.type === "alert_cleared") {
+    if (msg.type === "alert") {
       const list = await get("/api/v1/alerts", { farm_id: farm.id, state: "active", limit: 500 });
       data.alerts = list.alerts;
       redraw();

@@ -1,0 +1,1 @@
+"""Outgoing webhooks: their settings, deliveries and the test message (protocol/webhooks/ posts)."""

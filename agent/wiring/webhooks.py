@@ -1,0 +1,65 @@
+"""Outgoing webhooks: the service behind /api/v1/webhooks and the delivery loops, for the
+application's lifetime. The agent allows every target address (its receivers are on the LAN)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from agent.services.webhooks.service import WebhookService
+from agent.settings import AgentSettings
+from agent.store.webhooks import WebhookStore
+from agent.web.keys import DATABASE, WEBHOOK_DELIVERER, WEBHOOKS
+from agent.wiring.context import CleanupContext
+from protocol.backoff import Backoff
+from protocol.version import distribution_version
+from protocol.webhooks import (
+    AddressPolicy,
+    DeliveryPolicy,
+    WebhookDeliverer,
+    WebhookSender,
+    open_session,
+)
+
+__all__ = ["delivery_policy", "webhooks_context"]
+
+
+def delivery_policy(settings: AgentSettings) -> DeliveryPolicy:
+    """The delivery rules from the settings."""
+    return DeliveryPolicy(
+        timeout_s=settings.webhook_timeout_s,
+        batch=settings.webhook_batch,
+        workers=settings.webhook_workers,
+        poll_s=settings.webhook_poll_s,
+        retry=Backoff(settings.webhook_retry_initial_s, settings.webhook_retry_max_s),
+        retry_window_s=settings.webhook_retry_window_s,
+        disable_after_s=settings.webhook_disable_after_s,
+    )
+
+
+def webhooks_context(settings: AgentSettings) -> CleanupContext:
+    """Serve webhooks and deliver their outbox for the application's lifetime."""
+
+    async def webhooks(app: web.Application) -> AsyncIterator[None]:
+        policy = delivery_policy(settings)
+        addresses = AddressPolicy(allow_private=True)
+        store = WebhookStore(app[DATABASE])
+        session = open_session(addresses, connections=policy.workers * policy.batch)
+        sender = WebhookSender(
+            session,
+            addresses,
+            timeout_s=policy.timeout_s,
+            user_agent=f"farm-agent/{distribution_version()} (webhooks)",
+        )
+        deliverer = WebhookDeliverer(store, sender, policy)
+        app[WEBHOOK_DELIVERER] = deliverer
+        app[WEBHOOKS] = WebhookService(app[DATABASE], store, deliverer.wake)
+        deliverer.start()
+        try:
+            yield
+        finally:
+            await deliverer.stop()
+            await session.close()
+
+    return webhooks

@@ -1,0 +1,145 @@
+"""The shared webhook pieces: Standard Webhooks signatures (the specification's published test
+vector, and a receiver verifying with the reference library), secrets, the address policy of
+the cloud (SSRF) and the retry rule."""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from protocol.backoff import Backoff
+from protocol.webhooks import (
+    AddressPolicy,
+    Attempt,
+    DeliveryPolicy,
+    DueDelivery,
+    SecretError,
+    TargetRefused,
+    check_secret,
+    check_target,
+    new_secret,
+    signed_headers,
+    url_problem,
+)
+from protocol.webhooks.deliverer import verdict_of
+from protocol.webhooks.signing import sign
+
+
+def test_the_signature_is_the_specifications_test_vector() -> None:
+    # Standard Webhooks specification, "Verifying webhooks": the published example.
+    assert (
+        sign(
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            1614265330,
+            b'{"test": 2432232314}',
+        )
+        == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+    )
+
+
+def test_a_receiver_verifies_our_headers_with_the_reference_library() -> None:
+    secret = new_secret()
+    body = '{"type":"alert.raised","data":{"value":"35 °C"}}'.encode()
+    headers = signed_headers(secret, "d3b0c442-98fc-4c1c-b3f5-5d2a1a3b1c55", int(time.time()), body)
+    assert Webhook(secret).verify(body, headers) == {
+        "type": "alert.raised",
+        "data": {"value": "35 °C"},
+    }
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(body.replace(b"35", b"36"), headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(new_secret()).verify(body, headers)
+
+
+def test_secrets_are_whsec_and_base64_of_24_to_64_bytes() -> None:
+    secret = new_secret()
+    assert check_secret(secret) == secret and secret != new_secret()
+    check_secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+    for bad in ("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_short", "whsec_not base64!", "whsec_"):
+        with pytest.raises(SecretError):
+            check_secret(bad)
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.10",
+        "169.254.169.254",
+        "0.0.0.0",
+        "224.0.0.1",
+        "100.64.0.1",
+        "::1",
+        "fe80::1",
+        "fc00::1",
+        "::",
+        "ff02::1",
+        "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
+    ],
+)
+def test_the_cloud_policy_refuses_non_public_addresses(address: str) -> None:
+    ip = ipaddress.ip_address(address)
+    assert AddressPolicy(allow_private=False).refusal(ip) is not None
+    assert AddressPolicy(allow_private=True).refusal(ip) is None
+
+
+@pytest.mark.parametrize("address", ["93.184.215.14", "8.8.8.8", "2606:4700::1111"])
+def test_public_addresses_are_allowed(address: str) -> None:
+    assert AddressPolicy(allow_private=False).refusal(ipaddress.ip_address(address)) is None
+
+
+async def test_a_name_resolving_to_loopback_is_refused_and_a_literal_too() -> None:
+    policy = AddressPolicy(allow_private=False)
+    with pytest.raises(TargetRefused, match="loopback"):
+        await check_target("http://localhost:8080/hook", policy, timeout_s=5)
+    with pytest.raises(TargetRefused, match="private"):
+        await check_target("https://10.0.0.7/hook", policy, timeout_s=5)
+    with pytest.raises(TargetRefused, match="does not resolve"):
+        await check_target("https://no-such-host.invalid/hook", policy, timeout_s=5)
+    await check_target("http://localhost:8080/hook", AddressPolicy(True), timeout_s=5)
+    await check_target("https://93.184.215.14/hook", policy, timeout_s=5)
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("https://example.com/hook", None),
+        ("http://10.0.0.5:8123/api/webhook/x?y=1", None),
+        ("ftp://example.com/hook", "http or https"),
+        ("https:///hook", "host"),
+        ("https://me:secret@example.com/hook", "user name"),
+        ("https://example.com/hook#part", "fragment"),
+        ("https://example.com:99999/hook", "not a URL"),
+        ("https://example.com/" + "x" * 3000, "at most"),
+    ],
+)
+def test_url_form(url: str, problem: str | None) -> None:
+    found = url_problem(url)
+    assert (found is None) if problem is None else (found is not None and problem in found)
+
+
+def test_failures_are_retried_with_backoff_for_the_window_then_failed() -> None:
+    policy = DeliveryPolicy(retry=Backoff(10.0, 3600.0), retry_window_s=86_400.0)
+    queued = datetime(2026, 1, 1, tzinfo=UTC)
+    delivery = DueDelivery("d", "w", "http://x/", "whsec_x", "{}", 3, queued)
+    failed = Attempt(False, 500, "HTTP 500")
+    at = queued + timedelta(hours=1)
+    retry = verdict_of(delivery, failed, at, policy, rand=lambda: 0.0)
+    assert retry.status == "pending" and retry.next_attempt_at == at + timedelta(seconds=40)
+    late = verdict_of(delivery, failed, queued + timedelta(hours=24), policy)
+    assert late.status == "failed" and late.next_attempt_at is None
+    ok = verdict_of(delivery, Attempt(True, 204), at, policy)
+    assert ok.status == "delivered" and ok.status_code == 204
+    # Equal jitter: every retry waits at least half its back-off, never more than the cap.
+    far = DueDelivery("d", "w", "http://x/", "whsec_x", "{}", 40, queued)
+    capped = verdict_of(far, failed, at, policy, rand=lambda: 0.999)
+    assert capped.next_attempt_at is not None
+    assert 1800 <= (capped.next_attempt_at - at).total_seconds() <= 3600
