@@ -91,13 +91,14 @@ FarmGrant = Callable[[Principal, str], Awaitable[PermissionType | None]]
 """The caller's grant on a farm; ``None`` when it is absent or invisible to them."""
 
 
-def entity_of(state: Mapping[str, Any]) -> HubEntity:
-    """A hub state object as the API shows it."""
+def entity_of(state: Mapping[str, Any], area: str | None = None) -> HubEntity:
+    """A hub state object as the API shows it, in ``area`` (from the hub's registries; else an
+    ``area`` attribute, which some hubs set)."""
     entity_id = str(state.get("entity_id", ""))
     attributes = state.get("attributes")
     attributes = dict(attributes) if isinstance(attributes, dict) else {}
     name = attributes.get("friendly_name")
-    area = attributes.get("area")
+    area = area or attributes.get("area")
     return HubEntity(
         entity_id=entity_id,
         domain=entity_id.split(".", 1)[0],
@@ -201,7 +202,11 @@ class HomeAutomation:
         held = self._entities
         if version is not None and held is not None and held[0] == version:
             return held[1]
-        entities = sorted((entity_of(state) for state in states), key=lambda e: e.entity_id)
+        areas = self._cache.areas if self._cache is not None else {}
+        entities = sorted(
+            (entity_of(state, areas.get(str(state.get("entity_id")))) for state in states),
+            key=lambda e: e.entity_id,
+        )
         if version is not None:
             self._entities = (version, entities)
         return entities

@@ -5,7 +5,8 @@ While the WebSocket subscription is up, the first list loads every state over RE
 forgets it, and the next list loads again. Events that arrive while a load is under way are
 replayed on top of it, and an event never replaces a newer state (``last_updated``), so the
 cache is never older than the hub's answer it was loaded from. Without a subscription every
-list asks the hub.
+list asks the hub. The entities' areas come from the hub's registries over the same subscription
+(``set_areas``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ class HubStateCache:
         self._loading: asyncio.Future[list[dict[str, Any]]] | None = None
         self.version = 0
         """Moves on with every change: what is derived from the states may be kept per version."""
+        self.areas: Mapping[str, str] = {}
+        """Entity id -> area name from the hub's registries (kept across reconnects, refreshed
+        by each new subscription)."""
+
+    def set_areas(self, areas: Mapping[str, str]) -> None:
+        """Where the entities are, as the hub's registries say."""
+        self.areas = dict(areas)
+        self.version += 1
 
     def link(self, up: bool) -> None:
         """The subscription came up or went down: what is held may have missed changes."""

@@ -119,7 +119,9 @@ class HubLiveState:
     ) -> None:
         self.relay = HubStateRelay(publish, farms)
         self.cache = cache
-        self.stream = HubStateStream(config, self._changed, on_link=cache.link)
+        self.stream = HubStateStream(
+            config, self._changed, on_link=cache.link, on_areas=cache.set_areas
+        )
 
     def _changed(self, change: Mapping[str, Any]) -> None:
         self.cache.offer(change)

@@ -42,6 +42,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# Time for a stopping loop to record its batch's outcomes once its posts are done.
+_SETTLE_GRACE_S = 5.0
+
 DeliveryStatus = Literal["pending", "delivered", "failed"]
 
 
@@ -132,6 +135,7 @@ class WebhookDeliverer:
         self._now = now
         self._wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
         self.delivered = 0
         self.failed_attempts = 0
 
@@ -141,36 +145,64 @@ class WebhookDeliverer:
             self._tasks.append(asyncio.create_task(self._loop(), name=f"webhooks-{n}"))
 
     async def stop(self) -> None:
-        """Stop the loops; a batch in flight stays pending and is posted again later."""
+        """Let each loop finish the batch it is posting (its posts are bounded by
+        ``timeout_s``), so what a receiver answered is recorded and not sent again after a
+        restart; then stop. A batch still unsettled after that stays pending."""
+        self._stopping = True
+        self._wakeup.set()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=self._policy.timeout_s + _SETTLE_GRACE_S)
         await cancel_and_wait(*self._tasks)
         self._tasks.clear()
+        self._stopping = False
 
     def wake(self) -> None:
         """Something was queued: look now rather than at the next poll."""
         self._wakeup.set()
 
     async def run_once(self) -> int:
-        """Claim, post and settle one batch; return how many deliveries it held."""
+        """Claim, post and settle one batch; return how many deliveries it held.
+
+        Outcomes are settled as they come in (whatever finished since the last settle, in one
+        call), not once the slowest post of the batch is done: on the agent each settle commits,
+        so a crash re-sends only the posts answered in the last moments before it.
+        """
         async with self._store.claim(self._policy.batch, self._now()) as batch:
             due = list(batch.deliveries)
             if not due:
                 return 0
-            attempts = await asyncio.gather(*(self._sender.send(d) for d in due))
-            at = self._now()
-            verdicts = [
-                verdict_of(d, a, at, self._policy) for d, a in zip(due, attempts, strict=True)
-            ]
-            disabled = await batch.settle(verdicts, self._policy.disable_after_s)
-        ok = sum(1 for a in attempts if a.ok)
-        self.delivered += ok
-        self.failed_attempts += len(attempts) - ok
-        for webhook_id in disabled:
-            log.warning("webhook %s disabled: every delivery failed for too long", webhook_id)
+            done: asyncio.Queue[tuple[Verdict, bool]] = asyncio.Queue()
+
+            async def post(delivery: DueDelivery) -> None:
+                attempt = await self._sender.send(delivery)
+                verdict = verdict_of(delivery, attempt, self._now(), self._policy)
+                done.put_nowait((verdict, attempt.ok))
+
+            posts = [asyncio.create_task(post(d)) for d in due]
+            try:
+                settled = 0
+                while settled < len(due):
+                    outcomes = [await done.get()]
+                    while not done.empty():
+                        outcomes.append(done.get_nowait())
+                    disabled = await batch.settle(
+                        [verdict for verdict, _ in outcomes], self._policy.disable_after_s
+                    )
+                    settled += len(outcomes)
+                    ok = sum(1 for _, success in outcomes if success)
+                    self.delivered += ok
+                    self.failed_attempts += len(outcomes) - ok
+                    for webhook_id in disabled:
+                        log.warning(
+                            "webhook %s disabled: every delivery failed for too long", webhook_id
+                        )
+            finally:
+                await cancel_and_wait(*posts)
         return len(due)
 
     async def _loop(self) -> None:
         pause = self._policy.poll_s
-        while True:
+        while not self._stopping:
             try:
                 if await self.run_once():
                     pause = self._policy.poll_s

@@ -98,6 +98,19 @@ BENCHES = {
             r"flood .*: \d+%",
         ],
     ),
+    "webhooks": (
+        [
+            *("-m", "bench.webhooks", "--events", "300", "--kill-at", "0.3"),
+            *("--workers", "2", "--batch", "10", "--timeout", "120"),
+        ],
+        [
+            r"baseline, bare signed posts: [\d,]+ deliveries/s",
+            r"agent webhooks: [\d,]+ deliveries/s",
+            r"ratio agent / baseline: \d+%",
+            r"kill -9 at 30%: .* lost: 0  re-sent ids: \d+",
+            r"doubled for a receiver deduping on webhook-id: 0",
+        ],
+    ),
     "sync": (
         ["-m", "bench.sync", "--readings", "2000"],
         [r"sync drain: +[\d,]+ readings/s", r"ratio: +[\d.]+%", r"wire: +[\d.]+ bytes/reading"],

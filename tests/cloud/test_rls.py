@@ -6,7 +6,6 @@ does; data is written through farm_sync, the system path.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 from uuid import UUID, uuid4
@@ -42,24 +41,6 @@ class World:
     bob_farm: FarmTree
     alice_secrets: Secrets
     bob_secrets: Secrets
-
-
-@pytest.fixture
-async def system(cloud_db: CloudDatabase) -> AsyncIterator[Conn]:
-    conn = await asyncpg.connect(cloud_db.system_dsn, timeout=10, command_timeout=10)
-    try:
-        yield conn
-    finally:
-        await conn.close(timeout=10)
-
-
-@pytest.fixture
-async def app(cloud_db: CloudDatabase) -> AsyncIterator[Conn]:
-    conn = await asyncpg.connect(cloud_db.app_dsn, timeout=10, command_timeout=10)
-    try:
-        yield conn
-    finally:
-        await conn.close(timeout=10)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ streams authenticate and close as the agent's do."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from collections.abc import AsyncIterator
@@ -22,12 +23,13 @@ from cloud.app import create_app
 from cloud.services.streams.feed import CloudFeed
 from cloud.store.live_feed import APPLICATION_NAME
 from cloud.web.keys import DATABASE
+from farm_client import FarmClient, Reading
 from protocol.live.hub import StreamHub
 from protocol.live.outbox import Missed, Stream
 from tests.agent.devices_api.conftest import create_farm, register
 from tests.agent.runtime.conftest import PROFILES, broker, runtime_settings  # noqa: F401
 from tests.conftest import Agent
-from tests.e2e.conftest import LiveCloud
+from tests.e2e.conftest import CLOUD_PASSWORD, LiveCloud
 from tests.e2e.helpers import FAST_SYNC, add_readings, eventually, paired_state
 from tests.support.mosquitto import Mosquitto
 
@@ -348,3 +350,27 @@ async def test_a_permission_revoked_in_the_cloud_ends_the_farms_stream(
             farm_id,
         )
         assert await _closed_with(ws) == 4403
+
+
+async def test_the_python_client_streams_from_the_cloud_as_from_an_agent(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    _, owner_email = await paired_state(cloud, tmp_path / "state")
+    agent: Agent = await make_agent(**FAST_SYNC)
+    device_id = await _mirrored_sensor(cloud, agent, "Client")
+    async with (
+        FarmClient(cloud.url, email=owner_email, password=CLOUD_PASSWORD) as client,
+        client.sensor_data(device_ids=[device_id]) as readings,
+    ):
+        # Iterating is what connects: read in the background, as an application would.
+        first = asyncio.create_task(anext(aiter(readings)))
+        async with asyncio.timeout(WAIT_S):
+            await readings.wait_connected()
+        await add_readings(
+            tmp_path / "state" / "agent.db", device_id, 1_700_000_000_000, 1, value=18.25
+        )
+        async with asyncio.timeout(WAIT_S):
+            reading = await first
+    assert isinstance(reading, Reading)
+    assert (reading.device_id, reading.metric, reading.value) == (device_id, "temperature", 18.25)
+    assert reading.timestamp == datetime.fromtimestamp(1_700_000_000, UTC)

@@ -15,7 +15,8 @@ integration and onboarding import:
 It starts ``hass --skip-pip`` on a free loopback port with ``api``, ``websocket_api``,
 ``onboarding`` and ``demo``, creates a user and a long-lived token through the onboarding API,
 then asks Home Assistant and the fake the same questions and compares the answers (status,
-content type, body or its shape), and runs the shared hub client against Home Assistant. Without
+content type, body or its shape; the registries' row keys), and runs the shared hub client and
+live stream (with areas) against Home Assistant. Without
 ``HA_VENV`` it fails, saying so: it is never skipped silently.
 """
 
@@ -35,6 +36,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from home_hub.areas import REGISTRY_COMMANDS
 from home_hub.client import HubClient
 from home_hub.errors import HubBadServiceData, HubEntityNotFound, HubUnauthorized
 from home_hub.fake import FakeHub
@@ -213,6 +215,15 @@ async def _answers(base: str, token: str, light: str) -> dict[str, Any]:
             conversation.append(await ws.receive_json())
             await ws.send_json({"id": 2, "type": "no_such_command"})
             conversation.append(await ws.receive_json())
+            for ident, kind in enumerate(REGISTRY_COMMANDS, 3):
+                await ws.send_json({"id": ident, "type": kind})
+                answer = await ws.receive_json()
+                rows = answer.get("result") or [{}]
+                conversation.append((answer["type"], answer["success"], sorted(rows[0])))
+            await ws.send_json(
+                {"id": 9, "type": "subscribe_events", "event_type": "entity_registry_updated"}
+            )
+            conversation.append(await ws.receive_json())
             toggle = {"entity_id": light}
             async with session.post(
                 base + "/api/services/light/toggle", headers=auth, json=toggle
@@ -249,8 +260,11 @@ async def test_the_shared_client_classifies_home_assistants_answers(home_assista
     client = HubClient(HubConfig(enabled=True, url=home_assistant, token=token))
     wrong = HubClient(HubConfig(enabled=True, url=home_assistant, token="nope"))
     changes: list[Any] = []
+    areas: list[Any] = []
     stream = HubStateStream(
-        HubConfig(enabled=True, url=home_assistant, token=token), changes.append
+        HubConfig(enabled=True, url=home_assistant, token=token),
+        changes.append,
+        on_areas=areas.append,
     )
     stream.start()
     try:
@@ -267,8 +281,9 @@ async def test_the_shared_client_classifies_home_assistants_answers(home_assista
         changed = await client.call_service("light", "toggle", {"entity_id": HA_LIGHT})
         assert [c["entity_id"] for c in changed] == [HA_LIGHT]
         async with asyncio.timeout(30):
-            while not any(c["entity_id"] == HA_LIGHT for c in changes):  # noqa: ASYNC110
+            while not any(c["entity_id"] == HA_LIGHT for c in changes) or not areas:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
+        assert isinstance(areas[0], dict)  # the demo places no entity in an area
     finally:
         await stream.stop()
         await client.close()

@@ -57,17 +57,26 @@ async def test_status_says_the_hub_answers_without_showing_the_token(hub_agent: 
     assert TOKEN not in text
 
 
-async def test_devices_and_sensors_are_listed_and_filtered(hub_agent: Agent) -> None:
+async def test_devices_and_sensors_are_listed_and_filtered(hub_agent: Agent, hub: FakeHub) -> None:
     token = await login_as(hub_agent, "user")
     listed = await _ok(await _get(hub_agent, "/devices", token))
     assert listed["total"] == 7 and listed["domains"]["light"] == 2
     lights = await _ok(await _get(hub_agent, "/devices", token, domain="light"))
     assert [d["entity_id"] for d in lights["devices"]] == ["light.grow_rack_1", "light.grow_rack_2"]
-    rack = await _ok(await _get(hub_agent, "/devices", token, area="Rack 1"))
-    assert {d["entity_id"] for d in rack["devices"]} == {
-        "light.grow_rack_1",
-        "valve.irrigation_zone_1",
-    }
+
+    # Areas are in the hub's registries (an entity's own, or its device's), read over its
+    # WebSocket API once the agent has subscribed.
+    async def in_rack_1() -> set[str]:
+        rack = await _ok(await _get(hub_agent, "/devices", token, area="Rack 1"))
+        return {d["entity_id"] for d in rack["devices"]}
+
+    assert await eventually(in_rack_1) == {"light.grow_rack_1", "valve.irrigation_zone_1"}
+    hub.set_area("switch.nutrient_pump", "rack_1")  # moved in the hub's UI
+
+    async def moved() -> bool:
+        return "switch.nutrient_pump" in await in_rack_1()
+
+    await eventually(moved)
     sensors = (await _ok(await _get(hub_agent, "/sensors", token)))["sensors"]
     temperature = next(s for s in sensors if s["entity_id"] == "sensor.room_temperature")
     assert (temperature["value"], temperature["unit"], temperature["device_class"]) == (
