@@ -11,6 +11,7 @@ from aiohttp import web
 from cloud.services.admins import AdminAccounts
 from cloud.services.alerts import AlertService
 from cloud.services.api_keys import API_KEY_HEADER
+from cloud.services.climate import ClimateService
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
@@ -30,6 +31,7 @@ from cloud.web import (
     alerts,
     api_keys,
     auth,
+    climate,
     devices,
     farms,
     grow_plans,
@@ -40,10 +42,12 @@ from cloud.web import (
     sync,
     system,
     users,
+    webhooks,
 )
 from cloud.web.keys import (
     ALERTS,
-    API_KEYS,
+    API_KEY_AUTH,
+    CLIMATE,
     DATABASE,
     DEVICES,
     EVENTS,
@@ -66,6 +70,7 @@ from cloud.wiring.maintenance import maintenance_context, retention_policy
 from cloud.wiring.pos import pos_context
 from cloud.wiring.streams import streams_context
 from cloud.wiring.users import user_services
+from cloud.wiring.webhooks import webhooks_context
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
@@ -109,10 +114,12 @@ def api_of_cloud() -> Api:
         sensors,
         alerts,
         grow_plans,
+        climate,
         agents,
         sync,
         pos,
         home_automation,
+        webhooks,
     ):
         api.extend(module.api)
     return api
@@ -140,7 +147,7 @@ def create_app(
             return await request.app[IDENTITY].principal_from_token(token)
         key = request.headers.get(API_KEY_HEADER)
         if key is not None:
-            return await request.app[API_KEYS].principal_from_api_key(key)
+            return await request.app[API_KEY_AUTH].principal_from_api_key(key)
         return None
 
     policy = RateLimitPolicy(
@@ -224,6 +231,7 @@ def create_app(
         app[EVENTS] = EventService(db)
         app[SENSORS] = SensorService(db)
         app[ALERTS] = AlertService(db)
+        app[CLIMATE] = ClimateService(db, clock)
         smtp = smtp_settings(settings)
         if smtp is None:
             log.warning(
@@ -261,6 +269,9 @@ def create_app(
             services,
             maintenance_context(settings, limiter),
             pos_context(settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))),
+            webhooks_context(
+                settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))
+            ),
             streams_context(settings),
             home_automation_context(settings),
         ]

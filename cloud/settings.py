@@ -210,6 +210,35 @@ class CloudSettings(BaseSettings):
         description="Its secret (also ACCESS_PROXY_SERVICE_CLIENT_SECRET)",
     )
 
+    # Outgoing webhooks (issue 11)
+    webhook_allow_private_targets: bool = Field(
+        False,
+        description="Let webhooks reach loopback, private and link-local addresses",
+    )
+    webhook_timeout_s: float = Field(10.0, gt=0, le=60, description="Time limit of one delivery")
+    webhook_workers: int = Field(
+        4, ge=0, le=64, description="Delivery loops of this process; 0: this process sends none"
+    )
+    webhook_batch: int = Field(
+        50, ge=1, le=500, description="Deliveries one loop posts at once at most"
+    )
+    webhook_poll_s: float = Field(
+        1.0, gt=0, le=60, description="Seconds between looks for due deliveries"
+    )
+    webhook_retry_initial_s: float = Field(
+        10.0, gt=0, description="First retry after this many seconds, doubling (with jitter)"
+    )
+    webhook_retry_max_s: float = Field(3600.0, gt=0, description="Longest wait between retries")
+    webhook_retry_window_s: float = Field(
+        86_400.0, ge=0, description="A delivery is retried this long before it is failed"
+    )
+    webhook_disable_after_s: float = Field(
+        86_400.0, ge=0, description="A webhook whose every delivery failed this long is disabled"
+    )
+    webhook_delivery_retention_days: float | None = Field(
+        30, gt=0, description="Delivered and failed deliveries are kept this long; unset: forever"
+    )
+
     @field_validator("admin_email")
     @classmethod
     def _admin_email(cls, value: str | None) -> str | None:

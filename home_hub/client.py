@@ -35,6 +35,17 @@ ENTITY_ID = re.compile(r"^[a-z0-9_]+\.[a-z0-9_]+$")
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 
 
+async def _body(resp: aiohttp.ClientResponse) -> bytes:
+    """The whole answer, refused past MAX_ANSWER_BYTES (one ``read(n)`` of the stream returns
+    only what has arrived so far, not ``n`` bytes)."""
+    data = bytearray()
+    async for chunk in resp.content.iter_chunked(256 * 1024):
+        data += chunk
+        if len(data) > MAX_ANSWER_BYTES:
+            raise HubUnreachable("The hub's answer is too large")
+    return bytes(data)
+
+
 def classify(status: int, content_type: str, body: bytes, *, entity: str | None = None) -> HubError:
     """The error an unsuccessful hub (or proxy) answer stands for."""
     text = body[:2000].decode("utf-8", "replace")
@@ -120,9 +131,7 @@ class HubClient:
             ) as resp:
                 if resp.content_length is not None and resp.content_length > MAX_ANSWER_BYTES:
                     raise HubUnreachable("The hub's answer is too large")
-                data = await resp.content.read(MAX_ANSWER_BYTES + 1)
-                if len(data) > MAX_ANSWER_BYTES:
-                    raise HubUnreachable("The hub's answer is too large")
+                data = await _body(resp)
                 if resp.status != 200 and resp.status != 201:
                     raise classify(resp.status, resp.content_type, data, entity=entity)
                 content_type = resp.content_type

@@ -4,9 +4,10 @@ REST (https://developers.home-assistant.io/docs/api/rest/): a Bearer long-lived 
 plain-text ``401: Unauthorized``; ``GET /api/`` -> ``{"message": "API running."}``; ``GET
 /api/config``; ``GET /api/states``; ``GET /api/states/<entity_id>`` (404 ``{"message": "Entity not
 found."}``); ``POST /api/services/<domain>/<service>`` answering the states that changed (an
-unknown service or invalid service data is a plain ``400: Bad Request``, like Home Assistant
-2024.3; a body that is not JSON is ``{"message": "Data should be valid JSON."}``; an unknown entity
-changes nothing and answers ``[]``).
+unknown service, invalid service data, a body that is JSON but not an object, or a call without a
+target is a plain ``400: Bad Request``; a body that is not JSON is ``{"message": "Data should be
+valid JSON."}``; an unknown entity changes nothing and answers ``[]``). Checked against Home
+Assistant 2024.3.3 by ``tests/home_hub/against_home_assistant.py`` (opt-in; docs/decisions.md).
 
 WebSocket (https://developers.home-assistant.io/docs/api/websocket/): ``auth_required``, then
 ``auth`` -> ``auth_ok`` or ``auth_invalid`` (and the connection closes); ``subscribe_events``
@@ -19,7 +20,8 @@ import argparse
 import asyncio
 import contextlib
 import json
-import uuid
+import secrets
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +37,16 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def _ulid() -> str:
+    """A context id as Home Assistant makes them since 2023.x: a ULID (26 Crockford base32
+    characters: 48 bits of milliseconds, 80 random bits)."""
+    value = (int(time.time() * 1000) << 80) | secrets.randbits(80)
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
 def _state(entity_id: str, state: str, attributes: dict[str, Any]) -> dict[str, Any]:
     at = _now()
     return {
@@ -43,7 +55,7 @@ def _state(entity_id: str, state: str, attributes: dict[str, Any]) -> dict[str, 
         "attributes": attributes,
         "last_changed": at,
         "last_updated": at,
-        "context": {"id": uuid.uuid4().hex, "parent_id": None, "user_id": None},
+        "context": {"id": _ulid(), "parent_id": None, "user_id": None},
     }
 
 
@@ -60,7 +72,6 @@ def sample_states() -> list[dict[str, Any]]:
                 "brightness": None,
                 "min_color_temp_kelvin": 2000,
                 "max_color_temp_kelvin": 6500,
-                "area": "Rack 1",
             },
         ),
         _state(
@@ -70,13 +81,10 @@ def sample_states() -> list[dict[str, Any]]:
                 "friendly_name": "Grow rack 2",
                 "brightness": 255,
                 "supported_color_modes": ["brightness"],
-                "area": "Rack 2",
             },
         ),
-        _state(
-            "fan.exhaust", "off", {"friendly_name": "Exhaust fan", "percentage": 0, "area": "Room"}
-        ),
-        _state("switch.nutrient_pump", "off", {"friendly_name": "Nutrient pump", "area": "Room"}),
+        _state("fan.exhaust", "off", {"friendly_name": "Exhaust fan", "percentage": 0}),
+        _state("switch.nutrient_pump", "off", {"friendly_name": "Nutrient pump"}),
         _state(
             "valve.irrigation_zone_1",
             "closed",
@@ -84,7 +92,6 @@ def sample_states() -> list[dict[str, Any]]:
                 "friendly_name": "Irrigation zone 1",
                 "current_position": 0,
                 "device_class": "water",
-                "area": "Rack 1",
             },
         ),
         _state(
@@ -95,7 +102,6 @@ def sample_states() -> list[dict[str, Any]]:
                 "unit_of_measurement": "°C",
                 "device_class": "temperature",
                 "state_class": "measurement",
-                "area": "Room",
             },
         ),
         _state(
@@ -106,10 +112,44 @@ def sample_states() -> list[dict[str, Any]]:
                 "unit_of_measurement": "%",
                 "device_class": "humidity",
                 "state_class": "measurement",
-                "area": "Room",
             },
         ),
     ]
+
+
+def _config(components: list[str]) -> dict[str, Any]:
+    """``GET /api/config`` with the keys Home Assistant 2024.3 answers."""
+    return {
+        "latitude": 52.0,
+        "longitude": 13.0,
+        "elevation": 0,
+        "unit_system": {
+            "length": "km",
+            "accumulated_precipitation": "mm",
+            "mass": "g",
+            "pressure": "Pa",
+            "temperature": "°C",
+            "volume": "L",
+            "wind_speed": "m/s",
+        },
+        "location_name": "Fake hub",
+        "time_zone": "UTC",
+        "components": ["api", "http", "websocket_api", *components],
+        "config_dir": "/config",
+        "whitelist_external_dirs": [],
+        "allowlist_external_dirs": [],
+        "allowlist_external_urls": [],
+        "version": VERSION,
+        "config_source": "storage",
+        "recovery_mode": False,
+        "state": "RUNNING",
+        "external_url": None,
+        "internal_url": None,
+        "currency": "EUR",
+        "country": None,
+        "language": "en",
+        "safe_mode": False,
+    }
 
 
 class _BadData(Exception):
@@ -126,7 +166,12 @@ class FakeHub:
     #: While True the REST API answers 503, as a hub that is restarting behind its web server.
     unavailable: bool = False
     refused: int = 0
-    _subscribers: list[tuple[web.WebSocketResponse, int]] = field(default_factory=list)
+    #: Home Assistant keeps areas in its registries, not in states: area id -> name, entity id
+    #: -> (area id, device id), device id -> area id.
+    areas: dict[str, str] = field(default_factory=dict)
+    entity_areas: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    device_areas: dict[str, str | None] = field(default_factory=dict)
+    _subscribers: list[tuple[web.WebSocketResponse, int, str]] = field(default_factory=list)
     _sockets: set[web.WebSocketResponse] = field(default_factory=set)
 
     @classmethod
@@ -134,7 +179,28 @@ class FakeHub:
         hub = cls(token)
         for state in sample_states():
             hub.states[state["entity_id"]] = state
+        hub.areas = {"rack_1": "Rack 1", "rack_2": "Rack 2", "room": "Room"}
+        # The rack lights sit on devices placed in their racks; the rest are placed themselves.
+        hub.device_areas = {"dev_light_rack_1": "rack_1", "dev_light_rack_2": "rack_2"}
+        hub.entity_areas = {
+            "light.grow_rack_1": (None, "dev_light_rack_1"),
+            "light.grow_rack_2": (None, "dev_light_rack_2"),
+            "fan.exhaust": ("room", None),
+            "switch.nutrient_pump": ("room", None),
+            "valve.irrigation_zone_1": ("rack_1", None),
+            "sensor.room_temperature": ("room", None),
+            "sensor.room_humidity": ("room", None),
+        }
         return hub
+
+    def set_area(self, entity_id: str, area_id: str | None) -> None:
+        """Place an entity in an area, as a user does in the UI (``entity_registry_updated``)."""
+        _, device = self.entity_areas.get(entity_id, (None, None))
+        self.entity_areas[entity_id] = (area_id, device)
+        self._fire(
+            "entity_registry_updated",
+            {"action": "update", "entity_id": entity_id, "changes": {"area_id": None}},
+        )
 
     def add_sensors(self, count: int) -> None:
         """Add ``count`` temperature sensors (for benchmarks)."""
@@ -153,24 +219,38 @@ class FakeHub:
         if old is not None and old["state"] == state:
             new["last_changed"] = old["last_changed"]
         self.states[entity_id] = new
+        self._fire(
+            "state_changed",
+            {"entity_id": entity_id, "old_state": old, "new_state": new},
+            new["last_updated"],
+            new["context"],
+        )
+        return new
+
+    def _fire(
+        self,
+        event_type: str,
+        data: dict[str, Any],
+        at: str | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> None:
         event = {
-            "event_type": "state_changed",
-            "data": {"entity_id": entity_id, "old_state": old, "new_state": new},
+            "event_type": event_type,
+            "data": data,
             "origin": "LOCAL",
-            "time_fired": new["last_updated"],
-            "context": new["context"],
+            "time_fired": at or _now(),
+            "context": context or {"id": _ulid(), "parent_id": None, "user_id": None},
         }
-        for ws, sub_id in tuple(self._subscribers):
-            if not ws.closed:
+        for ws, sub_id, wanted in tuple(self._subscribers):
+            if not ws.closed and wanted == event_type:
                 task = asyncio.ensure_future(
                     ws.send_json({"id": sub_id, "type": "event", "event": event})
                 )
                 task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
-        return new
 
     async def drop_websockets(self) -> None:
         """Close every WebSocket connection, as a hub restarting does."""
-        for ws, _ in tuple(self._subscribers):
+        for ws, _, _ in tuple(self._subscribers):
             await ws.close()
 
     def app(self) -> web.Application:
@@ -209,15 +289,7 @@ class FakeHub:
     async def _config(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
             return self._unauthorized()
-        return web.json_response(
-            {
-                "version": VERSION,
-                "location_name": "Fake hub",
-                "time_zone": "UTC",
-                "unit_system": {"temperature": "°C"},
-                "state": "RUNNING",
-            }
-        )
+        return web.json_response(_config(sorted({s.split(".")[0] for s in self.states})))
 
     async def _states(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
@@ -241,7 +313,8 @@ class FakeHub:
         except ValueError:
             return web.json_response({"message": "Data should be valid JSON."}, status=400)
         if not isinstance(data, dict):
-            return web.json_response({"message": "Data should be valid JSON."}, status=400)
+            # Valid JSON that is not an object fails the service schema: a plain 400.
+            raise web.HTTPBadRequest()
         domain, service = request.match_info["domain"], request.match_info["service"]
         self.calls.append((domain, service, data))
         try:
@@ -254,7 +327,9 @@ class FakeHub:
         handler = _SERVICES.get((domain, service))
         if handler is None:
             raise _BadData()  # ServiceNotFound: a 400 too
-        ids = data.get("entity_id", [])
+        if "entity_id" not in data:
+            raise _BadData()  # entity services need a target (cv.has_at_least_one_key)
+        ids = data["entity_id"]
         ids = [ids] if isinstance(ids, str) else ids
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise _BadData()
@@ -302,19 +377,20 @@ class FakeHub:
                 with contextlib.suppress(ValueError):
                     await self._ws_command(ws, json.loads(message.data))
         finally:
-            self._subscribers = [(s, i) for s, i in self._subscribers if s is not ws]
+            self._subscribers = [sub for sub in self._subscribers if sub[0] is not ws]
         return ws
 
     async def _ws_command(self, ws: web.WebSocketResponse, command: Any) -> None:
         if not isinstance(command, dict) or not isinstance(command.get("id"), int):
             return
         kind, ident = command.get("type"), command["id"]
-        if (
-            kind == "subscribe_events"
-            and command.get("event_type", "state_changed") == "state_changed"
-        ):
-            self._subscribers.append((ws, ident))
+        if kind == "subscribe_events":
+            event_type = command.get("event_type", "*")
+            self._subscribers.append((ws, ident, str(event_type)))
             await ws.send_json({"id": ident, "type": "result", "success": True, "result": None})
+        elif kind in _REGISTRIES:
+            result = _REGISTRIES[kind](self)
+            await ws.send_json({"id": ident, "type": "result", "success": True, "result": result})
         elif kind == "ping":
             await ws.send_json({"id": ident, "type": "pong"})
         else:
@@ -329,6 +405,43 @@ class FakeHub:
 
 
 Handler = Any
+
+
+def _area_list(hub: FakeHub) -> list[dict[str, Any]]:
+    return [
+        {"aliases": [], "area_id": area_id, "icon": None, "name": name, "picture": None}
+        for area_id, name in hub.areas.items()
+    ]
+
+
+def _device_list(hub: FakeHub) -> list[dict[str, Any]]:
+    return [
+        {"area_id": area_id, "configuration_url": None, "config_entries": [], "connections": [],
+         "disabled_by": None, "entry_type": None, "hw_version": None, "id": device_id,
+         "identifiers": [["fake", device_id]], "manufacturer": "Fake", "model": None,
+         "name_by_user": None, "name": device_id, "serial_number": None, "sw_version": None,
+         "via_device_id": None}
+        for device_id, area_id in hub.device_areas.items()
+    ]  # fmt: skip
+
+
+def _entity_list(hub: FakeHub) -> list[dict[str, Any]]:
+    return [
+        {"area_id": area_id, "config_entry_id": None, "device_id": device_id,
+         "disabled_by": None, "entity_category": None, "entity_id": entity_id,
+         "has_entity_name": False, "hidden_by": None, "icon": None, "id": entity_id,
+         "labels": [], "name": None, "options": {}, "original_name": None,
+         "platform": "fake", "translation_key": None, "unique_id": entity_id}
+        for entity_id, (area_id, device_id) in hub.entity_areas.items()
+    ]  # fmt: skip
+
+
+#: The registry listings of Home Assistant's WebSocket API (the keys 2024.3 answers).
+_REGISTRIES: dict[str, Any] = {
+    "config/area_registry/list": _area_list,
+    "config/device_registry/list": _device_list,
+    "config/entity_registry/list": _entity_list,
+}
 
 
 def _on(_old: dict[str, Any], _data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -417,10 +530,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--proxy-port", type=int)
     parser.add_argument("--client-id", default="fake-client-id")
     parser.add_argument("--client-secret", default="fake-client-secret")
+    parser.add_argument(
+        "--entities", type=int, default=0, help="add temperature sensors up to this many entities"
+    )
     args = parser.parse_args(argv)
 
     async def serve() -> None:
         hub = FakeHub.sample(args.token)
+        hub.add_sensors(max(0, args.entities - len(hub.states)))
         runners = [web.AppRunner(hub.app())]
         await runners[0].setup()
         await web.TCPSite(runners[0], args.host, args.port).start()

@@ -3,8 +3,11 @@
 ``HubStateStream`` connects to ``/api/websocket`` (with the access proxy's headers when it is in
 front), answers ``auth_required`` with ``auth``, waits for ``auth_ok``, subscribes to
 ``state_changed`` and hands each change (``entity_id``, ``old_state``, ``new_state``) to
-``on_change``, which must not block. Any failure (refused token, dropped connection, a hub that
-stops answering heartbeats) is followed by a reconnect after a jittered exponential back-off.
+``on_change``, which must not block; ``on_link`` hears when the subscription comes up (True) and
+goes down (False); ``on_areas`` gets entity id -> area name from the hub's registries once
+subscribed, and again whenever a registry changes (``home_hub.areas``). Any failure (refused
+token, dropped connection, a hub that stops answering heartbeats) is followed by a reconnect
+after a jittered exponential back-off.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 import aiohttp
 
+from home_hub.areas import REGISTRY_COMMANDS, REGISTRY_EVENTS, areas_of
 from home_hub.settings import HubConfig
 from protocol.backoff import Backoff, Retry
 from protocol.tasks import cancel_and_wait
@@ -37,6 +41,15 @@ class StreamStats:
     events: int = 0
 
 
+def _event_type(message: dict[str, Any]) -> Any:
+    event = message.get("event")
+    return (
+        event.get("event_type")
+        if message.get("type") == "event" and isinstance(event, dict)
+        else None
+    )
+
+
 class _Refused(Exception):
     """The hub said something other than the protocol's next step."""
 
@@ -49,6 +62,8 @@ class HubStateStream:
         config: HubConfig,
         on_change: StateChange,
         *,
+        on_link: Callable[[bool], None] | None = None,
+        on_areas: Callable[[Mapping[str, str]], None] | None = None,
         backoff_initial_s: float = 1.0,
         backoff_max_s: float = 60.0,
         heartbeat_s: float = 30.0,
@@ -58,6 +73,11 @@ class HubStateStream:
         self._config = config
         self._url = config.url.rstrip("/") + "/api/websocket"
         self._on_change = on_change
+        self._on_link = on_link or (lambda _up: None)
+        self._on_areas = on_areas
+        self._next_id = 1
+        self._asked: dict[int, str] = {}
+        self._registries: dict[str, Any] = {}
         self._retry = Retry(Backoff(backoff_initial_s, backoff_max_s))
         self._heartbeat_s = heartbeat_s
         self._task: asyncio.Task[None] | None = None
@@ -73,6 +93,9 @@ class HubStateStream:
         """Disconnect and stop reconnecting."""
         task, self._task = self._task, None
         await cancel_and_wait(task)
+        if self.connected.is_set():
+            self.connected.clear()
+            self._on_link(False)
 
     async def _run(self) -> None:
         headers: dict[str, str] = {}
@@ -90,7 +113,9 @@ class HubStateStream:
                     log.warning("hub event stream: %s", str(err) or type(err).__name__)
                 except Exception:
                     log.exception("hub event stream failed")
-                self.connected.clear()
+                if self.connected.is_set():
+                    self.connected.clear()
+                    self._on_link(False)
                 self.stats.failures += 1
                 await asyncio.sleep(self._retry.next_delay())
 
@@ -106,22 +131,58 @@ class HubStateStream:
             answer = await ws.receive_json(timeout=limit)
             if answer.get("type") != "auth_ok":
                 raise _Refused("the hub refused the token")
-            await ws.send_json({"id": 1, "type": "subscribe_events", "event_type": "state_changed"})
+            self._next_id, self._asked, self._registries = 1, {}, {}
+            await self._command(ws, {"type": "subscribe_events", "event_type": "state_changed"})
             result = await ws.receive_json(timeout=limit)
             if result.get("type") != "result" or not result.get("success"):
                 raise _Refused("the hub refused the subscription")
             self.stats.connects += 1
             self._retry.reset()
             self.connected.set()
+            self._on_link(True)
             log.info("hub event stream connected")
+            if self._on_areas is not None:
+                for event_type in REGISTRY_EVENTS:
+                    await self._command(ws, {"type": "subscribe_events", "event_type": event_type})
+                await self._ask_registries(ws)
             async for message in ws:
                 if message.type != aiohttp.WSMsgType.TEXT:
                     break
-                self._deliver(message.json())
+                data = message.json()
+                if not isinstance(data, dict):
+                    continue
+                if data.get("type") == "result" and data.get("id") in self._asked:
+                    self._registry_answer(self._asked.pop(data["id"]), data)
+                elif _event_type(data) in REGISTRY_EVENTS:
+                    await self._ask_registries(ws)
+                else:
+                    self._deliver(data)
             raise _Refused("the hub closed the event stream")
 
-    def _deliver(self, message: Any) -> None:
-        if not isinstance(message, dict) or message.get("type") != "event":
+    async def _command(self, ws: aiohttp.ClientWebSocketResponse, command: dict[str, Any]) -> int:
+        ident = self._next_id
+        self._next_id += 1
+        await ws.send_json({"id": ident, **command})
+        return ident
+
+    async def _ask_registries(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        """Ask for the area, device and entity registries (again, after a change)."""
+        self._registries = {}
+        for kind in REGISTRY_COMMANDS:
+            self._asked[await self._command(ws, {"type": kind})] = kind
+
+    def _registry_answer(self, kind: str, answer: dict[str, Any]) -> None:
+        if not answer.get("success"):
+            # A token without admin rights, or a hub without registries: no areas.
+            log.warning("the hub did not list its %s: areas are unknown", kind)
+            return
+        self._registries[kind] = answer.get("result")
+        if self._on_areas is not None and len(self._registries) == len(REGISTRY_COMMANDS):
+            areas, devices, entities = (self._registries[k] for k in REGISTRY_COMMANDS)
+            self._on_areas(areas_of(areas, devices, entities))
+
+    def _deliver(self, message: dict[str, Any]) -> None:
+        if message.get("type") != "event":
             return
         event = message.get("event")
         if not isinstance(event, dict) or event.get("event_type") != "state_changed":

@@ -26,6 +26,7 @@ from home_hub.errors import (
     HubUnauthorized,
 )
 from home_hub.settings import HubConfig
+from home_hub.state_cache import HubStateCache
 from protocol.access import Action, authorize
 from protocol.backoff import Backoff
 from protocol.identity import PermissionType, Principal
@@ -90,13 +91,14 @@ FarmGrant = Callable[[Principal, str], Awaitable[PermissionType | None]]
 """The caller's grant on a farm; ``None`` when it is absent or invisible to them."""
 
 
-def entity_of(state: Mapping[str, Any]) -> HubEntity:
-    """A hub state object as the API shows it."""
+def entity_of(state: Mapping[str, Any], area: str | None = None) -> HubEntity:
+    """A hub state object as the API shows it, in ``area`` (from the hub's registries; else an
+    ``area`` attribute, which some hubs set)."""
     entity_id = str(state.get("entity_id", ""))
     attributes = state.get("attributes")
     attributes = dict(attributes) if isinstance(attributes, dict) else {}
     name = attributes.get("friendly_name")
-    area = attributes.get("area")
+    area = area or attributes.get("area")
     return HubEntity(
         entity_id=entity_id,
         domain=entity_id.split(".", 1)[0],
@@ -129,9 +131,12 @@ class HomeAutomation:
         *,
         retry: Backoff = _RETRY,
         poll_s: float = 60.0,
+        cache: HubStateCache | None = None,
     ) -> None:
         self.config = config
         self._client = client if config.configured else None
+        self._cache = cache
+        self._entities: tuple[int, list[HubEntity]] | None = None
         self._grant = grant
         self._record = record
         self.last_error: str | None = None
@@ -186,10 +191,29 @@ class HomeAutomation:
             pending_closes=pending,
         )
 
+    async def _all_entities(self) -> list[HubEntity]:
+        """Every entity, sorted: from the live cache when it holds them (built once per
+        version of it), else from the hub."""
+        hub = self._hub()
+        if self._cache is None:
+            states, version = await self._call(hub.states()), None
+        else:
+            states, version = await self._call(self._cache.states(hub.states))
+        held = self._entities
+        if version is not None and held is not None and held[0] == version:
+            return held[1]
+        areas = self._cache.areas if self._cache is not None else {}
+        entities = sorted(
+            (entity_of(state, areas.get(str(state.get("entity_id")))) for state in states),
+            key=lambda e: e.entity_id,
+        )
+        if version is not None:
+            self._entities = (version, entities)
+        return entities
+
     async def devices(self, query: HubDeviceQuery) -> HubDeviceList:
         """The hub's entities, filtered by domain and area."""
-        states = await self._call(self._hub().states())
-        entities = sorted((entity_of(state) for state in states), key=lambda e: e.entity_id)
+        entities = await self._all_entities()
         if query.domain is not None:
             entities = [e for e in entities if e.domain == query.domain]
         if query.area is not None:
@@ -201,10 +225,8 @@ class HomeAutomation:
 
     async def sensors(self) -> HubSensorList:
         """The hub's sensor entities with their units and device classes."""
-        states = await self._call(self._hub().states())
         sensors = []
-        for state in states:
-            entity = entity_of(state)
+        for entity in await self._all_entities():
             if entity.domain != "sensor":
                 continue
             unit = entity.attributes.get("unit_of_measurement")

@@ -3,7 +3,8 @@
 The hub serves the farm's LAN, not one farm, so its entities' changes go to the streams of every
 farm the server holds (each client sees only the farms it may see), on the agent and the cloud
 alike. ``offer`` never waits: beyond ``maxsize`` waiting changes, new ones are dropped and
-counted. ``HubLiveState`` is the hub's WebSocket subscription and the relay together.
+counted. ``HubLiveState`` is the hub's WebSocket subscription with the relay and the state
+cache it feeds.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from home_hub.live import HubStateStream
 from home_hub.settings import HubConfig
+from home_hub.state_cache import HubStateCache
 from protocol.live.outbox import Stream, StreamEvent
 from protocol.tasks import cancel_and_wait
 from protocol.throttled_log import ThrottledLog
@@ -105,16 +107,25 @@ class HubStateRelay:
 
 
 class HubLiveState:
-    """The hub's ``state_changed`` events relayed to ``publish`` for as long as it runs."""
+    """The hub's ``state_changed`` events relayed to ``publish`` and kept in ``cache`` for as
+    long as it runs."""
 
     def __init__(
         self,
         config: HubConfig,
         publish: Callable[[StreamEvent], None],
         farms: Callable[[], Awaitable[list[str]]],
+        cache: HubStateCache,
     ) -> None:
         self.relay = HubStateRelay(publish, farms)
-        self.stream = HubStateStream(config, self.relay.offer)
+        self.cache = cache
+        self.stream = HubStateStream(
+            config, self._changed, on_link=cache.link, on_areas=cache.set_areas
+        )
+
+    def _changed(self, change: Mapping[str, Any]) -> None:
+        self.cache.offer(change)
+        self.relay.offer(change)
 
     def start(self) -> None:
         """Subscribe (reconnecting with back-off) and relay."""

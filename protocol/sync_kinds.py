@@ -50,6 +50,8 @@ KINDS: tuple[RecordKind, ...] = (
     RecordKind("events", Direction.UP),
     RecordKind("grow_plans", Direction.UP),
     RecordKind("climate_settings", Direction.UP),
+    RecordKind("climate_history", Direction.UP),
+    RecordKind("site_settings", Direction.UP),
     RecordKind("readings", Direction.UP),
     RecordKind("readings_1m", Direction.UP),
     RecordKind("readings_1h", Direction.UP),

@@ -58,7 +58,7 @@ def visible_permission_filter(principal: Principal, alias: str) -> tuple[str, li
 
 async def farm_grant(db: Database, principal: Principal, farm_id: str) -> PermissionType | None:
     """The caller's grant on a farm, or ``None`` if it does not exist or is not visible."""
-    row = await db.fetch_one(
+    row = await db.lookup(
         """
         SELECT p.permission_type AS granted
         FROM farms f

@@ -70,7 +70,7 @@ class ApiKeyStore:
 
     async def caller(self, key_hash: str) -> sqlite3.Row | None:
         """The user of a current key, in one read (the hot path of key authentication)."""
-        return await self._db.fetch_one(
+        return await self._db.lookup(
             "SELECT k.id AS key_id, k.last_used_at, u.id, u.email, u.role, u.plan, u.status"
             " FROM api_keys k JOIN users u ON u.id = k.user_id"
             " WHERE k.key_hash = ? AND k.revoked_at IS NULL"

@@ -1,4 +1,5 @@
-"""The SQLite database: WAL, durable group commits, one writer, migrations at open."""
+"""The SQLite database: WAL, durable group commits, one writer, migrations at open, point reads
+on the event loop's thread."""
 
 from __future__ import annotations
 
@@ -108,7 +109,8 @@ class Database:
     (group commit): each runs inside ``SAVEPOINT``/``RELEASE`` within one open SQLite
     transaction, so a failing one rolls back only its own work, and each caller resumes only
     after the shared ``COMMIT`` (``synchronous=FULL``) has made its work durable. Reads use the
-    other connections and, under WAL, never wait for a writer.
+    other connections and, under WAL, never wait for a writer; point reads on the hot path of
+    requests (:meth:`lookup`) run on the event loop's thread, without a hop to another thread.
     """
 
     def __init__(self, path: Path, *, check_integrity: bool = True) -> None:
@@ -116,6 +118,7 @@ class Database:
         self._check_on_open = check_integrity
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
+        self._inline: sqlite3.Connection | None = None
         self._next_reader = 0
         self._write_lock = asyncio.Lock()
         self._group: _Group | None = None
@@ -126,7 +129,7 @@ class Database:
         """Count of committed write transactions since open (see ``GenerationCache``)."""
 
     async def open(self) -> None:
-        """Open both connections, check integrity, and apply pending migrations."""
+        """Open the connections, check integrity, and apply pending migrations."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = await self._connect()
         if self._check_on_open:
@@ -134,17 +137,21 @@ class Database:
         await self._migrate(self._writer)
         for _ in range(_READERS):
             self._readers.append(await self._connect())
+        self._inline = self._connect_inline()
 
     async def close(self) -> None:
-        """Commit what is waiting for its commit, then close both connections."""
+        """Commit what is waiting for its commit, then close the connections."""
         if self._drainer is not None:
             await asyncio.gather(self._drainer, return_exceptions=True)
         await asyncio.gather(*self._commits, return_exceptions=True)
         for conn in [*self._readers, self._writer]:
             if conn is not None:
                 await conn.close()
+        if self._inline is not None:
+            self._inline.close()
         self._readers = []
         self._writer = None
+        self._inline = None
 
     async def _connect(self) -> aiosqlite.Connection:
         conn = await asyncio.wait_for(
@@ -160,6 +167,17 @@ class Database:
             "PRAGMA journal_size_limit=67108864",
         ):
             await conn.execute(pragma)
+        return conn
+
+    def _connect_inline(self) -> sqlite3.Connection:
+        """The connection of :meth:`lookup`, used on the event loop's thread only: read-only,
+        and never waiting for a lock (a busy database sends the read to a reader thread)."""
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        # Its reads touch a few hot pages (sessions, users, farms, grants): a small page cache;
+        # the operating system's cache holds the rest.
+        for pragma in ("PRAGMA query_only=ON", "PRAGMA busy_timeout=0", "PRAGMA cache_size=-512"):
+            conn.execute(pragma)
         return conn
 
     async def _check_integrity(self, conn: aiosqlite.Connection) -> None:
@@ -357,6 +375,30 @@ class Database:
                 group.committed.set_result(None)
             finally:  # even a failed COMMIT may have landed: invalidate caches regardless
                 self.generation += 1
+
+    async def lookup(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
+        """The first row of a point read (a primary or unique key: a few pages), run right here
+        on the event loop's thread.
+
+        A hop to a reader thread costs far more than such a read: the request waits for that
+        thread's queue and then for the GIL, held by the busy loop, once per statement. Under
+        WAL a reader never waits for the writer; should the database still be busy (recovery
+        after a crash), the read goes to a reader thread instead of blocking the loop. Reads
+        that scan or return many rows belong in :meth:`fetch_all` and the like.
+        """
+        if self._inline is None:
+            raise RuntimeError("database is not open")
+        try:
+            cursor = self._inline.execute(sql, params)
+            try:
+                row: sqlite3.Row | None = cursor.fetchone()
+            finally:
+                cursor.close()  # end the read transaction: an open one would hold back checkpoints
+            return row
+        except sqlite3.OperationalError as err:
+            if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+        return await self.fetch_one(sql, params)
 
     async def fetch_all(self, sql: str, params: Params = ()) -> Iterable[sqlite3.Row]:
         """Run a read query and return all rows."""

@@ -140,18 +140,16 @@ class HierarchyStore:
 
     async def farm_of(self, level: Level, item_id: str) -> str | None:
         """The farm an item of ``level`` belongs to, or ``None`` if there is no such item."""
-        value = await self._db.fetch_value(
-            f"SELECT farm_id FROM {level.table} WHERE id = ?", (item_id,)
-        )
-        return None if value is None else str(value)
+        row = await self._db.lookup(f"SELECT farm_id FROM {level.table} WHERE id = ?", (item_id,))
+        return None if row is None else str(row[0])
 
     async def farm_of_parent(self, level: Level, parent_id: str) -> str | None:
         """The farm of the would-be parent of an item of ``level``, or ``None`` if absent."""
         column = "id" if level.parent_table == "farms" else "farm_id"
-        value = await self._db.fetch_value(
+        row = await self._db.lookup(
             f"SELECT {column} FROM {level.parent_table} WHERE id = ?", (parent_id,)
         )
-        return None if value is None else str(value)
+        return None if row is None else str(row[0])
 
     async def list(
         self, level: Level, principal: Principal, parent_id: str, limit: int, offset: int

@@ -51,7 +51,7 @@ class SessionStore:
         cached = self._callers.get(session_id)
         if cached is not None:
             return cached
-        row = await self._db.fetch_one(
+        row = await self._db.lookup(
             "SELECT u.id, u.email, u.role, u.plan, u.status, s.revoked_at, s.expires_at"
             " FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?",
             (session_id,),

@@ -199,6 +199,16 @@ class WebhookStore:
         finally:
             self._held -= ids
 
+    async def prune(self, before: datetime, chunk: int) -> int:
+        """Delete up to ``chunk`` delivered or failed deliveries created before ``before``."""
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries"
+                " WHERE status <> 'pending' AND created_at < ? LIMIT ?)",
+                (iso(before), chunk),
+            )
+            return cursor.rowcount
+
     async def settle(self, verdicts: Sequence[Verdict], disable_after_s: float) -> list[str]:
         """Record attempts, each webhook's health, and disable (with a ``webhook_disabled``
         event) the webhooks failing for ``disable_after_s``; all in one transaction."""

@@ -26,6 +26,7 @@ _TAG = "Farms"
     tag=_TAG,
     query=FarmListQuery,
     response=FarmList,
+    shared_answers=True,
 )
 async def list_farms(request: web.Request, query: FarmListQuery) -> FarmList:
     """Farms the caller may see, searchable by name."""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from agent.services.grow_plans.plans import GrowPlanService
 from agent.web.keys import GROW_PLANS
 from protocol.http.endpoints import Api, principal_of
+from protocol.http.grow_plan_routes import progress_api
 from protocol.schemas.common import PageQuery
 from protocol.schemas.grow_plans import (
     CropList,
@@ -13,7 +15,6 @@ from protocol.schemas.grow_plans import (
     GrowPlanCreate,
     GrowPlanList,
     GrowPlanListQuery,
-    GrowPlanProgress,
     GrowPlanUpdate,
 )
 
@@ -77,14 +78,8 @@ async def update_grow_plan(request: web.Request, plan_id: str, body: GrowPlanUpd
     return await request.app[GROW_PLANS].update(principal_of(request), plan_id, body)
 
 
-@api.route(
-    "GET",
-    "/api/v1/grow-plans/{plan_id}/progress",
-    summary="Progress and climate adherence of a grow plan",
-    tag=_TAG,
-    response=GrowPlanProgress,
-    errors=(404,),
-)
-async def grow_plan_progress(request: web.Request, plan_id: str) -> GrowPlanProgress:
-    """Day, stage, days to harvest and per-stage climate adherence so far."""
-    return await request.app[GROW_PLANS].progress(principal_of(request), plan_id)
+def _plans(request: web.Request) -> GrowPlanService:
+    return request.app[GROW_PLANS]
+
+
+api.extend(progress_api(_plans))

@@ -21,10 +21,8 @@ from agent.services.grow_plans.plans import GrowPlanService
 from agent.services.health import HealthService
 from agent.services.hierarchy.farms import FarmService
 from agent.services.hierarchy.levels import HierarchyService
-from agent.services.identity.api_keys import ApiKeyService
 from agent.services.identity.auth_events import AuthEvents
-from agent.services.identity.auth_flows import AuthFlows
-from agent.services.identity.mfa import MfaService
+from agent.services.identity.flows import AgentAccountFlows, AgentApiKeys, AgentMfa
 from agent.services.identity.permissions import PermissionService
 from agent.services.identity.sessions import IdentityService
 from agent.services.identity.users import UserService
@@ -45,10 +43,10 @@ DATABASE = web.AppKey("database", Database)
 FARMS = web.AppKey("farms", FarmService)
 HIERARCHY = web.AppKey("hierarchy", HierarchyService)
 IDENTITY = web.AppKey("identity", IdentityService)
-AUTH_FLOWS = web.AppKey("auth_flows", AuthFlows)
+AUTH_FLOWS = web.AppKey("auth_flows", AgentAccountFlows)
 AUTH_EVENTS = web.AppKey("auth_events", AuthEvents)
-MFA = web.AppKey("mfa", MfaService)
-API_KEYS = web.AppKey("api_keys", ApiKeyService)
+MFA = web.AppKey("mfa", AgentMfa)
+API_KEYS = web.AppKey("api_keys", AgentApiKeys)
 USERS = web.AppKey("users", UserService)
 PERMISSIONS = web.AppKey("permissions", PermissionService)
 STARTED_AT = web.AppKey("started_at", float)

@@ -16,6 +16,7 @@ from agent.services.readings.retention import RetentionPolicy
 from agent.settings import AgentSettings
 from agent.store.grow_plans import GrowPlanStore
 from agent.store.readings import ReadingStore
+from agent.store.site_settings import SiteSettings
 from agent.web.keys import DATABASE, EVENT_LOG, GROW_PLANS, HARVEST_WATCH
 from agent.wiring.context import CleanupContext
 from agent.wiring.scheduler import SCHEDULER
@@ -37,6 +38,8 @@ def grow_plans_context(
 
     async def grow_plans(app: web.Application) -> AsyncIterator[None]:
         db = app[DATABASE]
+        # The cloud counts plan days in the same zone (synced as a site setting).
+        await SiteSettings(db).put("timezone", settings.timezone)
         store = GrowPlanStore(db)
         readings = ReadingStore(db)
 

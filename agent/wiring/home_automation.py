@@ -17,6 +17,7 @@ from agent.wiring.context import CleanupContext
 from home_hub.client import HubClient
 from home_hub.service import HomeAutomation
 from home_hub.settings import check_hub_config
+from home_hub.state_cache import HubStateCache
 from home_hub.state_relay import HubLiveState
 from protocol.identity import PermissionType, Principal
 
@@ -33,6 +34,8 @@ def home_automation_context(settings: AgentSettings) -> CleanupContext:
         for warning in check_hub_config(config):
             log.warning("%s", warning)
         client = HubClient(config) if config.configured else None
+        # Entity lists come from the live state while the hub's event stream is up.
+        cache = HubStateCache()
         db, events = app[DATABASE], app[EVENT_LOG]
 
         async def grant(principal: Principal, farm_id: str) -> PermissionType | None:
@@ -50,7 +53,7 @@ def home_automation_context(settings: AgentSettings) -> CleanupContext:
             # Who asked is in ``data`` (user_id); the agent's log has no column for it.
             return events.notice(farm_id, kind, data, message=message, severity=severity)
 
-        service = HomeAutomation(config, client, grant, record, HubCloseStore(db))
+        service = HomeAutomation(config, client, grant, record, HubCloseStore(db), cache=cache)
         app[HOME_AUTOMATION] = service
         # Closes promised before a restart run now (overdue ones at once).
         service.start()
@@ -67,7 +70,7 @@ def home_automation_context(settings: AgentSettings) -> CleanupContext:
                 return list(await FarmStore(db).ids())
 
             # Live state: the hub's state changes reach /ws/device-events without polling.
-            live = HubLiveState(config, app[EVENT_HUB].publish, farms)
+            live = HubLiveState(config, app[EVENT_HUB].publish, farms, cache)
             live.start()
             app[HUB_STATE_STREAM] = live.stream
         try:

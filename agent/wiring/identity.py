@@ -6,12 +6,10 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from agent.services.identity.api_keys import ApiKeyService
 from agent.services.identity.auth_events import AuthEvents
-from agent.services.identity.auth_flows import AuthFlows
 from agent.services.identity.authority import IdentityAuthority
+from agent.services.identity.flows import address_of
 from agent.services.identity.login_throttle import LoginThrottle, ThrottlePolicy
-from agent.services.identity.mfa import MfaService
 from agent.services.identity.permissions import PermissionService
 from agent.services.identity.session_issuer import SessionIssuer
 from agent.services.identity.sessions import IdentityService
@@ -20,6 +18,7 @@ from agent.settings import AgentSettings
 from agent.store.api_keys import ApiKeyStore
 from agent.store.auth_events import AuthEventStore
 from agent.store.db import Database
+from agent.store.identity_flows import AgentIdentityStore
 from agent.store.one_time_tokens import OneTimeTokenStore
 from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
@@ -27,6 +26,9 @@ from agent.store.users import UserStore
 from agent.sync.link import link_path
 from agent.web.keys import API_KEYS, AUTH_EVENTS, AUTH_FLOWS, IDENTITY, MFA, PERMISSIONS, USERS
 from agent.wiring.mail import mail_sender
+from protocol.identity_flows.account_flows import AccountFlows
+from protocol.identity_flows.api_keys import ApiKeyFlows
+from protocol.identity_flows.mfa import MfaFlows
 from protocol.mail import FlowPolicy, MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
 
@@ -56,24 +58,22 @@ def identity_services(
             window_s=settings.login_failure_window_s,
         ),
     )
-    issuer = SessionIssuer(sessions, signer, settings.refresh_token_ttl_s)
+    issuer = SessionIssuer(sessions, signer, settings.refresh_token_ttl_s, events)
     authority = IdentityAuthority(lambda: link_path(settings.state_dir).exists())
-    mfa_service = MfaService(
-        users,
-        tokens,
-        sessions,
+    store = AgentIdentityStore(users, tokens, sessions, api_key_store)
+    mfa_service = MfaFlows(
+        store,
         issuer,
         throttle,
         events,
         authority,
+        address_of,
         issuer_name=settings.farm_name,
         challenge_ttl_s=settings.mfa_challenge_ttl_s,
         clock=clock,
     )
-    flows = AuthFlows(
-        users,
-        tokens,
-        sessions,
+    flows = AccountFlows(
+        store,
         mail or mail_sender(settings),
         events,
         FlowPolicy(
@@ -83,6 +83,7 @@ def identity_services(
             site_name=settings.farm_name,
         ),
         authority,
+        address_of,
     )
     identity = IdentityService(
         users, sessions, api_key_store, issuer, verifier, throttle, events, mfa_service
@@ -91,7 +92,7 @@ def identity_services(
     app[AUTH_EVENTS] = events
     app[AUTH_FLOWS] = flows
     app[MFA] = mfa_service
-    app[API_KEYS] = ApiKeyService(api_key_store, users, events, authority)
+    app[API_KEYS] = ApiKeyFlows(store, events, authority)
     app[USERS] = UserService(users, permission_store, sessions, flows, events, authority)
     app[PERMISSIONS] = PermissionService(db, permission_store, users, authority)
     return identity

@@ -1,26 +1,18 @@
-"""API keys on the cloud: created and revoked by admins for a user, shown once, stored as a hash
-(DESIGN.md section 4); ``X-API-Key`` authenticates as the key's user, with their role and plan."""
+"""``X-API-Key`` on the cloud: a key authenticates as its user, with their role and plan
+(DESIGN.md section 4). Admins create and revoke keys through the shared flows
+(protocol/identity_flows/api_keys.py)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from uuid import UUID
 
-import asyncpg
-
-from cloud.services.sessions import AuthEventRecorder
 from cloud.store import api_keys as store
-from cloud.store import users as users_store
 from cloud.store.db import Database
-from protocol.access import require_role
-from protocol.errors import NotFound, Unauthorized
+from protocol.errors import Unauthorized
 from protocol.identity import Plan, Principal, Role
-from protocol.schemas.auth import ApiKey, ApiKeyCreate, ApiKeyCreated, ApiKeyList, ApiKeyListQuery
-from protocol.timefmt import iso
-from protocol.tokens import hash_secret, new_secret
-from protocol.user_rules import API_KEY_PREFIX, api_key_display_prefix
+from protocol.tokens import hash_secret
 
-__all__ = ["API_KEY_HEADER", "ApiKeyService"]
+__all__ = ["API_KEY_HEADER", "ApiKeyAuthenticator"]
 
 API_KEY_HEADER = "X-API-Key"
 
@@ -34,85 +26,11 @@ def _key_hash(key: str) -> bytes:
     return bytes.fromhex(hash_secret(key))
 
 
-def _key_model(row: asyncpg.Record) -> ApiKey:
-    return ApiKey(
-        id=str(row["id"]),
-        user_id=str(row["user_id"]),
-        name=row["name"],
-        prefix=row["prefix"],
-        created_by=str(row["created_by"]) if row["created_by"] is not None else None,
-        created_at=iso(row["created_at"]),
-        last_used_at=iso(row["last_used_at"]) if row["last_used_at"] else None,
-        revoked_at=iso(row["revoked_at"]) if row["revoked_at"] else None,
-    )
+class ApiKeyAuthenticator:
+    """Authentication by API key (managing keys is protocol/identity_flows/api_keys.py's)."""
 
-
-class ApiKeyService:
-    """Admin management of API keys, and authentication by key."""
-
-    def __init__(self, db: Database, events: AuthEventRecorder) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
-        self._events = events
-
-    async def create(
-        self, principal: Principal, body: ApiKeyCreate, address: str | None
-    ) -> ApiKeyCreated:
-        """A new key for a user; the key is in this answer and nowhere else (admins only)."""
-        require_role(principal, Role.ADMIN)
-        key = new_secret(API_KEY_PREFIX)
-        async with self._db.as_user(UUID(principal.user_id)) as conn:
-            user = await users_store.get_user(conn, UUID(body.user_id))
-            if user is None:
-                raise NotFound("User not found")
-            row = await store.create_key(
-                conn,
-                user["id"],
-                body.name,
-                api_key_display_prefix(key),
-                _key_hash(key),
-                UUID(principal.user_id),
-            )
-        await self._events.record(
-            "api_key_created",
-            user_id=user["id"],
-            email=user["email"],
-            address=address,
-            key_id=str(row["id"]),
-            by=principal.user_id,
-        )
-        return ApiKeyCreated(**_key_model(row).model_dump(), key=key)
-
-    async def list(self, principal: Principal, query: ApiKeyListQuery) -> ApiKeyList:
-        """Keys, newest first, without the secrets (admins only)."""
-        require_role(principal, Role.ADMIN)
-        user_id = UUID(query.user_id) if query.user_id else None
-        async with self._db.as_user(UUID(principal.user_id)) as conn:
-            rows, total = await store.list_keys(
-                conn, user_id, query.include_revoked, query.limit, query.offset
-            )
-        return ApiKeyList(
-            api_keys=[_key_model(row) for row in rows],
-            total=total,
-            limit=query.limit,
-            offset=query.offset,
-        )
-
-    async def revoke(self, principal: Principal, key_id: str, address: str | None) -> None:
-        """Revoke a key: refused from the next request on (admins only)."""
-        require_role(principal, Role.ADMIN)
-        async with self._db.as_user(UUID(principal.user_id)) as conn:
-            row = await store.get_key(conn, UUID(key_id))
-            if row is None:
-                raise NotFound("API key not found")
-            revoked = await store.revoke_key(conn, row["id"])
-        if revoked:
-            await self._events.record(
-                "api_key_revoked",
-                user_id=row["user_id"],
-                address=address,
-                key_id=key_id,
-                by=principal.user_id,
-            )
 
     async def principal_from_api_key(self, raw: str) -> Principal:
         """The user a key acts as; 401 if the key is unknown, revoked or expired, or its user

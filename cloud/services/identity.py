@@ -15,8 +15,8 @@ from uuid import UUID
 
 import asyncpg
 
+from cloud.services.flows import CloudMfa
 from cloud.services.login_throttle import LoginThrottle
-from cloud.services.mfa import MfaService
 from cloud.services.sessions import AuthEventRecorder, Client, SessionService
 from cloud.store import identity as store
 from cloud.store.db import Database
@@ -41,7 +41,7 @@ class IdentityService:
         sessions: SessionService,
         throttle: LoginThrottle,
         events: AuthEventRecorder,
-        mfa: MfaService,
+        mfa: CloudMfa,
     ) -> None:
         self._db = db
         self._verifier = verifier

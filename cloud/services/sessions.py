@@ -68,7 +68,7 @@ class SessionService:
         self._refresh_ttl = timedelta(seconds=refresh_ttl_s)
         self._events = events
 
-    async def open(self, user: asyncpg.Record, client: Client, **detail: Any) -> LoginResult:
+    async def open(self, user: asyncpg.Record, origin: Client, **detail: Any) -> LoginResult:
         """Log ``user`` in: a new session with its first refresh token, recorded as
         ``login_ok`` with ``detail`` (system path: the caller is not known yet)."""
         refresh = new_secret("rt_")
@@ -78,14 +78,14 @@ class SessionService:
                 user["id"],
                 _secret_hash(refresh),
                 self._refresh_ttl,
-                client.ip,
-                client.user_agent,
+                origin.ip,
+                origin.user_agent,
             )
         await self._events.record(
             "login_ok",
             user_id=user["id"],
             email=user["email"],
-            address=client.ip,
+            address=origin.ip,
             session_id=str(session_id),
             **detail,
         )

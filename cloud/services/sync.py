@@ -362,6 +362,8 @@ def _tell_entity(live: LiveBatch, record: Record, inserted: bool, before: Any) -
     """The stream messages of an entity just written to the mirror."""
     if record.kind == "events" and inserted:
         live.event({**record.data, "data": _json_value(record.data.get("data")) or {}})
+    elif record.kind == "climate_history" and inserted:
+        live.climate({**record.data, "data": _json_value(record.data.get("data")) or {}})
     elif record.kind == "devices":
         state = _json_value(record.data.get("state"))
         if state and state != before:

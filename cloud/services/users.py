@@ -42,7 +42,7 @@ _TAKEN = "A user with this email already exists"
 
 
 class VerificationSender(Protocol):
-    """Mails a user a link proving their address (cloud/services/auth_flows.py)."""
+    """Mails a user a link proving their address (protocol/identity_flows/account_flows.py)."""
 
     async def send_verification(self, user: asyncpg.Record) -> None:
         """Send the verification mail to ``user["email"]``."""

@@ -23,6 +23,7 @@ from cloud.store.db import Connection
 from protocol.backoff import Backoff, Retry
 
 __all__ = [
+    "APPLICATION_NAME",
     "CHANNEL",
     "FeedListener",
     "announce",
@@ -33,6 +34,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CHANNEL = "farm_live"
+APPLICATION_NAME = "farm-cloud live feed"
+"""How the listening connection shows in pg_stat_activity."""
 MAX_INLINE_BYTES = 7900
 """Payloads up to this size ride in the notification (PostgreSQL's limit is 8000 bytes)."""
 _KEEP = "1 hour"
@@ -127,7 +130,11 @@ class FeedListener:
         while True:
             conn: asyncpg.Connection[asyncpg.Record] | None = None
             try:
-                conn = await asyncpg.connect(self._dsn, timeout=self._io_timeout)
+                conn = await asyncpg.connect(
+                    self._dsn,
+                    timeout=self._io_timeout,
+                    server_settings={"application_name": APPLICATION_NAME},
+                )
                 await conn.add_listener(CHANNEL, self._deliver)
                 if lost_at is not None:
                     await self._on_reconnect(lost_at)

@@ -18,6 +18,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 import asyncpg
 
@@ -165,6 +166,22 @@ _UPSERT: dict[str, str] = {
             changed_by = excluded.changed_by, changed_at = excluded.changed_at
         WHERE t.farm_id IN {_MINE}
         RETURNING (t.xmax = 0)""",
+    # Every entry once; a re-sent one changes nothing but still counts as applied.
+    "climate_history": f"""
+        INSERT INTO climate_history AS t (id, farm_id, row_id, settings_id, kind, at, actor_id,
+                                         actor_email, data)
+        SELECT $2, $3, $4, $5, $6, $7::timestamptz, $8::uuid, $9, $10
+        WHERE $3 IN {_MINE}
+        ON CONFLICT (id) DO UPDATE SET data = t.data
+        WHERE t.farm_id IN {_MINE}
+        RETURNING (t.xmax = 0)""",
+    # A setting of the agent's whole site: confined to the agent itself, not to a farm.
+    "site_settings": """
+        INSERT INTO agent_settings AS t (agent_id, key, value, updated_at)
+        VALUES ($1, $2, $3, coalesce($4::timestamptz, now()))
+        ON CONFLICT (agent_id, key) DO UPDATE SET value = excluded.value,
+            updated_at = excluded.updated_at
+        RETURNING (t.xmax = 0)""",
 }
 
 _DELETE: dict[str, str] = {
@@ -177,6 +194,7 @@ _DELETE: dict[str, str] = {
     "events": f"DELETE FROM events WHERE id = $2 AND farm_id IN {_MINE}",
     "grow_plans": f"DELETE FROM grow_plans WHERE id = $2 AND farm_id IN {_MINE}",
     "climate_settings": f"DELETE FROM climate_settings WHERE id = $2 AND farm_id IN {_MINE}",
+    "climate_history": f"DELETE FROM climate_history WHERE id = $2 AND farm_id IN {_MINE}",
 }
 
 ENTITIES = frozenset(_UPSERT)
@@ -356,7 +374,29 @@ def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
             _ts(d.get("acknowledged_at")),
             d.get("acknowledged_by"),
         ]
+    if entity == "climate_history":
+        return [
+            _uuid(d["id"]),
+            _uuid(d["farm_id"]),
+            _uuid(d.get("row_id")),
+            _uuid(d.get("settings_id")),
+            d["kind"],
+            _ts(d["at"]),
+            d.get("actor_id"),
+            d.get("actor_email"),
+            _json(d.get("data")),
+        ]
+    if entity == "site_settings":
+        return [*_site_setting(str(d["key"]), str(d["value"])), _ts(d.get("updated_at"))]
     raise KeyError(entity)
+
+
+def _site_setting(key: str, value: str) -> tuple[str, str]:
+    """A site setting the cloud knows how to use, checked (raises on anything else)."""
+    if key != "timezone":
+        raise ValueError(f"unknown site setting {key!r}")
+    ZoneInfo(value)  # an unknown zone raises ZoneInfoNotFoundError, a KeyError
+    return key, value
 
 
 async def upsert_entity(

@@ -13,16 +13,10 @@ from cloud.web.keys import AUTH_FLOWS, IDENTITY, SESSIONS
 from protocol.http.auth_routes import auth_api
 from protocol.http.endpoints import principal_of
 from protocol.schemas.auth import (
-    Accepted,
     LoginRequest,
     LoginResult,
     RefreshRequest,
-    RegisterRequest,
-    ResetPasswordConfirm,
-    ResetPasswordRequest,
     TokenInfo,
-    VerifyEmailRequest,
-    VerifyEmailResult,
 )
 
 __all__ = ["api", "client_of"]
@@ -50,22 +44,8 @@ class _CloudAuth:
     async def logout(self, request: web.Request) -> None:
         await request.app[SESSIONS].logout(principal_of(request), client_of(request))
 
-    async def register(self, request: web.Request, body: RegisterRequest) -> Accepted:
-        return await request.app[AUTH_FLOWS].register(body, client_of(request))
-
     async def token_info(self, request: web.Request) -> TokenInfo:
         return await request.app[SESSIONS].token_info(principal_of(request))
 
-    async def verify_email(
-        self, request: web.Request, body: VerifyEmailRequest
-    ) -> VerifyEmailResult:
-        return await request.app[AUTH_FLOWS].verify_email(body, client_of(request))
 
-    async def request_reset(self, request: web.Request, body: ResetPasswordRequest) -> Accepted:
-        return await request.app[AUTH_FLOWS].request_reset(body, client_of(request))
-
-    async def confirm_reset(self, request: web.Request, body: ResetPasswordConfirm) -> None:
-        await request.app[AUTH_FLOWS].confirm_reset(body, client_of(request))
-
-
-api = auth_api(_CloudAuth())
+api = auth_api(_CloudAuth(), lambda request: request.app[AUTH_FLOWS], client_of)

@@ -5,16 +5,16 @@ from __future__ import annotations
 from aiohttp import web
 
 from cloud.services.alerts import AlertService
-from cloud.services.api_keys import ApiKeyService
+from cloud.services.api_keys import ApiKeyAuthenticator
 from cloud.services.auth_events import AuthEvents
-from cloud.services.auth_flows import AuthFlows
+from cloud.services.climate import ClimateService
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
+from cloud.services.flows import CloudAccountFlows, CloudApiKeys, CloudMfa
 from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.identity import IdentityService
-from cloud.services.mfa import MfaService
 from cloud.services.pairing import PairingService
 from cloud.services.permissions import PermissionService
 from cloud.services.pos import PosConfigService, PosJobService, PosReads, PosWebhookReceiver
@@ -23,12 +23,14 @@ from cloud.services.sensors import SensorService
 from cloud.services.sessions import SessionService
 from cloud.services.sync import SyncService
 from cloud.services.users import UserService
+from cloud.services.webhooks import WebhookService
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
 from home_hub.live import HubStateStream
 from home_hub.service import HomeAutomation
 from protocol.live.service import StreamService
 from protocol.schemas.jwks import JwkSet
+from protocol.webhooks import WebhookDeliverer
 
 SETTINGS = web.AppKey("settings", CloudSettings)
 DATABASE = web.AppKey("database", Database)
@@ -41,18 +43,20 @@ READINGS = web.AppKey("readings", ReadingService)
 EVENTS = web.AppKey("events", EventService)
 SENSORS = web.AppKey("sensors", SensorService)
 ALERTS = web.AppKey("alerts", AlertService)
+CLIMATE = web.AppKey("climate", ClimateService)
 HEALTH = web.AppKey("health", HealthService)
 PAIRING = web.AppKey("pairing", PairingService)
 SYNC = web.AppKey("sync", SyncService)
 STREAMS = web.AppKey("streams", StreamService)
 # Identity flows (sessions, account flows, MFA).
 SESSIONS = web.AppKey("sessions", SessionService)
-AUTH_FLOWS = web.AppKey("auth_flows", AuthFlows)
-MFA = web.AppKey("mfa", MfaService)
+AUTH_FLOWS = web.AppKey("auth_flows", CloudAccountFlows)
+MFA = web.AppKey("mfa", CloudMfa)
 # Users, permissions, API keys, auth events.
 USERS = web.AppKey("users", UserService)
 PERMISSIONS = web.AppKey("permissions", PermissionService)
-API_KEYS = web.AppKey("api_keys", ApiKeyService)
+API_KEYS = web.AppKey("api_keys", CloudApiKeys)
+API_KEY_AUTH = web.AppKey("api_key_auth", ApiKeyAuthenticator)
 AUTH_EVENTS = web.AppKey("auth_events", AuthEvents)
 # The POS provider integration.
 POS_CONFIGS = web.AppKey("pos_configs", PosConfigService)
@@ -62,3 +66,6 @@ POS_WEBHOOK = web.AppKey("pos_webhook", PosWebhookReceiver)
 # The hub integration.
 HOME_AUTOMATION = web.AppKey("home_automation", HomeAutomation)
 HUB_STATE_STREAM = web.AppKey("hub_state_stream", HubStateStream)
+# Outgoing webhooks.
+WEBHOOKS = web.AppKey("webhooks", WebhookService)
+WEBHOOK_DELIVERER = web.AppKey("webhook_deliverer", WebhookDeliverer)

@@ -1,38 +1,12 @@
-"""/auth/mfa/*: the shared MFA endpoints (protocol/http/auth_routes.py) served by the cloud."""
+"""/auth/mfa/*: the shared MFA endpoints (protocol/http/auth_routes.py) served by the cloud's
+instance of the shared MFA flows."""
 
 from __future__ import annotations
-
-from aiohttp import web
 
 from cloud.web.auth import client_of
 from cloud.web.keys import MFA
 from protocol.http.auth_routes import mfa_api
-from protocol.http.endpoints import principal_of
-from protocol.schemas.auth import (
-    LoginResult,
-    MfaCodeRequest,
-    MfaEnrolment,
-    MfaStatus,
-    MfaVerifyRequest,
-)
 
 __all__ = ["api"]
 
-
-class _CloudMfa:
-    """The cloud's side of each MFA endpoint."""
-
-    async def enrol(self, request: web.Request) -> MfaEnrolment:
-        return await request.app[MFA].enrol(principal_of(request), client_of(request))
-
-    async def confirm(self, request: web.Request, body: MfaCodeRequest) -> MfaStatus:
-        return await request.app[MFA].confirm(principal_of(request), body, client_of(request))
-
-    async def disable(self, request: web.Request, body: MfaCodeRequest) -> MfaStatus:
-        return await request.app[MFA].disable(principal_of(request), body, client_of(request))
-
-    async def verify(self, request: web.Request, body: MfaVerifyRequest) -> LoginResult:
-        return await request.app[MFA].verify(body, client_of(request))
-
-
-api = mfa_api(_CloudMfa())
+api = mfa_api(lambda request: request.app[MFA], client_of)

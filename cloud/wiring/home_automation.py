@@ -15,6 +15,7 @@ from cloud.web.keys import DATABASE, HOME_AUTOMATION, HUB_STATE_STREAM, STREAMS
 from home_hub.client import HubClient
 from home_hub.service import HomeAutomation
 from home_hub.settings import check_hub_config
+from home_hub.state_cache import HubStateCache
 from home_hub.state_relay import HubLiveState
 
 __all__ = ["home_automation_context"]
@@ -38,6 +39,8 @@ def home_automation_context(
         for warning in check_hub_config(config):
             log.warning("%s", warning)
         client = HubClient(config) if config.configured else None
+        # Entity lists come from the live state while the hub's event stream is up.
+        cache = HubStateCache()
         farm_log = HubFarmLog(app[DATABASE])
         service = HomeAutomation(
             config,
@@ -46,6 +49,7 @@ def home_automation_context(
             farm_log.record,
             PgCloseStore(app[DATABASE]),
             poll_s=_CLOSE_POLL_S,
+            cache=cache,
         )
         app[HOME_AUTOMATION] = service
         if client is not None:
@@ -57,7 +61,7 @@ def home_automation_context(
         service.start()
         live: HubLiveState | None = None
         if client is not None:
-            live = HubLiveState(config, app[STREAMS].hub.publish, farm_log.farms)
+            live = HubLiveState(config, app[STREAMS].hub.publish, farm_log.farms, cache)
             live.start()
             app[HUB_STATE_STREAM] = live.stream
         try:

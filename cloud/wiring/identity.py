@@ -1,4 +1,4 @@
-"""Identity on the cloud: login, sessions, account flows, MFA, login throttling."""
+"""Identity on the cloud: login, sessions, account flows, MFA, API keys, login throttling."""
 
 from __future__ import annotations
 
@@ -8,16 +8,21 @@ from collections.abc import Callable
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from cloud.services.api_keys import ApiKeyAuthenticator
 from cloud.services.auth_events import AuthEvents
-from cloud.services.auth_flows import AuthFlows
+from cloud.services.flows import address_of
 from cloud.services.identity import IdentityService
 from cloud.services.login_throttle import LoginThrottle
-from cloud.services.mfa import MfaService
 from cloud.services.sessions import SessionService
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
-from cloud.web.keys import AUTH_FLOWS, MFA, SESSIONS
+from cloud.store.identity_flows import CloudIdentityStore
+from cloud.web.keys import API_KEY_AUTH, API_KEYS, AUTH_FLOWS, MFA, SESSIONS
 from cloud.wiring.mail import smtp_settings
+from protocol.identity_flows.account_flows import AccountFlows
+from protocol.identity_flows.api_keys import ApiKeyFlows
+from protocol.identity_flows.mfa import MfaFlows
+from protocol.identity_flows.ports import SelfGoverned
 from protocol.login_throttle import ThrottlePolicy
 from protocol.mail import FlowPolicy, MailSender
 from protocol.secretbox import SecretBox, derived_key, key_from_text, load_or_create_key
@@ -64,20 +69,23 @@ def identity_services(
             window_s=settings.login_failure_window_s,
         ),
     )
-    mfa = MfaService(
-        db,
+    store = CloudIdentityStore(db, SecretBox(secret_key(settings, signing_key)))
+    authority = SelfGoverned()
+    mfa = MfaFlows(
+        store,
         sessions,
         throttle,
         events,
-        SecretBox(secret_key(settings, signing_key)),
+        authority,
+        address_of,
         issuer_name=settings.site_name,
         challenge_ttl_s=settings.mfa_challenge_ttl_s,
         clock=clock,
     )
     app[SESSIONS] = sessions
     app[MFA] = mfa
-    app[AUTH_FLOWS] = AuthFlows(
-        db,
+    app[AUTH_FLOWS] = AccountFlows(
+        store,
         mail or mail_sender(smtp_settings(settings)),
         events,
         FlowPolicy(
@@ -86,7 +94,11 @@ def identity_services(
             reset_token_ttl_s=settings.reset_token_ttl_s,
             site_name=settings.site_name,
         ),
+        authority,
+        address_of,
     )
+    app[API_KEYS] = ApiKeyFlows(store, events, authority)
+    app[API_KEY_AUTH] = ApiKeyAuthenticator(db)
     return IdentityService(
         db,
         verifier,

@@ -7,14 +7,14 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from cloud.services.api_keys import ApiKeyService
+from cloud.services.api_keys import ApiKeyAuthenticator
 from cloud.services.identity import IdentityService
 from cloud.services.stream_limit import SharedConnectionLimit
 from cloud.services.streams.feed import CloudFeed
 from cloud.services.streams.scope import CloudStreamScope
 from cloud.settings import CloudSettings
 from cloud.store.live_feed import FeedListener
-from cloud.web.keys import API_KEYS, DATABASE, IDENTITY, STREAMS
+from cloud.web.keys import API_KEY_AUTH, DATABASE, IDENTITY, STREAMS
 from protocol.live.auth import StreamAuthenticator
 from protocol.live.connection import StreamLimits
 from protocol.live.hub import StreamHub
@@ -31,7 +31,7 @@ def streams_context(
     async def live_streams(app: web.Application) -> AsyncIterator[None]:
         db = app[DATABASE]
         identity: IdentityService = app[IDENTITY]
-        keys: ApiKeyService = app[API_KEYS]
+        keys: ApiKeyAuthenticator = app[API_KEY_AUTH]
         hub = StreamHub()
         feed = CloudFeed(db, hub)
         listener = FeedListener(

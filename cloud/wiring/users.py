@@ -1,15 +1,14 @@
-"""User management on the cloud: users, permissions, API keys and the auth event log."""
+"""User management on the cloud: users, permissions and the auth event log."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from cloud.services.api_keys import ApiKeyService
 from cloud.services.auth_events import AuthEvents
 from cloud.services.permissions import PermissionService
 from cloud.services.users import UserService
 from cloud.store.db import Database
-from cloud.web.keys import API_KEYS, AUTH_EVENTS, AUTH_FLOWS, PERMISSIONS, USERS
+from cloud.web.keys import AUTH_EVENTS, AUTH_FLOWS, PERMISSIONS, USERS
 
 __all__ = ["user_services"]
 
@@ -21,4 +20,3 @@ def user_services(app: web.Application, db: Database) -> None:
     app[AUTH_EVENTS] = events
     app[USERS] = UserService(db, events, app[AUTH_FLOWS])
     app[PERMISSIONS] = PermissionService(db)
-    app[API_KEYS] = ApiKeyService(db, events)

@@ -1,13 +1,15 @@
 """The authentication endpoints agent and cloud both serve (DESIGN.md section 4), declared once.
 
 Both sides offer the same paths with the same schemas and status codes; each supplies an
-:class:`AuthHandlers` that calls its own services. Declaring the routes here keeps the two APIs
-from drifting apart.
+:class:`AuthHandlers` for login and sessions, its instance of the shared account and MFA flows
+(protocol/identity_flows), and how it describes where a request came from. Declaring the routes
+here keeps the two APIs from drifting apart.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -18,7 +20,9 @@ from protocol.http.browser_session import (
     session_response,
     wants_cookie,
 )
-from protocol.http.endpoints import Api
+from protocol.http.endpoints import Api, principal_of
+from protocol.identity_flows.account_flows import AccountFlows
+from protocol.identity_flows.mfa import MfaFlows
 from protocol.schemas.auth import (
     Accepted,
     LoginAnswer,
@@ -38,7 +42,9 @@ from protocol.schemas.auth import (
     VerifyEmailResult,
 )
 
-__all__ = ["AuthHandlers", "MfaHandlers", "auth_api", "mfa_api"]
+__all__ = ["AuthHandlers", "auth_api", "mfa_api"]
+
+C = TypeVar("C")
 
 _TAG = "Authentication"
 
@@ -52,7 +58,7 @@ def _answer(request: web.Request, result: BaseModel) -> BaseModel | web.Response
 
 
 class AuthHandlers(Protocol):
-    """One side's implementation of login, sessions and the account flows."""
+    """One side's implementation of login and sessions."""
 
     async def login(self, request: web.Request, body: LoginRequest) -> BaseModel:
         """Tokens, or an MFA challenge."""
@@ -66,51 +72,22 @@ class AuthHandlers(Protocol):
         """End the caller's session."""
         ...
 
-    async def register(self, request: web.Request, body: RegisterRequest) -> Accepted:
-        """Create an account, or mail its owner that it exists."""
-        ...
-
     async def token_info(self, request: web.Request) -> TokenInfo:
         """Whose credential the caller holds."""
         ...
 
-    async def verify_email(
-        self, request: web.Request, body: VerifyEmailRequest
-    ) -> VerifyEmailResult:
-        """Use an e-mail verification token."""
-        ...
 
-    async def request_reset(self, request: web.Request, body: ResetPasswordRequest) -> Accepted:
-        """Mail a password reset token."""
-        ...
-
-    async def confirm_reset(self, request: web.Request, body: ResetPasswordConfirm) -> None:
-        """Use a password reset token."""
-        ...
+Origin = Callable[[web.Request], C]
 
 
-class MfaHandlers(Protocol):
-    """One side's implementation of TOTP MFA."""
-
-    async def enrol(self, request: web.Request) -> MfaEnrolment:
-        """Start enrolment."""
-        ...
-
-    async def confirm(self, request: web.Request, body: MfaCodeRequest) -> MfaStatus:
-        """Turn MFA on."""
-        ...
-
-    async def disable(self, request: web.Request, body: MfaCodeRequest) -> MfaStatus:
-        """Turn MFA off."""
-        ...
-
-    async def verify(self, request: web.Request, body: MfaVerifyRequest) -> LoginResult:
-        """Answer a login challenge."""
-        ...
-
-
-def auth_api(handlers: AuthHandlers) -> Api:
-    """/api/v1/login and /auth/*: login, refresh, logout, registration, verification, reset."""
+def auth_api(
+    handlers: AuthHandlers,
+    flows_of: Callable[[web.Request], AccountFlows[Any, C]],
+    origin_of: Origin[C],
+) -> Api:
+    """/api/v1/login and /auth/*: login, refresh, logout (``handlers``); registration,
+    verification and reset (the shared account flows ``flows_of(request)`` returns, told where
+    the request came from by ``origin_of``)."""
     api = Api()
 
     @api.route(
@@ -195,7 +172,7 @@ def auth_api(handlers: AuthHandlers) -> Api:
     )
     async def register(request: web.Request, body: RegisterRequest) -> Accepted:
         """Accepted; a verification token (or a note that the address is known) is mailed."""
-        return await handlers.register(request, body)
+        return await flows_of(request).register(body, origin_of(request))
 
     @api.route(
         "GET",
@@ -220,7 +197,7 @@ def auth_api(handlers: AuthHandlers) -> Api:
     )
     async def verify_email(request: web.Request, body: VerifyEmailRequest) -> VerifyEmailResult:
         """Mark the address verified; the token works once."""
-        return await handlers.verify_email(request, body)
+        return await flows_of(request).verify_email(body, origin_of(request))
 
     @api.route(
         "POST",
@@ -235,7 +212,7 @@ def auth_api(handlers: AuthHandlers) -> Api:
     )
     async def reset_password(request: web.Request, body: ResetPasswordRequest) -> Accepted:
         """The same answer whether or not the address has an account."""
-        return await handlers.request_reset(request, body)
+        return await flows_of(request).request_reset(body, origin_of(request))
 
     @api.route(
         "POST",
@@ -249,13 +226,14 @@ def auth_api(handlers: AuthHandlers) -> Api:
     )
     async def confirm_reset_password(request: web.Request, body: ResetPasswordConfirm) -> None:
         """The token works once; every session of the account ends."""
-        await handlers.confirm_reset(request, body)
+        await flows_of(request).confirm_reset(body, origin_of(request))
 
     return api
 
 
-def mfa_api(handlers: MfaHandlers) -> Api:
-    """/auth/mfa/*: TOTP enrolment for the caller and the second step of login."""
+def mfa_api(mfa_of: Callable[[web.Request], MfaFlows[Any, C]], origin_of: Origin[C]) -> Api:
+    """/auth/mfa/*: TOTP enrolment for the caller and the second step of login, answered by the
+    shared MFA flows ``mfa_of(request)`` returns."""
     api = Api()
 
     @api.route(
@@ -268,7 +246,7 @@ def mfa_api(handlers: MfaHandlers) -> Api:
     )
     async def enrol_mfa(request: web.Request) -> MfaEnrolment:
         """A new secret for an authenticator app; MFA is on only after /auth/mfa/confirm."""
-        return await handlers.enrol(request)
+        return await mfa_of(request).enrol(principal_of(request), origin_of(request))
 
     @api.route(
         "POST",
@@ -281,7 +259,7 @@ def mfa_api(handlers: MfaHandlers) -> Api:
     )
     async def confirm_mfa(request: web.Request, body: MfaCodeRequest) -> MfaStatus:
         """MFA on; the caller's other sessions end."""
-        return await handlers.confirm(request, body)
+        return await mfa_of(request).confirm(principal_of(request), body, origin_of(request))
 
     @api.route(
         "POST",
@@ -294,7 +272,7 @@ def mfa_api(handlers: MfaHandlers) -> Api:
     )
     async def disable_mfa(request: web.Request, body: MfaCodeRequest) -> MfaStatus:
         """MFA off; the caller's other sessions end."""
-        return await handlers.disable(request, body)
+        return await mfa_of(request).disable(principal_of(request), body, origin_of(request))
 
     @api.route(
         "POST",
@@ -308,6 +286,6 @@ def mfa_api(handlers: MfaHandlers) -> Api:
     )
     async def verify_mfa(request: web.Request, body: MfaVerifyRequest) -> BaseModel | web.Response:
         """Tokens for a new session; the challenge works once (``X-Session-Cookie`` as login)."""
-        return _answer(request, await handlers.verify(request, body))
+        return _answer(request, await mfa_of(request).verify(body, origin_of(request)))
 
     return api

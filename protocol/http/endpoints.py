@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -50,6 +51,8 @@ class Endpoint:
     auth: bool = True
     errors: tuple[int, ...] = ()
     path_params: tuple[str, ...] = field(default=())
+    shared_answers: bool = False
+    """The handler answers models shared by many requests (a cache's): render each once."""
 
 
 def issues_of(error: ValidationError, prefix: str = "") -> list[FieldIssue]:
@@ -102,17 +105,32 @@ def _path_ids(request: web.Request, names: tuple[str, ...]) -> dict[str, str]:
     return ids
 
 
-def render(result: BaseModel | web.StreamResponse | None, status: int) -> web.StreamResponse:
-    """Serialize a handler's result."""
+# JSON of shared answers by model identity, each entry dropped with its model.
+_RENDERED: dict[int, tuple[weakref.ref[BaseModel], bytes]] = {}
+
+
+def _json_once(model: BaseModel) -> bytes:
+    """``model``'s JSON, serialized on its first answer only (the model is never changed)."""
+    key = id(model)
+    known = _RENDERED.get(key)
+    if known is not None and known[0]() is model:
+        return known[1]
+    body = model.model_dump_json().encode()
+    _RENDERED[key] = (weakref.ref(model, lambda _: _RENDERED.pop(key, None)), body)
+    return body
+
+
+def render(
+    result: BaseModel | web.StreamResponse | None, status: int, *, shared: bool = False
+) -> web.StreamResponse:
+    """Serialize a handler's result; a ``shared`` one (cached, answered to many requests) is
+    serialized once for all of them."""
     if isinstance(result, web.StreamResponse):
         return result
     if result is None:
         return web.Response(status=204)
-    return web.Response(
-        body=result.model_dump_json().encode(),
-        status=status,
-        content_type="application/json",
-    )
+    body = _json_once(result) if shared else result.model_dump_json().encode()
+    return web.Response(body=body, status=status, content_type="application/json")
 
 
 class Api:
@@ -134,8 +152,10 @@ class Api:
         status: int = 200,
         auth: bool = True,
         errors: tuple[int, ...] = (),
+        shared_answers: bool = False,
     ) -> Callable[[Handler], Handler]:
-        """Declare ``handler`` as ``method path``."""
+        """Declare ``handler`` as ``method path``; ``shared_answers`` when it answers the same
+        (cached, never changed) model to many requests, so its JSON is rendered once."""
 
         def register(handler: Handler) -> Handler:
             params = tuple(_PATH_PARAM.findall(path))
@@ -153,6 +173,7 @@ class Api:
                     auth,
                     errors,
                     params,
+                    shared_answers,
                 )
             )
             return handler
@@ -186,7 +207,7 @@ def _adapter(endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.Stream
         if endpoint.body is not None:
             kwargs["body"] = parse_model(endpoint.body, await read_json(request))
         result = await endpoint.handler(request, **kwargs)
-        return render(result, endpoint.status)
+        return render(result, endpoint.status, shared=endpoint.shared_answers)
 
     handle.__name__ = endpoint.handler.__name__
     return handle

@@ -80,6 +80,8 @@ def install_metrics(
         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
     )
 
+    children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+
     async def scrape(request: web.Request) -> web.Response:
         if not access.allows(request):
             return web.json_response(
@@ -112,8 +114,15 @@ def install_metrics(
             route = info.canonical if info is not None else "unmatched"
             if request.match_info.http_exception is not None:
                 route = "unmatched"  # never one series per unknown path
-            requests.labels(route, request.method, str(status)).inc()
-            latency.labels(route, request.method).observe(time.perf_counter() - started)
+            key = (route, request.method, status)
+            series = children.get(key)
+            if series is None:  # labels() validates and locks: look each series up once
+                series = children[key] = (
+                    requests.labels(route, request.method, str(status)),
+                    latency.labels(route, request.method),
+                )
+            series[0].inc()
+            series[1].observe(time.perf_counter() - started)
 
     app.middlewares.insert(0, middleware)
     return registry

@@ -21,9 +21,11 @@ _EVENTS = {
     "/ws/farm-status": {
         "summary": "Farm status, alerts raised and cleared, notices (harvest due, climate)",
         "events": {
-            "farm-status": "A farm's status changed: data.status, data.previous",
-            "alert_raised": "A rule's threshold was crossed: data.event_id, metric, value",
-            "alert_cleared": "Back inside the band: data.event_id, metric, value",
+            "farm-status": "A farm's status changed: data.status, data.previous_status",
+            "alert": "An alert raised or cleared: data.kind (alert_raised|alert_cleared),"
+            " data.event_id, metric, value",
+            "climate": "The climate loop acted: data.event (action|failsafe|hold), speed,"
+            " reasons, cause (the readings), fans",
             "notice": "Other farm events worth a look: data.kind, data.message",
         },
     },

@@ -42,6 +42,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# Time for a stopping loop to record its batch's outcomes once its posts are done.
+_SETTLE_GRACE_S = 5.0
+_PRUNE_CHUNK = 5000
+
 DeliveryStatus = Literal["pending", "delivered", "failed"]
 
 
@@ -56,6 +60,9 @@ class DeliveryPolicy:
     retry: Backoff = field(default_factory=lambda: Backoff(10.0, 3600.0))
     retry_window_s: float = 86_400.0
     disable_after_s: float = 86_400.0
+    keep_s: float | None = 30 * 86_400.0
+    """Delivered and failed deliveries older than this are deleted; ``None`` keeps them."""
+    prune_every_s: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +97,11 @@ class DeliveryStore(Protocol):
 
     def claim(self, limit: int, now: datetime) -> AbstractAsyncContextManager[ClaimedBatch]:
         """Up to ``limit`` deliveries due at ``now`` of enabled webhooks, held by this caller."""
+        ...
+
+    async def prune(self, before: datetime, chunk: int) -> int:
+        """Delete up to ``chunk`` delivered or failed deliveries created before ``before``;
+        return how many went (pending ones are never deleted)."""
         ...
 
 
@@ -132,6 +144,8 @@ class WebhookDeliverer:
         self._now = now
         self._wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self._stopped = asyncio.Event()
         self.delivered = 0
         self.failed_attempts = 0
 
@@ -139,38 +153,95 @@ class WebhookDeliverer:
         """Start the loops."""
         for n in range(self._policy.workers):
             self._tasks.append(asyncio.create_task(self._loop(), name=f"webhooks-{n}"))
+        if self._policy.keep_s is not None:
+            self._tasks.append(asyncio.create_task(self._prune_loop(), name="webhooks-prune"))
 
     async def stop(self) -> None:
-        """Stop the loops; a batch in flight stays pending and is posted again later."""
+        """Let each loop finish the batch it is posting (its posts are bounded by
+        ``timeout_s``), so what a receiver answered is recorded and not sent again after a
+        restart; then stop. A batch still unsettled after that stays pending."""
+        self._stopping = True
+        self._stopped.set()
+        self._wakeup.set()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=self._policy.timeout_s + _SETTLE_GRACE_S)
         await cancel_and_wait(*self._tasks)
         self._tasks.clear()
+        self._stopping = False
+        self._stopped.clear()
 
     def wake(self) -> None:
         """Something was queued: look now rather than at the next poll."""
         self._wakeup.set()
 
     async def run_once(self) -> int:
-        """Claim, post and settle one batch; return how many deliveries it held."""
+        """Claim, post and settle one batch; return how many deliveries it held.
+
+        Outcomes are settled as they come in (whatever finished since the last settle, in one
+        call), not once the slowest post of the batch is done: on the agent each settle commits,
+        so a crash re-sends only the posts answered in the last moments before it.
+        """
         async with self._store.claim(self._policy.batch, self._now()) as batch:
             due = list(batch.deliveries)
             if not due:
                 return 0
-            attempts = await asyncio.gather(*(self._sender.send(d) for d in due))
-            at = self._now()
-            verdicts = [
-                verdict_of(d, a, at, self._policy) for d, a in zip(due, attempts, strict=True)
-            ]
-            disabled = await batch.settle(verdicts, self._policy.disable_after_s)
-        ok = sum(1 for a in attempts if a.ok)
-        self.delivered += ok
-        self.failed_attempts += len(attempts) - ok
-        for webhook_id in disabled:
-            log.warning("webhook %s disabled: every delivery failed for too long", webhook_id)
+            done: asyncio.Queue[tuple[Verdict, bool]] = asyncio.Queue()
+
+            async def post(delivery: DueDelivery) -> None:
+                attempt = await self._sender.send(delivery)
+                verdict = verdict_of(delivery, attempt, self._now(), self._policy)
+                done.put_nowait((verdict, attempt.ok))
+
+            posts = [asyncio.create_task(post(d)) for d in due]
+            try:
+                settled = 0
+                while settled < len(due):
+                    outcomes = [await done.get()]
+                    while not done.empty():
+                        outcomes.append(done.get_nowait())
+                    disabled = await batch.settle(
+                        [verdict for verdict, _ in outcomes], self._policy.disable_after_s
+                    )
+                    settled += len(outcomes)
+                    ok = sum(1 for _, success in outcomes if success)
+                    self.delivered += ok
+                    self.failed_attempts += len(outcomes) - ok
+                    for webhook_id in disabled:
+                        log.warning(
+                            "webhook %s disabled: every delivery failed for too long", webhook_id
+                        )
+            finally:
+                await cancel_and_wait(*posts)
         return len(due)
+
+    async def prune_once(self) -> int:
+        """Delete what is past ``keep_s`` now, a chunk a transaction; return how many went."""
+        if self._policy.keep_s is None:
+            return 0
+        before = self._now() - timedelta(seconds=self._policy.keep_s)
+        total = 0
+        while (gone := await self._store.prune(before, _PRUNE_CHUNK)) == _PRUNE_CHUNK:
+            total += gone
+        return total + gone
+
+    async def _prune_loop(self) -> None:
+        while not self._stopping:
+            try:
+                gone = await self.prune_once()
+                if gone:
+                    log.info("webhook retention deleted %d deliveries", gone)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("webhook retention failed; retrying at the next run")
+            try:
+                await asyncio.wait_for(self._stopped.wait(), self._policy.prune_every_s)
+            except TimeoutError:
+                continue
 
     async def _loop(self) -> None:
         pause = self._policy.poll_s
-        while True:
+        while not self._stopping:
             try:
                 if await self.run_once():
                     pause = self._policy.poll_s

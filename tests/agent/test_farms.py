@@ -114,6 +114,19 @@ async def test_limit_and_offset_page_through_all_farms(agent: Agent) -> None:
     assert beyond["farms"] == [] and beyond["total"] == 5
 
 
+async def test_the_cached_list_answers_every_change_at_once(agent: Agent) -> None:
+    """The list is cached and rendered once per change: a read right after a write sees it."""
+    north = await farm(agent, "North")
+    rack_id = (await rack(agent, (await row(agent, north["id"], 1))["id"], 1))["id"]
+    for step in range(1, 4):
+        await send(agent, "PUT", f"{FARMS}{north['id']}", {"name": f"North {step}"}, expect=200)
+        await shelf(agent, rack_id, step)
+        listing = await send(agent, "GET", FARMS, expect=200)
+        assert await send(agent, "GET", FARMS, expect=200) == listing  # from the cache
+        (item,) = listing["farms"]
+        assert (item["name"], item["metrics"]["total_shelves"]) == (f"North {step}", step)
+
+
 @pytest.mark.parametrize(
     "query", ["limit=0", "limit=501", "limit=ten", "offset=-1", "offset=1.5", "search=" + "x" * 201]
 )

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # (script and its tiny-size arguments, a pattern every figure line of its report matches)
 BENCHES = {
     "api": (
-        ["bench/api.py", "--seconds", "1", "--connections", "2", "--farms", "2"],
+        ["bench/api.py", "--seconds", "1", "--rounds", "1", "--connections", "2", "--farms", "2"],
         [r"bare aiohttp JSON handler\s+\d+", r"GET /api/v1/farms/ .*%", r"POST /api/v1/shelves/"],
     ),
     "cloud_fleet": (
@@ -34,6 +34,18 @@ BENCHES = {
             r"batch apply: p50 \d+ ms, p99 \d+ ms",
             r"readings lost: 0  doubled: 0",
             r"year read \(hourly, 3 requests\): median [\d.]+ ms, p99 [\d.]+ ms",
+        ],
+    ),
+    "hub": (
+        [
+            "bench/hub.py",
+            *("--entities", "20", "--seconds", "1", "--connections", "2", "--changes", "5"),
+        ],
+        [
+            r"fake hub /api/states, direct\s+\d+",
+            r"agent /api/v1/home-automation/devices\s+\d+ .*%",
+            r"hub change -> /ws/device-events client: p50 [\d.]+ ms, p99 [\d.]+ ms",
+            r"ratio p99 agent / direct: [\d.]+",
         ],
     ),
     "ingest": (
@@ -98,6 +110,19 @@ BENCHES = {
             r"latency publish -> message: p50 [\d.]+ ms, p99 [\d.]+ ms",
             r"ingest at the offered load: .*: \d+%",
             r"flood .*: \d+%",
+        ],
+    ),
+    "webhooks": (
+        [
+            *("-m", "bench.webhooks", "--events", "300", "--kill-at", "0.3"),
+            *("--workers", "2", "--batch", "10", "--timeout", "120"),
+        ],
+        [
+            r"baseline, bare signed posts: [\d,]+ deliveries/s",
+            r"agent webhooks: [\d,]+ deliveries/s",
+            r"ratio agent / baseline: \d+%",
+            r"kill -9 at 30%: .* lost: 0  re-sent ids: \d+",
+            r"doubled for a receiver deduping on webhook-id: 0",
         ],
     ),
     "sync": (

@@ -9,6 +9,8 @@ test copied from a migrated template.
   user path role and the system path role.
 - `empty_db`: a fresh database with no migrations, for the migration runner's tests.
 - `database`: a connected `cloud.store.db.Database` on `cloud_db`.
+- `system` and `app`: one connection to `cloud_db` as the system path (farm_sync, as the sync
+  writes) and as the user path (farm_app); `connected(dsn)` for any other role.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 import asyncpg
 import pytest
@@ -25,6 +29,8 @@ import pytest
 from cloud.store.db import Database
 from cloud.store.migrations import migrate
 from tests.support.postgres import PostgresCluster, PostgresUnavailable
+
+Conn: TypeAlias = "asyncpg.Connection[Any]"
 
 OWNER_ROLE = "farm_owner"
 OWNER_PASSWORD = "test-owner-password"
@@ -154,3 +160,27 @@ async def database(cloud_db: CloudDatabase) -> AsyncIterator[Database]:
         yield db
     finally:
         await db.close()
+
+
+@asynccontextmanager
+async def connected(dsn: str) -> AsyncIterator[Conn]:
+    """One connection as the DSN's role, closed when the block ends."""
+    conn = await asyncpg.connect(dsn, timeout=10, command_timeout=10)
+    try:
+        yield conn
+    finally:
+        await conn.close(timeout=10)
+
+
+@pytest.fixture
+async def system(cloud_db: CloudDatabase) -> AsyncIterator[Conn]:
+    """A connection on the system role (farm_sync), as the sync writes."""
+    async with connected(cloud_db.system_dsn) as conn:
+        yield conn
+
+
+@pytest.fixture
+async def app(cloud_db: CloudDatabase) -> AsyncIterator[Conn]:
+    """A connection on the user path role (farm_app), as the service reads and writes."""
+    async with connected(cloud_db.app_dsn) as conn:
+        yield conn

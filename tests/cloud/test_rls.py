@@ -6,7 +6,6 @@ does; data is written through farm_sync, the system path.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 from uuid import UUID, uuid4
@@ -42,24 +41,6 @@ class World:
     bob_farm: FarmTree
     alice_secrets: Secrets
     bob_secrets: Secrets
-
-
-@pytest.fixture
-async def system(cloud_db: CloudDatabase) -> AsyncIterator[Conn]:
-    conn = await asyncpg.connect(cloud_db.system_dsn, timeout=10, command_timeout=10)
-    try:
-        yield conn
-    finally:
-        await conn.close(timeout=10)
-
-
-@pytest.fixture
-async def app(cloud_db: CloudDatabase) -> AsyncIterator[Conn]:
-    conn = await asyncpg.connect(cloud_db.app_dsn, timeout=10, command_timeout=10)
-    try:
-        yield conn
-    finally:
-        await conn.close(timeout=10)
 
 
 @pytest.fixture
@@ -383,10 +364,11 @@ async def test_permissions_are_visible_to_their_subject_and_admins(
     permission = await grant(system, world.carol, world.alice_farm.farm_id, "read_only")
     async with acting_as(app, world.carol):
         assert [r["id"] for r in await app.fetch("SELECT id FROM permissions")] == [permission]
-    async with acting_as(app, world.bob):
-        assert await app.fetchval("SELECT count(*) FROM permissions") == 0
-    async with acting_as(app, world.admin):
-        assert await app.fetchval("SELECT count(*) FROM permissions") == 1
+    async with acting_as(app, world.bob):  # only his own: the creator's grant on his farm
+        rows = await app.fetch("SELECT user_id, farm_id FROM permissions")
+        assert [(r["user_id"], r["farm_id"]) for r in rows] == [(world.bob, world.bob_farm.farm_id)]
+    async with acting_as(app, world.admin):  # Carol's and the two creators'
+        assert await app.fetchval("SELECT count(*) FROM permissions") == 3
     with pytest.raises(asyncpg.InsufficientPrivilegeError, match=RLS_VIOLATION):
         async with acting_as(app, world.carol):
             await app.execute(
@@ -406,6 +388,53 @@ async def test_farm_managers_create_farms_as_themselves_only(app: Conn, world: W
         with pytest.raises(asyncpg.InsufficientPrivilegeError, match=RLS_VIOLATION):
             async with acting_as(app, caller):
                 await app.fetchval(create, creator)
+
+
+async def test_the_creators_access_is_a_grant_an_admin_reduces_and_revokes(
+    app: Conn, world: World
+) -> None:
+    farm = world.alice_farm
+    mine = "SELECT id, permission_type FROM permissions WHERE user_id = $1 AND farm_id = $2"
+    async with acting_as(app, world.alice):  # made with the farm, and hers to see
+        (creator_grant,) = await app.fetch(mine, world.alice, farm.farm_id)
+        assert creator_grant["permission_type"] == "read_write"
+    async with acting_as(app, world.admin):
+        reduce = "UPDATE permissions SET permission_type = 'read_only' WHERE id = $1"
+        assert await app.execute(reduce, creator_grant["id"]) == "UPDATE 1"
+    async with acting_as(app, world.alice):  # still reads everything, writes nothing
+        assert await farm_ids_by_table(app) == everywhere(farm.farm_id)
+        rename = "UPDATE farms SET name = 'mine' WHERE id = $1"
+        assert await app.execute(rename, farm.farm_id) == "UPDATE 0"
+        assert await app.execute("DELETE FROM rows WHERE farm_id = $1", farm.farm_id) == "DELETE 0"
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match=RLS_VIOLATION):
+        async with acting_as(app, world.alice):
+            await app.execute("INSERT INTO rows (farm_id, name) VALUES ($1, 'Row 2')", farm.farm_id)
+    async with acting_as(app, world.admin):
+        revoke = "DELETE FROM permissions WHERE id = $1"
+        assert await app.execute(revoke, creator_grant["id"]) == "DELETE 1"
+    async with acting_as(app, world.alice):  # creating the farm is no access of its own
+        assert await farm_ids_by_table(app) == everywhere()
+
+
+async def test_a_farm_managers_new_farm_is_hers_through_the_grant_made_with_it(
+    app: Conn, world: World
+) -> None:
+    create = "INSERT INTO farms (user_id, name) VALUES ($1, 'New farm') RETURNING id"
+    async with acting_as(app, world.alice):
+        farm_id = await app.fetchval(create, world.alice)
+        grants = "SELECT permission_type, granted_by FROM permissions WHERE farm_id = $1"
+        assert [tuple(r) for r in await app.fetch(grants, farm_id)] == [("read_write", world.alice)]
+    async with acting_as(app, world.admin):
+        await app.execute("DELETE FROM permissions WHERE farm_id = $1", farm_id)
+    async with acting_as(app, world.alice):  # a later transaction: the grant alone decides
+        assert farm_id not in (await farm_ids_by_table(app))["farms"]
+    # Only an admin may move the transaction mark that shows a new farm to its creator.
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="only an administrator"):
+        async with acting_as(app, world.alice):
+            await app.execute(
+                "UPDATE farms SET created_xact = pg_current_xact_id() WHERE id = $1",
+                world.alice_farm.farm_id,
+            )
 
 
 async def test_nobody_but_an_admin_changes_who_created_a_farm(
@@ -450,7 +479,8 @@ async def test_deleting_a_farm_removes_everything_below_it(
     async with acting_as(app, world.alice):
         assert await app.execute("DELETE FROM farms WHERE id = $1", alice_farm) == "DELETE 1"
     assert await farm_ids_by_table(system) == everywhere(world.bob_farm.farm_id)
-    assert await system.fetchval("SELECT count(*) FROM permissions") == 0
+    on_farm = "SELECT count(*) FROM permissions WHERE farm_id = $1"
+    assert await system.fetchval(on_farm, alice_farm) == 0
     for table in FARM_SCOPED_TABLES:
         orphans = await system.fetchval(
             f"SELECT count(*) FROM {table} AS t "

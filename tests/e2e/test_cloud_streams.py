@@ -5,9 +5,11 @@ streams authenticate and close as the agent's do."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +20,16 @@ from aiohttp import WSMsgType, web
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
 from agent.web.keys import DEVICE_RUNTIME
 from cloud.app import create_app
+from cloud.services.streams.feed import CloudFeed
+from cloud.store.live_feed import APPLICATION_NAME
+from cloud.web.keys import DATABASE
+from farm_client import FarmClient, Reading
+from protocol.live.hub import StreamHub
+from protocol.live.outbox import Missed, Stream
 from tests.agent.devices_api.conftest import create_farm, register
 from tests.agent.runtime.conftest import PROFILES, broker, runtime_settings  # noqa: F401
 from tests.conftest import Agent
-from tests.e2e.conftest import LiveCloud
+from tests.e2e.conftest import CLOUD_PASSWORD, LiveCloud
 from tests.e2e.helpers import FAST_SYNC, add_readings, eventually, paired_state
 from tests.support.mosquitto import Mosquitto
 
@@ -224,6 +232,148 @@ async def test_cloud_streams_authenticate_and_close_like_the_agents(cloud: LiveC
     async with aiohttp.ClientSession() as session, session.get(f"{cloud.url}/ws/sensor-data") as r:
         assert r.status == 400
         assert (await r.json())["error"]["code"] == "BAD_REQUEST"
+
+
+async def _mirrored_sensor(cloud: LiveCloud, agent: Agent, name: str) -> str:
+    farm_id = await create_farm(agent, name)
+    device_id = str(
+        (
+            await register(
+                agent,
+                {
+                    "name": f"{name} probe",
+                    "kind": "sensor",
+                    "farm_id": farm_id,
+                    "profile": "tasmota-sht3x",
+                    "address": {"transport": "mqtt", "topic_base": name.lower()},
+                },
+            )
+        )["id"]
+    )
+
+    async def mirrored() -> bool:
+        return bool(await cloud.sql("SELECT 1 FROM devices WHERE id = $1::uuid", device_id))
+
+    await eventually(mirrored, "the device in the cloud")
+    return device_id
+
+
+async def test_batches_committed_while_a_process_was_not_listening_are_counted_as_missed(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    await paired_state(cloud, tmp_path / "state")
+    agent: Agent = await make_agent(**FAST_SYNC)
+    device_id = await _mirrored_sensor(cloud, agent, "Outage")
+    assert cloud.runner is not None
+    db = cloud.runner.app[DATABASE]
+    # A process's feed that heard none of what follows (its connection was down).
+    hub = StreamHub()
+    readings = hub.subscribe(Stream.SENSOR_DATA, 100)
+    devices = hub.subscribe(Stream.DEVICE_EVENTS, 100)
+    feed = CloudFeed(db, hub)
+    lost_at = datetime.now(UTC) - timedelta(seconds=1)
+    await add_readings(tmp_path / "state" / "agent.db", device_id, 1_700_000_000_000, 7)
+
+    async def stored() -> bool:
+        rows = await cloud.sql(
+            "SELECT count(*) FROM readings WHERE device_id = $1::uuid", device_id
+        )
+        return int(rows[0][0]) == 7
+
+    await eventually(stored, "the readings in the cloud")
+    await feed.on_reconnect(lost_at)
+    assert readings.get_nowait() == Missed(7)
+    assert readings.get_nowait() is None
+    assert devices.get_nowait() is None
+
+
+async def test_a_stream_recovers_when_the_listening_connection_is_cut(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    await paired_state(cloud, tmp_path / "state")
+    admin = await cloud.login("root@cloud.test")
+    agent: Agent = await make_agent(**FAST_SYNC)
+    device_id = await _mirrored_sensor(cloud, agent, "Cut")
+    before = await cloud.sql(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = $1", APPLICATION_NAME
+    )
+    assert len(before) == 1
+    async with aiohttp.ClientSession() as session:
+        ws = await _open(session, cloud.url, "sensor-data", admin)
+        await cloud.sql("SELECT pg_terminate_backend($1)", before[0][0])
+
+        async def listening_again() -> bool:
+            rows = await cloud.sql(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = $1", APPLICATION_NAME
+            )
+            return len(rows) == 1 and rows[0][0] != before[0][0]
+
+        await eventually(listening_again, "a new listening connection")
+        # What commits from now on reaches the client again (a gap is told as missed).
+        await add_readings(
+            tmp_path / "state" / "agent.db", device_id, 1_700_000_000_000, 1, value=42.5
+        )
+        message = await _next(ws)
+        while message["type"] == "missed":
+            message = await _next(ws)
+        assert (message["type"], message["data"]["value"]) == ("reading", 42.5)
+        await ws.close()
+
+
+async def test_a_permission_revoked_in_the_cloud_ends_the_farms_stream(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    await paired_state(cloud, tmp_path / "state")
+    agent: Agent = await make_agent(**FAST_SYNC)
+    device_id = await _mirrored_sensor(cloud, agent, "Granted")
+    farm_id = str(
+        (await cloud.sql("SELECT farm_id FROM devices WHERE id = $1::uuid", device_id))[0][0]
+    )
+    viewer_id = await cloud.add_user("user", "viewer@cloud.test")
+    await cloud.sql(
+        "INSERT INTO permissions (user_id, farm_id, permission_type) VALUES ($1::uuid, $2::uuid,"
+        " 'read_only')",
+        viewer_id,
+        farm_id,
+    )
+    viewer = await cloud.login("viewer@cloud.test")
+    async with aiohttp.ClientSession() as session:
+        ws = await _open(session, cloud.url, "sensor-data", viewer)
+        await ws.send_json({"type": "subscribe", "farm_id": farm_id})
+        assert (await _next(ws))["type"] == "subscribed"
+        await add_readings(tmp_path / "state" / "agent.db", device_id, 1_700_000_000_000, 1)
+        assert (await _next(ws))["type"] == "reading"
+        # Revoked: the next re-check (0.5 s here) finds the farm gone and closes as the agent does.
+        await cloud.sql(
+            "DELETE FROM permissions WHERE user_id = $1::uuid AND farm_id = $2::uuid",
+            viewer_id,
+            farm_id,
+        )
+        assert await _closed_with(ws) == 4403
+
+
+async def test_the_python_client_streams_from_the_cloud_as_from_an_agent(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    _, owner_email = await paired_state(cloud, tmp_path / "state")
+    agent: Agent = await make_agent(**FAST_SYNC)
+    device_id = await _mirrored_sensor(cloud, agent, "Client")
+    async with (
+        FarmClient(cloud.url, email=owner_email, password=CLOUD_PASSWORD) as client,
+        client.sensor_data(device_ids=[device_id]) as readings,
+    ):
+        # Iterating is what connects: read in the background, as an application would.
+        first = asyncio.create_task(anext(aiter(readings)))
+        async with asyncio.timeout(WAIT_S):
+            await readings.wait_connected()
+        await add_readings(
+            tmp_path / "state" / "agent.db", device_id, 1_700_000_000_000, 1, value=18.25
+        )
+        async with asyncio.timeout(WAIT_S):
+            reading = await first
+    assert isinstance(reading, Reading)
+    assert (reading.device_id, reading.metric, reading.value) == (device_id, "temperature", 18.25)
+    assert reading.timestamp == datetime.fromtimestamp(1_700_000_000, UTC)
 
 
 async def test_the_per_user_limit_holds_across_processes(

@@ -394,7 +394,11 @@ async def test_a_signed_batch_carrying_identity_has_those_records_refused_and_th
     # The farm applied; nothing of the identity did.
     owner = await cloud.sql("SELECT user_id FROM farms WHERE id = $1", UUID(farm_id))
     assert str(owner[0][0]) != intruder
-    assert await cloud.sql("SELECT id, user_id, farm_id FROM permissions") == permissions_before
+    # The only new grant is the one the cloud makes for a farm's creator (the owner here).
+    permissions_after = await cloud.sql("SELECT id, user_id, farm_id FROM permissions")
+    new_grants = [tuple(r)[1:] for r in permissions_after if r not in permissions_before]
+    assert new_grants == [(owner[0][0], UUID(farm_id))]
+    assert all(r in permissions_after for r in permissions_before)
     roles = await cloud.sql("SELECT role FROM users WHERE id = $1", UUID(intruder))
     assert roles[0][0] == "user"
 

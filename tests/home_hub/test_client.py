@@ -79,6 +79,16 @@ async def test_the_hub_answers_as_home_assistant_documents(
     assert client.last_latency_ms is not None
 
 
+async def test_a_large_state_list_arrives_whole(
+    hub: FakeHub, client_for: Callable[..., Awaitable[HubClient]]
+) -> None:
+    # A few MB, delivered in many chunks: one read of the body stream returned only the first
+    # chunk and the list was taken for malformed JSON.
+    hub.add_sensors(5000)
+    client = await client_for(hub.app())
+    assert len(await client.states()) == 5007
+
+
 async def test_a_service_call_answers_the_changed_states(
     hub: FakeHub, client_for: Callable[..., Awaitable[HubClient]]
 ) -> None:

@@ -5,9 +5,14 @@ reference Standard Webhooks library (``standardwebhooks``), and counts deliverie
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -15,7 +20,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from tests.support.mosquitto import free_port
 
-__all__ = ["Received", "WebhookReceiver"]
+__all__ = ["Received", "WebhookReceiver", "delivery_states", "seed_alert_events"]
 
 
 @dataclass
@@ -42,6 +47,7 @@ class WebhookReceiver:
     """Statuses to answer the next messages with, in order (then 204)."""
     delay_s: float = 0.0
     _runner: web.AppRunner | None = None
+    _verifier: tuple[str, Webhook] | None = None
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -71,8 +77,10 @@ class WebhookReceiver:
         body = await request.read()
         headers = dict(request.headers)
         if self.secret is not None:
+            if self._verifier is None or self._verifier[0] != self.secret:
+                self._verifier = (self.secret, Webhook(self.secret))
             try:
-                Webhook(self.secret).verify(body, headers)
+                self._verifier[1].verify(body, headers)
             except WebhookVerificationError:
                 self.rejected += 1
                 return web.Response(status=401)
@@ -93,9 +101,46 @@ class WebhookReceiver:
         self.answered_ok[msg_id] += 1
         return web.Response(status=204)
 
+    async def wait_for_ids(self, ids: set[str], timeout: float = 20.0) -> None:  # noqa: ASYNC109
+        """Until every id of ``ids`` was answered 2xx."""
+        async with asyncio.timeout(timeout):
+            while not ids <= set(self.answered_ok):
+                self.arrived.clear()
+                await self.arrived.wait()
+
     async def wait_for(self, count: int, timeout: float = 20.0) -> None:  # noqa: ASYNC109
         """Until ``count`` messages were answered 2xx."""
         async with asyncio.timeout(timeout):
             while sum(self.answered_ok.values()) < count:
                 self.arrived.clear()
                 await self.arrived.wait()
+
+
+def seed_alert_events(database: Path, farm_id: str, count: int) -> None:
+    """Write ``count`` alert_raised events into a stopped agent's database in one transaction,
+    as its event log writes them: the agent's trigger queues their deliveries with them."""
+    stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    rows = [
+        (
+            str(uuid.uuid4()),
+            farm_id,
+            "alert_raised",
+            "critical",
+            f"temperature {30 + n % 10} above 30",
+            json.dumps({"metric": "temperature", "raised_value": 30 + n % 10, "n": n}),
+            stamp,
+        )
+        for n in range(count)
+    ]
+    with contextlib.closing(sqlite3.connect(database, timeout=30)) as conn, conn:
+        conn.executemany(
+            "INSERT INTO events (id, farm_id, kind, severity, message, data, ts)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+
+def delivery_states(database: Path) -> dict[str, str]:
+    """Every delivery's id and status in an agent's database."""
+    with contextlib.closing(sqlite3.connect(database, timeout=30)) as conn:
+        return dict(conn.execute("SELECT id, status FROM webhook_deliveries").fetchall())

@@ -16,10 +16,11 @@ Time is seconds on the loop's clock (``now``); nothing here reads a clock or doe
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
+
+from protocol.climate_view import Sample, fresh_mean, vpd_kpa
 
 __all__ = [
     "METRICS",
@@ -70,16 +71,6 @@ class LoopConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Sample:
-    """The latest value of one metric from one sensor; ``at`` is when the loop received it."""
-
-    device_id: str
-    value: float
-    unit: str
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
 class LoopState:
     """What the loop last did, for hysteresis, minimum times, fail-safe and manual hold."""
 
@@ -102,22 +93,6 @@ class Decision:
     speed: int
     reasons: tuple[str, ...]
     cause: Mapping[str, Any]
-
-
-def vpd_kpa(celsius: float, relative_humidity: float) -> float:
-    """Vapour pressure deficit in kPa from air temperature and relative humidity.
-
-    Saturation vapour pressure by the Tetens equation as FAO Irrigation and Drainage Paper 56
-    gives it (chapter 3, equation 11): 0.6108 * exp(17.27 T / (T + 237.3)) kPa.
-    """
-    saturation = 0.6108 * math.exp(17.27 * celsius / (celsius + 237.3))
-    return saturation * (1.0 - relative_humidity / 100.0)
-
-
-def fresh_mean(samples: Sequence[Sample], now: float, stale_after: float) -> float | None:
-    """Mean of the samples received within ``stale_after`` seconds, or None when none are."""
-    fresh = [s.value for s in samples if now - s.at <= stale_after]
-    return sum(fresh) / len(fresh) if fresh else None
 
 
 def held(state: LoopState, now: float, hold_s: float) -> LoopState:

@@ -3,100 +3,36 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
-from agent.services.climate.loop import Sample, fresh_mean, vpd_kpa
 from agent.services.climate.runtime import ClimateRuntime, clock_iso
 from agent.store.access import farm_grant
 from agent.store.climate import ClimateStore, HistoryFilter, SettingsRecord
 from agent.store.db import Database
 from protocol.access import Action, authorize
+from protocol.climate_view import LoopView, climate_control, settings_model
 from protocol.errors import FieldIssue, ValidationFailed
 from protocol.identity import Principal
 from protocol.schemas.climate import (
     ClimateControl,
     ClimateControlList,
     ClimateControlQuery,
-    ClimateFan,
     ClimateHistory,
     ClimateHistoryEntry,
     ClimateHistoryQuery,
-    ClimateLive,
     ClimateSettings,
     ClimateUpdate,
-    LiveValue,
 )
 from protocol.timefmt import iso
 
 __all__ = ["ClimateService"]
 
-_DEFAULT_STALE_S = 300.0
-"""Staleness shown for a farm without settings (ClimateUpdate's default)."""
-
 
 def _settings_model(record: SettingsRecord) -> ClimateSettings:
-    v = record.values
-
-    def band(metric: str) -> dict[str, float] | None:
-        target = v[f"{metric}_target"]
-        return None if target is None else {"target": target, "band": v[f"{metric}_band"]}
-
-    return ClimateSettings.model_validate(
-        {
-            "id": record.id,
-            "farm_id": record.farm_id,
-            "row_id": record.row_id,
-            "temperature": band("temperature"),
-            "humidity": band("humidity"),
-            "co2": band("co2"),
-            "vpd": band("vpd"),
-            **{
-                name: v[name]
-                for name in (
-                    "mode",
-                    "fan_ids",
-                    "sensor_device_ids",
-                    "run_speed",
-                    "min_on_s",
-                    "min_off_s",
-                    "failsafe_speed",
-                    "stale_after_s",
-                    "manual_hold_s",
-                )
-            },
-            "updated_by": record.updated_by,
-            "updated_at": record.updated_at,
-        }
-    )
-
-
-def _live_value(samples: Sequence[Sample], now: float, stale_after: float) -> LiveValue | None:
-    if not samples:
-        return None
-    fresh = [s for s in samples if now - s.at <= stale_after]
-    used = fresh or [max(samples, key=lambda s: s.at)]
-    mean = fresh_mean(used, now, float("inf"))
-    assert mean is not None
-    return LiveValue(
-        value=round(mean, 3),
-        unit=used[0].unit,
-        age_s=round(now - max(s.at for s in used), 3),
-        stale=not fresh,
-        device_ids=sorted({s.device_id for s in used}),
-    )
-
-
-def _vpd(temperature: LiveValue | None, humidity: LiveValue | None) -> LiveValue | None:
-    if temperature is None or humidity is None:
-        return None
-    return LiveValue(
-        value=round(vpd_kpa(temperature.value, humidity.value), 3),
-        unit="kPa",
-        age_s=max(temperature.age_s, humidity.age_s),
-        stale=temperature.stale or humidity.stale,
-        device_ids=sorted({*temperature.device_ids, *humidity.device_ids}),
-    )
+    return settings_model(
+        record.id, record.farm_id, record.row_id, record.values, record.updated_by,
+        record.updated_at,
+    )  # fmt: skip
 
 
 def _to_values(body: ClimateUpdate) -> dict[str, Any]:
@@ -208,41 +144,22 @@ class ClimateService:
         runtime = self._runtime
         now = runtime.now()
         sensors = None if record is None else record.values["sensor_device_ids"]
-        stale_after = _DEFAULT_STALE_S if record is None else float(record.values["stale_after_s"])
-        samples = await runtime.sensor_samples(farm_id, sensors)
-        temperature = _live_value(samples.get("temperature", []), now, stale_after)
-        humidity = _live_value(samples.get("humidity", []), now, stale_after)
         running = None if record is None else runtime.loop_state(record.id)
-        state, confirmed = running if running is not None else (None, {})
-        hold = state.hold_until if state is not None else None
-        fans = [] if record is None else list(record.values["fan_ids"])
-        live = ClimateLive(
-            temperature=temperature,
-            humidity=humidity,
-            co2=_live_value(samples.get("co2", []), now, stale_after),
-            vpd=_vpd(temperature, humidity),
-            fan_speed=None if state is None else state.speed,
-            fans=[
-                ClimateFan(
-                    device_id=fan,
-                    speed=None if state is None else state.speed,
-                    confirmed=confirmed.get(fan),
-                )
-                for fan in fans
-            ],
-            mode=None if record is None else record.values["mode"],
-            manual_hold=hold is not None and now < hold,
-            manual_hold_until=None if hold is None or now >= hold else clock_iso(hold),
-            failsafe=state is not None and state.failsafe,
-            last_action_at=(
-                None
-                if state is None or state.last_action_at is None
-                else clock_iso(state.last_action_at)
-            ),
-        )
-        return ClimateControl(
-            farm_id=farm_id,
-            row_id=None if record is None else record.row_id,
-            settings=None if record is None else _settings_model(record),
-            state=live,
+        loop = None
+        if running is not None:
+            state, confirmed = running
+            loop = LoopView(
+                speed=state.speed,
+                failsafe=state.failsafe,
+                hold_until=state.hold_until,
+                last_action_at=state.last_action_at,
+                confirmed=confirmed,
+            )
+        return climate_control(
+            farm_id,
+            None if record is None else _settings_model(record),
+            await runtime.sensor_samples(farm_id, sensors),
+            loop,
+            now,
+            clock_iso,
         )

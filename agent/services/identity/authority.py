@@ -46,3 +46,7 @@ class IdentityAuthority:
         exists here only as the replica of one)."""
         if user is not None and user["origin"] == CLOUD:
             raise ManagedByCloud(details={"change": change, "user_id": user["id"]})
+
+    def manages(self, user: sqlite3.Row) -> bool:
+        """Whether ``user``'s password and MFA are set here: not for a cloud user's replica."""
+        return bool(user["origin"] != CLOUD)

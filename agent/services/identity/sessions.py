@@ -10,8 +10,8 @@ from datetime import timedelta
 from aiohttp import web
 
 from agent.services.identity.auth_events import AuthEvents
+from agent.services.identity.flows import AgentMfa
 from agent.services.identity.login_throttle import LoginThrottle
-from agent.services.identity.mfa import MfaService
 from agent.services.identity.session_issuer import SessionIssuer
 from agent.store.api_keys import ApiKeyStore
 from agent.store.sessions import SessionStore
@@ -68,7 +68,7 @@ class IdentityService:
         verifier: TokenVerifier,
         throttle: LoginThrottle,
         events: AuthEvents,
-        mfa: MfaService,
+        mfa: AgentMfa,
     ) -> None:
         self._users = users
         self._sessions = sessions
@@ -113,9 +113,7 @@ class IdentityService:
             raise InvalidCredentials()
         if user["mfa_enabled"]:
             return await self._mfa.challenge(user, address)
-        result = await self._issuer.open(user)
-        await self._events.record("login_ok", user_id=user["id"], email=email, address=address)
-        return result
+        return await self._issuer.open(user, address)
 
     async def refresh(self, body: RefreshRequest, address: str | None) -> LoginResult:
         """Exchange a refresh token for new tokens; a reused token revokes its session."""

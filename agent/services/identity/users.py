@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.services.identity.auth_events import AuthEvents
-from agent.services.identity.auth_flows import AuthFlows
 from agent.services.identity.authority import IdentityAuthority
+from agent.services.identity.flows import AgentAccountFlows
 from agent.services.identity.views import user_model
 from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
@@ -39,7 +39,7 @@ class UserService:
         users: UserStore,
         permissions: PermissionStore,
         sessions: SessionStore,
-        flows: AuthFlows,
+        flows: AgentAccountFlows,
         events: AuthEvents,
         authority: IdentityAuthority,
     ) -> None:

@@ -18,6 +18,7 @@ from agent.store.db import Database
 from agent.store.reading_windows import ReadingWindows, SeriesWindow
 from agent.store.readings import HOUR_MS, MINUTE_MS, Point, ReadingStore, Resolution, floor_to
 from protocol.access import Action, authorize
+from protocol.buckets import bucket_count, nice_width
 from protocol.errors import NotFound, ValidationFailed
 from protocol.identity import PermissionType, Principal
 
@@ -35,13 +36,6 @@ Plan = tuple[Resolution, int]
 """Where points come from and their bucket width in ms (0: the resolution's own rows)."""
 
 _S = 1000
-_DAY = 24 * HOUR_MS
-NICE_WIDTHS_MS = (
-    *(s * _S for s in (1, 2, 5, 10, 15, 30)),
-    *(m * MINUTE_MS for m in (1, 2, 5, 10, 15, 30)),
-    *(h * HOUR_MS for h in (1, 2, 3, 6, 12)),
-    *(d * _DAY for d in (1, 2, 7, 14, 28, 91, 364)),
-)
 MIN_BUDGET = 10
 
 
@@ -82,22 +76,6 @@ class FarmMetrics:
     end: int
     metrics: list[MetricSummary]
     series: list[SeriesWindow]
-
-
-def bucket_count(start: int, end: int, width: int) -> int:
-    """Epoch-aligned buckets of ``width`` overlapping ``[start, end)``."""
-    return (end - 1) // width - start // width + 1
-
-
-def _width(start: int, end: int, budget: int, floor: int) -> int:
-    """The narrowest round width, at least ``floor``, that keeps the buckets within budget."""
-    for width in NICE_WIDTHS_MS:
-        if width >= floor and bucket_count(start, end, width) <= budget:
-            return width
-    width = NICE_WIDTHS_MS[-1]
-    while bucket_count(start, end, width) > budget:
-        width *= 2
-    return width
 
 
 class ReadingQuery:
@@ -190,18 +168,18 @@ class ReadingQuery:
         if raw_whole:
             if await store.count_upto(series_id, Resolution.RAW, start, end, limit) <= budget:
                 return Resolution.RAW, 0
-            width = _width(start, end, budget, 1 * _S)
+            width = nice_width(start, end, budget, 1 * _S)
             if width < MINUTE_MS:
                 return Resolution.RAW, width
         if await self._holds_range(series_id, Resolution.MINUTE, start):
             if await store.count_upto(series_id, Resolution.MINUTE, start, end, limit) <= budget:
                 return Resolution.MINUTE, 0
-            width = _width(start, end, budget, MINUTE_MS)
+            width = nice_width(start, end, budget, MINUTE_MS)
             if width < HOUR_MS:
                 return Resolution.MINUTE, width
         if await store.count_upto(series_id, Resolution.HOUR, start, end, limit) <= budget:
             return Resolution.HOUR, 0
-        return Resolution.HOUR, _width(start, end, budget, HOUR_MS)
+        return Resolution.HOUR, nice_width(start, end, budget, HOUR_MS)
 
     async def _holds_range(self, series_id: int, resolution: Resolution, start: int) -> bool:
         """Whether the resolution still holds the whole range (pruning removed none of it)."""

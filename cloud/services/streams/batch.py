@@ -10,7 +10,8 @@ and tells its clients the same way (types and ``data`` as on the agent, DESIGN.m
   faults (``error``) and its failed commands (``status-update``, ``event: command``) on
   /ws/device-events, as the agent sent them live;
 - devices: a change of a device's reported state (``status-update``, ``event: state``);
-- farms: a farm deleted (``farm-status``, ``status: deleted``).
+- farms: a farm deleted (``farm-status``, ``status: deleted``);
+- climate history: the loop's actions, fail-safes and holds (``climate``) on /ws/farm-status.
 
 Only records that changed the mirror count: a record applied before, or refused, tells nothing.
 """
@@ -133,6 +134,21 @@ class LiveBatch:
             str(record.get("state_updated_at") or record.get("updated_at")),
             device_id,
         )
+
+    def climate(self, record: dict[str, Any]) -> None:
+        """A climate loop's action, fail-safe or manual hold stored for the first time (settings
+        changes are not sent live, as on the agent)."""
+        kind = str(record.get("kind"))
+        if kind == "settings":
+            return
+        self._add(
+            Stream.FARM_STATUS,
+            "climate",
+            str(record["farm_id"]),
+            {"event": kind, "row_id": record.get("row_id"),
+             "settings_id": record.get("settings_id"), **(record.get("data") or {})},
+            str(record.get("at")),
+        )  # fmt: skip
 
     def farm_deleted(self, farm_id: str, at: datetime) -> None:
         """A farm the agent deleted (the mirror's copy went with it)."""

@@ -57,17 +57,26 @@ async def test_status_says_the_hub_answers_without_showing_the_token(hub_agent: 
     assert TOKEN not in text
 
 
-async def test_devices_and_sensors_are_listed_and_filtered(hub_agent: Agent) -> None:
+async def test_devices_and_sensors_are_listed_and_filtered(hub_agent: Agent, hub: FakeHub) -> None:
     token = await login_as(hub_agent, "user")
     listed = await _ok(await _get(hub_agent, "/devices", token))
     assert listed["total"] == 7 and listed["domains"]["light"] == 2
     lights = await _ok(await _get(hub_agent, "/devices", token, domain="light"))
     assert [d["entity_id"] for d in lights["devices"]] == ["light.grow_rack_1", "light.grow_rack_2"]
-    rack = await _ok(await _get(hub_agent, "/devices", token, area="Rack 1"))
-    assert {d["entity_id"] for d in rack["devices"]} == {
-        "light.grow_rack_1",
-        "valve.irrigation_zone_1",
-    }
+
+    # Areas are in the hub's registries (an entity's own, or its device's), read over its
+    # WebSocket API once the agent has subscribed.
+    async def in_rack_1() -> set[str]:
+        rack = await _ok(await _get(hub_agent, "/devices", token, area="Rack 1"))
+        return {d["entity_id"] for d in rack["devices"]}
+
+    assert await eventually(in_rack_1) == {"light.grow_rack_1", "valve.irrigation_zone_1"}
+    hub.set_area("switch.nutrient_pump", "rack_1")  # moved in the hub's UI
+
+    async def moved() -> bool:
+        return "switch.nutrient_pump" in await in_rack_1()
+
+    await eventually(moved)
     sensors = (await _ok(await _get(hub_agent, "/sensors", token)))["sensors"]
     temperature = next(s for s in sensors if s["entity_id"] == "sensor.room_temperature")
     assert (temperature["value"], temperature["unit"], temperature["device_class"]) == (
@@ -332,3 +341,28 @@ async def test_hub_state_changes_reach_the_device_events_stream(
     assert (data["entity_id"], data["domain"]) == ("valve.irrigation_zone_1", "valve")
     assert (data["old_state"]["state"], data["new_state"]["state"]) == ("closed", "open")
     assert data["new_state"]["attributes"]["current_position"] == 100
+
+
+async def test_while_the_hub_stream_is_up_lists_need_no_hub_call(
+    hub_agent: Agent, hub: FakeHub
+) -> None:
+    from agent.web.keys import HUB_STATE_STREAM
+
+    stream = hub_agent.client.app[HUB_STATE_STREAM]
+    await eventually(lambda: _now(stream.connected.is_set()))
+    assert (await _ok(await _get(hub_agent, "/devices")))["total"] == 7
+    hub.unavailable = True  # its REST API stops answering; its event stream goes on
+    hub.set_state("light.grow_rack_2", "off")
+
+    async def light_off() -> bool:
+        listed = await _ok(await _get(hub_agent, "/devices", domain="light"))
+        return {d["entity_id"]: d["state"] for d in listed["devices"]}["light.grow_rack_2"] == "off"
+
+    await eventually(light_off)
+    assert hub.refused == 0
+    sensors = (await _ok(await _get(hub_agent, "/sensors")))["sensors"]
+    assert len(sensors) == 2
+    # Without the stream, changes could be missed: the list asks the hub again.
+    await hub.drop_websockets()
+    await eventually(lambda: _now(not stream.connected.is_set()))
+    assert (await error_of(await _get(hub_agent, "/devices"), 502))["code"] == "HUB_UNREACHABLE"

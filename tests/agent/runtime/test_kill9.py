@@ -160,3 +160,70 @@ async def test_committed_readings_survive_kill_9(tmp_path: Path, broker: Mosquit
         assert await asyncio.to_thread(integrity, db_path) == "ok"
     finally:
         await agent.stop()
+
+
+def shelves_and_outbox(db_path: Path) -> tuple[set[str], list[str]]:
+    """Stored shelf ids, and the shelf ids of the outbox's shelf rows, as committed."""
+    with contextlib.closing(sqlite3.connect(db_path, timeout=10)) as conn:
+        shelves = {row[0] for row in conn.execute("SELECT id FROM shelves")}
+        queued = [
+            row[0]
+            for row in conn.execute(
+                "SELECT entity_id FROM outbox WHERE entity = 'shelves' AND op = 'upsert'"
+            )
+        ]
+    return shelves, queued
+
+
+async def test_answered_api_writes_survive_kill_9_each_with_its_outbox_row(
+    tmp_path: Path, broker: Mosquitto
+) -> None:
+    """Concurrent shelf POSTs share commits; some are refused inside a shared commit (two
+    clients race for each level). Every 201 survives kill -9, a refused one leaves nothing, and
+    each stored shelf has its one outbox row, written by the same transaction."""
+    agent = AgentProcess(tmp_path / "state", broker)
+    db_path = agent.state_dir / "agent.db"
+    await agent.start()
+    answered: set[str] = set()
+    refused = 0
+    try:
+        async with aiohttp.ClientSession(agent.url) as session:
+            login = {"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD}
+            async with session.post("/api/v1/login", json=login) as resp:
+                headers = {"Authorization": f"Bearer {(await resp.json())['access_token']}"}
+
+            async def create(path: str, body: dict[str, Any]) -> str:
+                async with session.post(path, json=body, headers=headers) as resp:
+                    assert resp.status == 201, await resp.text()
+                    return str((await resp.json())["id"])
+
+            farm_id = await create("/api/v1/farms/", {"name": "K"})
+            row_id = await create("/api/v1/rows/", {"farm_id": farm_id, "name": "R", "position": 0})
+            rack_body = {"row_id": row_id, "name": "K", "position": 0}
+            racks = [await create("/api/v1/racks/", {**rack_body, "position": k}) for k in range(4)]
+
+            async def client(rack_id: str) -> None:
+                nonlocal refused
+                for level in range(1001):  # two clients per rack race for each level
+                    body = {"rack_id": rack_id, "name": "S", "level": level}
+                    async with session.post("/api/v1/shelves/", json=body, headers=headers) as r:
+                        if r.status == 201:
+                            answered.add(str((await r.json())["id"]))
+                        else:
+                            assert r.status == 409, await r.text()
+                            refused += 1
+
+            clients = [asyncio.create_task(client(rack)) for rack in racks * 2]
+            async with asyncio.timeout(60):
+                while len(answered) < 400 or refused < 50:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+            await agent.kill()  # with requests in flight
+            results = await asyncio.gather(*clients, return_exceptions=True)
+            assert all(isinstance(r, aiohttp.ClientError) for r in results), results
+
+        assert await asyncio.to_thread(integrity, db_path) == "ok"
+        shelves, queued = await asyncio.to_thread(shelves_and_outbox, db_path)
+        assert answered <= shelves, f"{len(answered - shelves)} answered shelves lost"
+        assert sorted(queued) == sorted(shelves)  # one outbox row per shelf, none without
+    finally:
+        await agent.stop()

@@ -21,10 +21,14 @@ from aiohttp.test_utils import TestClient
 from cloud.app import create_app
 from cloud.settings import CloudSettings
 from protocol.passwords import hash_password
+from tests.cloud import conftest as cloud_conftest
 from tests.cloud.conftest import CloudDatabase
 from tests.cloud.seed import FarmTree, add_farm_tree, add_user, grant
 
 Conn: TypeAlias = "asyncpg.Connection[Any]"
+
+# tests/cloud/users imports the fixtures it uses from here; `system` is the cloud tests' own.
+system = cloud_conftest.system
 PASSWORD = "correct horse battery staple"
 
 
@@ -97,16 +101,6 @@ async def make_cloud(
 async def cloud(make_cloud: Callable[..., Awaitable[Cloud]]) -> Cloud:
     """A cloud on default test settings."""
     return await make_cloud()
-
-
-@pytest.fixture
-async def system(cloud_db: CloudDatabase) -> AsyncIterator[Conn]:
-    """A connection on the system role, as the sync writes."""
-    conn = await asyncpg.connect(cloud_db.system_dsn, timeout=10, command_timeout=10)
-    try:
-        yield conn
-    finally:
-        await conn.close(timeout=10)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID, uuid4
 
-import asyncpg
 import pytest
 
 from protocol.schemas.devices import DeviceList
@@ -20,7 +19,7 @@ from tests.cloud.api.conftest import (
     assert_error,
     expected_farms,
 )
-from tests.cloud.conftest import CloudDatabase
+from tests.cloud.conftest import CloudDatabase, connected
 from tests.cloud.seed import T0, acting_as
 
 
@@ -30,12 +29,8 @@ async def tokens_of(cloud: Cloud) -> dict[str, str]:
 
 async def farms_under_rls(cloud_db: CloudDatabase, user_id: UUID) -> set[str]:
     """The farms PostgreSQL shows `user_id` on the service's role, asked directly in SQL."""
-    conn = await asyncpg.connect(cloud_db.app_dsn, timeout=10, command_timeout=10)
-    try:
-        async with acting_as(conn, user_id):
-            return {str(r["id"]) for r in await conn.fetch("SELECT id FROM farms")}
-    finally:
-        await conn.close(timeout=10)
+    async with connected(cloud_db.app_dsn) as conn, acting_as(conn, user_id):
+        return {str(r["id"]) for r in await conn.fetch("SELECT id FROM farms")}
 
 
 async def test_each_user_lists_exactly_the_farms_rls_shows_them(

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import asyncpg
 import pytest
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
@@ -87,16 +86,6 @@ async def make_cloud(
 @pytest.fixture
 async def cloud(make_cloud: Callable[..., Awaitable[Cloud]]) -> Cloud:
     return await make_cloud()
-
-
-@pytest.fixture
-async def system(cloud_db: CloudDatabase) -> AsyncIterator[Conn]:
-    """A connection on the system role."""
-    conn = await asyncpg.connect(cloud_db.system_dsn, timeout=10, command_timeout=10)
-    try:
-        yield conn
-    finally:
-        await conn.close(timeout=10)
 
 
 @pytest.fixture

@@ -271,7 +271,8 @@ async def test_admin_sets_role_and_grants_and_users_see_their_own_permissions(
         "granted_by",
     }
     resp = await cloud.client.get("/api/v1/permissions/", headers=bearer(admin))
-    assert (await answer(resp, 200))["total"] == 3
+    # Rita's, Will's, Nora's, and the grants Alice and Bob got as their farms' creators.
+    assert (await answer(resp, 200))["total"] == 5
     resp = await cloud.client.post(
         "/api/v1/users/permissions", json={"user_id": nora, "role": "admin"}, headers=bearer(token)
     )
