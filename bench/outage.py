@@ -142,12 +142,16 @@ async def _publish(port: int, topics: list[str], steps: int, start_s: int, step_
     agent's commits; return the messages published."""
     rng = random.Random(17)
     sent = 0
-    async with aiomqtt.Client("127.0.0.1", port, identifier="bench-outage-pub", timeout=60) as c:
+    # The devices publish side by side: a step's messages are in flight together (one PUBACK
+    # round trip per step, not per message), as many devices on a farm would send them.
+    async with aiomqtt.Client("127.0.0.1", port, identifier="bench-outage-pub", timeout=60,
+                              max_inflight_messages=len(topics) + 1) as c:  # fmt: skip
         for step in range(steps):
             ts = start_s + step * step_s
-            for topic in topics:
-                await c.publish(topic, _payload(ts, metrics, rng), qos=1)
-                sent += 1
+            await asyncio.gather(
+                *(c.publish(topic, _payload(ts, metrics, rng), qos=1) for topic in topics)
+            )
+            sent += len(topics)
             while True:
                 stored = (await asyncio.to_thread(_queued_seq, db_path) - first_seq) // metrics
                 if sent - stored <= window:
@@ -304,6 +308,10 @@ async def _run(args: argparse.Namespace, steps: int, cluster: PostgresCluster, t
             [sys.executable, "-m", "bench.outage", "--fan", str(broker.port)], cwd=ROOT
         )
         while await pg.fetchval("SELECT count(*) FROM devices") < args.devices + 1:  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+        # The fan's own process must be up (online) before its commands are timed.
+        fan_url = f"{url}/api/v1/devices/{fan_id}"
+        while request_json(fan_url, "GET", None, auth).get("status") != "online":  # noqa: ASYNC110
             await asyncio.sleep(0.2)
         # The baseline: the same two requests on the idle agent, before the outage.
         idle_stop = asyncio.Event()

@@ -73,6 +73,9 @@ class MosquittoProcess:
             # holds what a busy or restarting agent has not taken yet (over it, Mosquitto drops).
             "max_inflight_messages 1000",
             "max_queued_messages 1000000",
+            # Nagle's algorithm would hold a command's small PUBLISH or PUBACK behind the
+            # previous one's delayed TCP ACK (about 40 ms on Linux).
+            "set_tcp_nodelay true",
             f"log_dest file {self.log}",
             "log_type error",
             "log_type warning",

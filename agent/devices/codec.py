@@ -163,6 +163,15 @@ class DeviceCodec:
             topics.append(self.status_topic)
         return tuple(topics)
 
+    def state_topics(self) -> frozenset[str]:
+        """The topics on which the device reports its state or a refused command: what
+        confirms or rejects a command sent to it."""
+        return frozenset(
+            topic
+            for topic, specs in self._messages.items()
+            if any(spec.states or spec.error_path for spec in specs)
+        )
+
     def decode(self, topic: str, payload: bytes, device_tz: tzinfo | None = None) -> Decoded:
         """Decode one message; raise PayloadError if the payload as a whole is unusable.
 

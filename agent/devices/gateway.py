@@ -90,6 +90,7 @@ class _Device:
     codec: DeviceCodec
     device_tz: tzinfo | None
     waiters: list[_Waiter] = field(default_factory=list)
+    state_topics: frozenset[str] = frozenset()
 
 
 class MqttDeviceGateway:
@@ -124,7 +125,9 @@ class MqttDeviceGateway:
         """Bind a device (replacing an earlier binding) and subscribe to its topics."""
         if device_id in self._devices:
             await self.remove(device_id)
-        self._devices[device_id] = _Device(codec, device_tz or self._device_tz)
+        self._devices[device_id] = _Device(
+            codec, device_tz or self._device_tz, state_topics=codec.state_topics()
+        )
         new_topics = []
         for topic in codec.subscriptions():
             routes = self._routes.setdefault(topic, [])
@@ -154,6 +157,15 @@ class MqttDeviceGateway:
     def is_online(self, device_id: str) -> bool | None:
         """The device's availability (None while unknown)."""
         return self.availability.is_online(device_id)
+
+    def reports_state(self, topic: str) -> bool:
+        """Whether a bound device reports its state on ``topic`` (its messages confirm
+        commands, so the MQTT client handles them before waiting telemetry)."""
+        for device_id in self._routes.get(topic, ()):
+            device = self._devices.get(device_id)
+            if device is not None and topic in device.state_topics:
+                return True
+        return False
 
     async def handle(self, message: InboundMessage) -> None:
         """Process one incoming message; never raises for bad input."""

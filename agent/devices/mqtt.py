@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import socket
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -62,6 +63,8 @@ PUBLISH_POLICY: dict[MessageKind, tuple[int, bool]] = {
 }
 
 _SUBSCRIBE_CHUNK = 50
+# The longest the dispatcher handles messages before it lets the rest of the agent run.
+_DISPATCH_SLICE_S = 0.005
 
 
 def outgoing(kind: MessageKind, topic: str, payload: str) -> OutgoingMessage:
@@ -101,11 +104,14 @@ class CommitBarrier(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class _Delivery:
-    """A received message, with what acknowledging it needs: its connection and packet id."""
+    """A received message, with what acknowledging it needs: its connection and packet id, and
+    (QoS 1) ``handled``: set once it was handled, to what tells when its readings are committed
+    (None: nothing to wait for; a lost connection's unhandled message resolves to False)."""
 
     message: InboundMessage
     client: aiomqtt.Client
     mid: int
+    handled: asyncio.Future[asyncio.Future[bool] | bool | None] | None
 
 
 @dataclass(frozen=True)
@@ -173,8 +179,14 @@ class MqttClient:
         self._backoff = Retry(Backoff(settings.backoff_initial, settings.backoff_max), rand)
         # Bounded by the broker's in-flight window for QoS 1, by ``queue_size`` for QoS 0.
         self._pending: deque[_Delivery] = deque()
+        # Messages on the topics ``prioritize`` picks (devices' state reports, which confirm
+        # commands) are handled before the waiting telemetry; each topic stays in one lane, so
+        # a topic's messages keep their order.
+        self._urgent: deque[_Delivery] = deque()
+        self.prioritize: Callable[[str], bool] | None = None
         self._arrived = asyncio.Event()
-        self._acks: deque[tuple[_Delivery, asyncio.Future[bool] | None]] = deque()
+        # QoS 1 messages in arrival order: MQTT wants PUBACKs in the order of the PUBLISHes.
+        self._acks: deque[_Delivery] = deque()
         self._ack_ready = asyncio.Event()
         self._filters: set[str] = set()
         self._subscription_lock = asyncio.Lock()
@@ -315,6 +327,7 @@ class MqttClient:
                 else None
             ),
             queue_type=self._forwarding_queue(owner),
+            socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
         )
         owner.append(client)
         # aiomqtt 2.5 has no option for it; paho's own switch (paho-mqtt >= 2.0): QoS 1 messages
@@ -388,7 +401,7 @@ class MqttClient:
 
     def _enqueue(self, client: aiomqtt.Client, message: aiomqtt.Message) -> None:
         self.stats.received += 1
-        if message.qos == 0 and len(self._pending) >= self.settings.queue_size:
+        if message.qos == 0 and len(self._pending) + len(self._urgent) >= self.settings.queue_size:
             self.stats.dropped += 1
             self._problems.warning("queue-full", "MQTT handler is behind; dropping QoS 0 messages")
             return
@@ -399,25 +412,53 @@ class MqttClient:
             qos=message.qos,
             retain=bool(message.retain),
         )
-        self._pending.append(_Delivery(inbound, client, message.mid))
+        handled = asyncio.get_running_loop().create_future() if message.qos > 0 else None
+        delivery = _Delivery(inbound, client, message.mid, handled)
+        urgent = self.prioritize is not None and self.prioritize(inbound.topic)
+        (self._urgent if urgent else self._pending).append(delivery)
+        if handled is not None:
+            self._acks.append(delivery)
+            self._ack_ready.set()
         self._arrived.set()
 
     def _forget_unhandled(self, client: aiomqtt.Client) -> None:
         """Drop the lost connection's unhandled QoS 1 messages: the broker re-delivers them."""
-        kept = [d for d in self._pending if d.client is not client or d.message.qos == 0]
-        self.stats.unacknowledged += len(self._pending) - len(kept)
-        self._pending = deque(kept)
+        for lane in (self._urgent, self._pending):
+            kept = []
+            for delivery in lane:
+                if delivery.client is client and delivery.handled is not None:
+                    delivery.handled.set_result(False)
+                else:
+                    kept.append(delivery)
+            lane.clear()
+            lane.extend(kept)
+
+    def _take(self) -> _Delivery | None:
+        if self._urgent:
+            return self._urgent.popleft()
+        if self._pending:
+            return self._pending.popleft()
+        return None
 
     async def _next(self) -> _Delivery:
-        while not self._pending:
+        while (delivery := self._take()) is None:
             self._arrived.clear()
             await self._arrived.wait()
-        return self._pending.popleft()
+        return delivery
 
     async def _dispatch(self) -> None:
         barrier = self._barrier
+        loop = asyncio.get_running_loop()
+        turn_began = loop.time()
         while True:
-            delivery = await self._next()
+            if loop.time() - turn_began > _DISPATCH_SLICE_S:
+                # A burst must not hold the event loop: requests and commands run between.
+                await asyncio.sleep(0)
+                turn_began = loop.time()
+            delivery = self._take()
+            if delivery is None:
+                delivery = await self._next()
+                turn_began = loop.time()
             message = delivery.message
             if barrier is not None:
                 await barrier.room()
@@ -438,10 +479,9 @@ class MqttClient:
                 )
             # A message the handler failed on is acknowledged too: a broker re-delivering it
             # for ever would stall the session.
-            if message.qos > 0:
+            if delivery.handled is not None and not delivery.handled.done():
                 settled = barrier.settled(start, barrier.mark()) if barrier is not None else None
-                self._acks.append((delivery, settled))
-                self._ack_ready.set()
+                delivery.handled.set_result(settled)
 
     async def _acknowledge(self) -> None:
         """Acknowledge QoS 1 messages in arrival order, each once its readings are committed."""
@@ -449,8 +489,12 @@ class MqttClient:
             while not self._acks:
                 self._ack_ready.clear()
                 await self._ack_ready.wait()
-            delivery, settled = self._acks[0]
-            committed = True if settled is None else await settled
+            delivery = self._acks[0]
+            assert delivery.handled is not None
+            outcome = await delivery.handled
+            if isinstance(outcome, asyncio.Future):
+                outcome = await outcome
+            committed = outcome is not False  # None: the handler queued nothing to commit
             self._acks.popleft()
             client = delivery.client
             # Only on the connection the message came on: after a reconnect the broker

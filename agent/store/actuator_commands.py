@@ -54,31 +54,30 @@ class ActuatorCommandStore:
         self._db = db
 
     async def record(self, command: NewCommand) -> sqlite3.Row:
-        """Store a finished command and return its row."""
-        async with self._db.transaction() as conn:
-            await conn.execute(
+        """Store a finished command and return its row (one hop on the database's thread)."""
+        values = (
+            command.id,
+            command.device_id,
+            command.source,
+            command.requested_by,
+            command.command,
+            command.value,
+            command.outcome,
+            command.detail,
+            json.dumps(dict(command.observed)),
+            command.requested_at,
+            command.finished_at,
+        )
+
+        def work(conn: sqlite3.Connection) -> sqlite3.Row:
+            row: sqlite3.Row = conn.execute(
                 f"INSERT INTO actuator_commands ({_COMMAND_COLUMNS})"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    command.id,
-                    command.device_id,
-                    command.source,
-                    command.requested_by,
-                    command.command,
-                    command.value,
-                    command.outcome,
-                    command.detail,
-                    json.dumps(dict(command.observed)),
-                    command.requested_at,
-                    command.finished_at,
-                ),
-            )
-            cursor = await conn.execute(
-                f"SELECT {_COMMAND_COLUMNS} FROM actuator_commands WHERE id = ?", (command.id,)
-            )
-            row = await cursor.fetchone()
-        assert row is not None
-        return row
+                f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {_COMMAND_COLUMNS}",
+                values,
+            ).fetchone()
+            return row
+
+        return await self._db.write(work)
 
     async def history(
         self, device_id: str, limit: int, offset: int

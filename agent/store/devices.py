@@ -223,13 +223,21 @@ class DeviceStore:
             await _show_status(conn, "1 = 1", [])
 
     async def record_readings(self, latest: Mapping[str, str]) -> None:
-        """Stamp ``last_reading`` and ``last_seen`` of several devices in one transaction."""
-        async with self._db.transaction() as conn:
-            await conn.executemany(
-                "UPDATE devices SET last_reading = max(coalesce(last_reading, ''), ?1),"
-                " last_seen = max(coalesce(last_seen, ''), ?1) WHERE id = ?2",
-                [(at, device_id) for device_id, at in latest.items()],
+        """Stamp ``last_reading`` and ``last_seen`` of several devices in one transaction.
+
+        One statement for all of them (a JSON object of device id to time: text, exact), so
+        the write is one hop on the database's thread, however many devices reported."""
+        stamps = json.dumps(dict(latest))
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE devices SET last_reading = max(coalesce(last_reading, ''), l.value),"
+                " last_seen = max(coalesce(last_seen, ''), l.value)"
+                " FROM json_each(?) AS l WHERE devices.id = l.key",
+                (stamps,),
             )
+
+        await self._db.write(work)
 
     async def record_info(
         self, device_id: str, firmware_version: str | None, battery_level: int | None
@@ -250,11 +258,11 @@ class DeviceStore:
         A device runs while its power is on (or, without a power field, while its level is
         above 0); the time between a start and a stop report is added to ``runtime_s``.
         """
-        async with self._db.transaction() as conn:
-            cursor = await conn.execute(
+
+        def work(conn: sqlite3.Connection) -> dict[str, bool | int] | None:
+            row = conn.execute(
                 "SELECT state, runtime_s, running_since FROM devices WHERE id = ?", (device_id,)
-            )
-            row = await cursor.fetchone()
+            ).fetchone()
             if row is None:
                 return None
             state: dict[str, bool | int] = {**json.loads(row["state"]), **changes}
@@ -265,12 +273,14 @@ class DeviceStore:
             elif not running and since is not None:
                 runtime_s += max(0.0, (parse_iso(at) - parse_iso(since)).total_seconds())
                 since = None
-            await conn.execute(
+            conn.execute(
                 "UPDATE devices SET state = ?, state_updated_at = ?, runtime_s = ?,"
                 " running_since = ? WHERE id = ?",
                 (json.dumps(state), at, runtime_s, since, device_id),
             )
-        return state
+            return state
+
+        return await self._db.write(work)
 
 
 async def _show_status(conn: aiosqlite.Connection, condition: str, params: list[Any]) -> None:

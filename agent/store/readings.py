@@ -16,12 +16,11 @@ whole, stamped with its start.
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
-
-import aiosqlite
 
 from agent.store.db import Database
 from protocol.timefmt import now_iso
@@ -43,6 +42,8 @@ HOUR_MS = 3_600_000
 _TS_MAX = 2**63 - 1
 # Variables per statement stay far below SQLite's limit (32766 since 3.32, 999 before).
 _CHUNK = 400
+# Rows per multi-row INSERT: 6 variables each.
+_INSERT_ROWS = 500
 
 
 class Resolution(StrEnum):
@@ -152,197 +153,20 @@ class ReadingStore:
         """Store a batch in one transaction; duplicates of stored (series, ts) are skipped.
 
         Readings of devices that no longer exist are dropped and counted, so a device deleted
-        while its readings were queued cannot fail the batch.
+        while its readings were queued cannot fail the batch. The whole batch runs as one call
+        on the database's thread: the write lock is held for the batch's own work, never while
+        this task waits for a busy event loop to schedule its next statement.
         """
         if not readings:
             return WriteOutcome((), 0, 0)
-        wanted = {(r.device_id, r.metric): r.unit for r in readings}
-        created: dict[tuple[str, str], _Cached] = {}
-        async with self._db.transaction() as conn:
-            ids = await self._series_ids(conn, wanted, created)
-            unknown = duplicates = 0
-            keyed: dict[tuple[int, int], NewReading] = {}
-            received: list[tuple[int, NewReading]] = []
-            for reading in readings:
-                series_id = ids.get((reading.device_id, reading.metric))
-                if series_id is None:
-                    unknown += 1
-                elif reading.on_receipt:
-                    received.append((series_id, reading))
-                elif (series_id, reading.ts) in keyed:
-                    duplicates += 1
-                else:
-                    keyed[series_id, reading.ts] = reading
-            for key in await self._existing(conn, keyed):
-                del keyed[key]
-                duplicates += 1
-            fresh = await self._not_redelivered(conn, received)
-            duplicates += len(received) - len(fresh)
-            stamped, runs = await self._stamp(conn, fresh, keyed.keys())
-            keyed.update(stamped)
-            await conn.executemany(
-                "INSERT OR IGNORE INTO readings (series_id, ts, value, raw, received_ts, device_ts)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    (sid, ts, r.value, r.raw, r.received_ts, r.device_ts)
-                    for (sid, ts), r in keyed.items()
-                ],
-            )
+        batch = _Batch(readings, dict(self._series), dict(self._stamps))
+        outcome = await self._db.write(batch.run)
         # Only after COMMIT: ids created by a rolled-back transaction do not exist.
-        self._series.update(created)
-        self._stamps.update(runs)
-        return WriteOutcome(tuple(keyed.values()), duplicates, unknown)
-
-    async def _not_redelivered(
-        self, conn: aiosqlite.Connection, received: list[tuple[int, NewReading]]
-    ) -> list[tuple[int, NewReading]]:
-        """Receive-stamped readings minus re-deliveries (same device time and value)."""
-        seen: set[tuple[int, int, float]] = set()
-        timed = [(sid, r.device_ts) for sid, r in received if r.device_ts is not None]
-        for chunk in _batched(timed, _CHUNK):
-            values = ", ".join("(?, ?)" for _ in chunk)
-            rows = await conn.execute_fetchall(
-                f"SELECT r.series_id, r.device_ts, r.value FROM (VALUES {values}) AS k"
-                " CROSS JOIN readings r ON r.series_id = k.column1 AND r.device_ts = k.column2",
-                [part for key in chunk for part in key],
-            )
-            seen.update((row[0], row[1], row[2]) for row in rows)
-        fresh = []
-        for sid, reading in received:
-            if reading.device_ts is not None:
-                key = (sid, reading.device_ts, reading.value)
-                if key in seen:
-                    continue
-                seen.add(key)
-            fresh.append((sid, reading))
-        return fresh
-
-    async def _stamp(
-        self,
-        conn: aiosqlite.Connection,
-        received: list[tuple[int, NewReading]],
-        taken: Iterable[tuple[int, int]],
-    ) -> tuple[dict[tuple[int, int], NewReading], dict[int, tuple[int, int]]]:
-        """Give each receive-stamped reading the first free millisecond at or after its own.
-
-        Returns the readings by their new keys, and the runs to remember after the commit.
-        """
-        used = set(taken)
-        # Per series, a run [first, last] of milliseconds known to be taken: a burst received in
-        # one millisecond walks it once, not once per reading.
-        runs = dict(self._stamps)
-        checked: dict[int, int] = {}  # per series, stored readings are known up to this ts
-        stamped: dict[tuple[int, int], NewReading] = {}
-        pending = received
-        while pending:
-            await self._load_taken(conn, pending, checked, used)
-            unchecked: list[tuple[int, NewReading]] = []
-            for sid, reading in pending:
-                ts = reading.ts
-                first, last = runs.get(sid, (ts, ts - 1))
-                if first <= ts <= last:
-                    ts = last + 1
-                else:
-                    first = ts
-                while (sid, ts) in used:
-                    ts += 1
-                if ts > checked[sid]:
-                    unchecked.append((sid, reading))  # beyond what was loaded: load more
-                    continue
-                used.add((sid, ts))
-                runs[sid] = (first, ts)
-                stamped[sid, ts] = replace(reading, ts=ts)
-            pending = unchecked
-        return stamped, runs
-
-    async def _load_taken(
-        self,
-        conn: aiosqlite.Connection,
-        pending: list[tuple[int, NewReading]],
-        checked: dict[int, int],
-        used: set[tuple[int, int]],
-    ) -> None:
-        """Add the stored milliseconds the pending readings may land on to ``used``."""
-        spans: dict[int, tuple[int, int]] = {}
-        for sid, reading in pending:
-            low = max(reading.ts, checked.get(sid, reading.ts - 1) + 1)
-            known = spans.get(sid)
-            spans[sid] = (low, low) if known is None else (min(known[0], low), known[1])
-        counts: dict[int, int] = {}
-        for sid, _ in pending:
-            counts[sid] = counts.get(sid, 0) + 1
-        ranges = [
-            (sid, low, max(low, self._stamps.get(sid, (0, low))[1]) + 2 * counts[sid])
-            for sid, (low, _) in spans.items()
-        ]
-        for chunk in _batched(ranges, _CHUNK):
-            values = ", ".join("(?, ?, ?)" for _ in chunk)
-            rows = await conn.execute_fetchall(
-                f"SELECT r.series_id, r.ts FROM (VALUES {values}) AS k CROSS JOIN readings r"
-                " ON r.series_id = k.column1 AND r.ts >= k.column2 AND r.ts <= k.column3",
-                [part for key in chunk for part in key],
-            )
-            used.update((row[0], row[1]) for row in rows)
-        for sid, _, high in ranges:
-            checked[sid] = high
-
-    async def _series_ids(
-        self,
-        conn: aiosqlite.Connection,
-        wanted: Mapping[tuple[str, str], str],
-        created: dict[tuple[str, str], _Cached],
-    ) -> dict[tuple[str, str], int]:
-        ids: dict[tuple[str, str], int] = {}
-        cached = {
-            key: entry
-            for key, entry in ((k, self._series.get(k)) for k in wanted)
-            if entry is not None and entry.unit == wanted[key]
-        }
-        # A cached id may belong to a series deleted with its device since; check in this
-        # transaction, so the check and the insert see the same database.
-        alive: set[int] = set()
-        for chunk in _batched({entry.id for entry in cached.values()}, _CHUNK):
-            rows = await conn.execute_fetchall(
-                f"SELECT id FROM series WHERE id IN ({_placeholders(len(chunk))})", chunk
-            )
-            alive.update(row[0] for row in rows)
-        for key, entry in cached.items():
-            if entry.id in alive:
-                ids[key] = entry.id
-            else:
-                self._series.pop(key, None)
-        for (device_id, metric), unit in wanted.items():
-            if (device_id, metric) in ids:
-                continue
-            rows = await conn.execute_fetchall(
-                """
-                INSERT INTO series (device_id, metric, unit, created_at)
-                SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM devices WHERE id = ?)
-                ON CONFLICT (device_id, metric) DO UPDATE SET unit = excluded.unit
-                RETURNING id
-                """,
-                (device_id, metric, unit, now_iso(), device_id),
-            )
-            row = next(iter(rows), None)
-            if row is not None:
-                ids[device_id, metric] = row[0]
-                created[device_id, metric] = _Cached(row[0], unit)
-        return ids
-
-    async def _existing(
-        self, conn: aiosqlite.Connection, keys: Iterable[tuple[int, int]]
-    ) -> list[tuple[int, int]]:
-        found: list[tuple[int, int]] = []
-        for chunk in _batched(keys, _CHUNK):
-            values = ", ".join("(?, ?)" for _ in chunk)
-            # A join on VALUES probes the primary key per pair; `(a, b) IN (VALUES ...)` scans.
-            rows = await conn.execute_fetchall(
-                f"SELECT r.series_id, r.ts FROM (VALUES {values}) AS k"
-                " CROSS JOIN readings r ON r.series_id = k.column1 AND r.ts = k.column2",
-                [part for key in chunk for part in key],
-            )
-            found.extend((row[0], row[1]) for row in rows)
-        return found
+        for key in batch.stale:
+            self._series.pop(key, None)
+        self._series.update(batch.created)
+        self._stamps.update(batch.runs)
+        return outcome
 
     async def find_series(self, device_id: str, metric: str) -> SeriesInfo | None:
         """The series of a device's metric, if it has ever reported one."""
@@ -458,3 +282,217 @@ class ReadingStore:
                 deleted += max(cursor.rowcount, 0)
                 await cursor.close()
         return deleted
+
+
+class _Batch:
+    """One batch write, run on the database's thread (:meth:`Database.write`) with snapshots
+    of the store's caches; what the caches learn is applied after the commit."""
+
+    def __init__(
+        self,
+        readings: Sequence[NewReading],
+        series: dict[tuple[str, str], _Cached],
+        stamps: dict[int, tuple[int, int]],
+    ) -> None:
+        self.readings = readings
+        self.series = series
+        self.stamps = stamps
+        self.created: dict[tuple[str, str], _Cached] = {}
+        self.stale: list[tuple[str, str]] = []
+        self.runs: dict[int, tuple[int, int]] = {}
+
+    def run(self, conn: sqlite3.Connection) -> WriteOutcome:
+        """Insert the batch (inside the caller's transaction)."""
+        readings = self.readings
+        wanted = {(r.device_id, r.metric): r.unit for r in readings}
+        ids = self._series_ids(conn, wanted)
+        unknown = duplicates = 0
+        keyed: dict[tuple[int, int], NewReading] = {}
+        received: list[tuple[int, NewReading]] = []
+        for reading in readings:
+            series_id = ids.get((reading.device_id, reading.metric))
+            if series_id is None:
+                unknown += 1
+            elif reading.on_receipt:
+                received.append((series_id, reading))
+            elif (series_id, reading.ts) in keyed:
+                duplicates += 1
+            else:
+                keyed[series_id, reading.ts] = reading
+        for key in self._existing(conn, keyed):
+            del keyed[key]
+            duplicates += 1
+        fresh = self._not_redelivered(conn, received)
+        duplicates += len(received) - len(fresh)
+        stamped, self.runs = self._stamp(conn, fresh, keyed.keys())
+        keyed.update(stamped)
+        # Many rows per statement: each statement is one hop without the GIL, and a thread
+        # that needs the GIL back once per row waits out the busy event loop every time.
+        for chunk in _batched(keyed.items(), _INSERT_ROWS):
+            _rows(
+                conn,
+                "INSERT OR IGNORE INTO readings (series_id, ts, value, raw, received_ts, device_ts)"
+                " VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(chunk)),
+                [
+                    part
+                    for (sid, ts), r in chunk
+                    for part in (sid, ts, r.value, r.raw, r.received_ts, r.device_ts)
+                ],
+            )
+        return WriteOutcome(tuple(keyed.values()), duplicates, unknown)
+
+    def _not_redelivered(
+        self, conn: sqlite3.Connection, received: list[tuple[int, NewReading]]
+    ) -> list[tuple[int, NewReading]]:
+        """Receive-stamped readings minus re-deliveries (same device time and value)."""
+        seen: set[tuple[int, int, float]] = set()
+        timed = [(sid, r.device_ts) for sid, r in received if r.device_ts is not None]
+        for chunk in _batched(timed, _CHUNK):
+            values = ", ".join("(?, ?)" for _ in chunk)
+            rows = _rows(
+                conn,
+                f"SELECT r.series_id, r.device_ts, r.value FROM (VALUES {values}) AS k"
+                " CROSS JOIN readings r ON r.series_id = k.column1 AND r.device_ts = k.column2",
+                [part for key in chunk for part in key],
+            )
+            seen.update((row[0], row[1], row[2]) for row in rows)
+        fresh = []
+        for sid, reading in received:
+            if reading.device_ts is not None:
+                key = (sid, reading.device_ts, reading.value)
+                if key in seen:
+                    continue
+                seen.add(key)
+            fresh.append((sid, reading))
+        return fresh
+
+    def _stamp(
+        self,
+        conn: sqlite3.Connection,
+        received: list[tuple[int, NewReading]],
+        taken: Iterable[tuple[int, int]],
+    ) -> tuple[dict[tuple[int, int], NewReading], dict[int, tuple[int, int]]]:
+        """Give each receive-stamped reading the first free millisecond at or after its own.
+
+        Returns the readings by their new keys, and the runs to remember after the commit.
+        """
+        used = set(taken)
+        # Per series, a run [first, last] of milliseconds known to be taken: a burst received in
+        # one millisecond walks it once, not once per reading.
+        runs = dict(self.stamps)
+        checked: dict[int, int] = {}  # per series, stored readings are known up to this ts
+        stamped: dict[tuple[int, int], NewReading] = {}
+        pending = received
+        while pending:
+            self._load_taken(conn, pending, checked, used)
+            unchecked: list[tuple[int, NewReading]] = []
+            for sid, reading in pending:
+                ts = reading.ts
+                first, last = runs.get(sid, (ts, ts - 1))
+                if first <= ts <= last:
+                    ts = last + 1
+                else:
+                    first = ts
+                while (sid, ts) in used:
+                    ts += 1
+                if ts > checked[sid]:
+                    unchecked.append((sid, reading))  # beyond what was loaded: load more
+                    continue
+                used.add((sid, ts))
+                runs[sid] = (first, ts)
+                stamped[sid, ts] = replace(reading, ts=ts)
+            pending = unchecked
+        return stamped, runs
+
+    def _load_taken(
+        self,
+        conn: sqlite3.Connection,
+        pending: list[tuple[int, NewReading]],
+        checked: dict[int, int],
+        used: set[tuple[int, int]],
+    ) -> None:
+        """Add the stored milliseconds the pending readings may land on to ``used``."""
+        spans: dict[int, tuple[int, int]] = {}
+        for sid, reading in pending:
+            low = max(reading.ts, checked.get(sid, reading.ts - 1) + 1)
+            known = spans.get(sid)
+            spans[sid] = (low, low) if known is None else (min(known[0], low), known[1])
+        counts: dict[int, int] = {}
+        for sid, _ in pending:
+            counts[sid] = counts.get(sid, 0) + 1
+        ranges = [
+            (sid, low, max(low, self.stamps.get(sid, (0, low))[1]) + 2 * counts[sid])
+            for sid, (low, _) in spans.items()
+        ]
+        for chunk in _batched(ranges, _CHUNK):
+            values = ", ".join("(?, ?, ?)" for _ in chunk)
+            rows = _rows(
+                conn,
+                f"SELECT r.series_id, r.ts FROM (VALUES {values}) AS k CROSS JOIN readings r"
+                " ON r.series_id = k.column1 AND r.ts >= k.column2 AND r.ts <= k.column3",
+                [part for key in chunk for part in key],
+            )
+            used.update((row[0], row[1]) for row in rows)
+        for sid, _, high in ranges:
+            checked[sid] = high
+
+    def _series_ids(
+        self, conn: sqlite3.Connection, wanted: Mapping[tuple[str, str], str]
+    ) -> dict[tuple[str, str], int]:
+        ids: dict[tuple[str, str], int] = {}
+        cached = {
+            key: entry
+            for key, entry in ((k, self.series.get(k)) for k in wanted)
+            if entry is not None and entry.unit == wanted[key]
+        }
+        # A cached id may belong to a series deleted with its device since; check in this
+        # transaction, so the check and the insert see the same database.
+        alive: set[int] = set()
+        for chunk in _batched({entry.id for entry in cached.values()}, _CHUNK):
+            rows = _rows(
+                conn, f"SELECT id FROM series WHERE id IN ({_placeholders(len(chunk))})", chunk
+            )
+            alive.update(row[0] for row in rows)
+        for key, entry in cached.items():
+            if entry.id in alive:
+                ids[key] = entry.id
+            else:
+                self.stale.append(key)
+        for (device_id, metric), unit in wanted.items():
+            if (device_id, metric) in ids:
+                continue
+            rows = _rows(
+                conn,
+                """
+                INSERT INTO series (device_id, metric, unit, created_at)
+                SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM devices WHERE id = ?)
+                ON CONFLICT (device_id, metric) DO UPDATE SET unit = excluded.unit
+                RETURNING id
+                """,
+                (device_id, metric, unit, now_iso(), device_id),
+            )
+            row = next(iter(rows), None)
+            if row is not None:
+                ids[device_id, metric] = row[0]
+                self.created[device_id, metric] = _Cached(row[0], unit)
+        return ids
+
+    def _existing(
+        self, conn: sqlite3.Connection, keys: Iterable[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        found: list[tuple[int, int]] = []
+        for chunk in _batched(keys, _CHUNK):
+            values = ", ".join("(?, ?)" for _ in chunk)
+            # A join on VALUES probes the primary key per pair; `(a, b) IN (VALUES ...)` scans.
+            rows = _rows(
+                conn,
+                f"SELECT r.series_id, r.ts FROM (VALUES {values}) AS k"
+                " CROSS JOIN readings r ON r.series_id = k.column1 AND r.ts = k.column2",
+                [part for key in chunk for part in key],
+            )
+            found.extend((row[0], row[1]) for row in rows)
+        return found
+
+
+def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    return conn.execute(sql, params).fetchall()

@@ -12,6 +12,7 @@ background tasks bounded in number so the MQTT connection never waits for a devi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 MAX_COMMANDS_IN_FLIGHT = 32
 #: A publish that takes longer is abandoned (the broker is away; the next connect re-publishes).
 PUBLISH_TIMEOUT_S = 5.0
+#: The shortest time between two relayed readings on one state topic (the newest one wins).
+READING_RELAY_INTERVAL_S = 1.0
 
 
 class Publisher(Protocol):
@@ -207,16 +210,37 @@ class HaDiscovery:
             await self._connected()
 
     async def _relay(self, outbox: Outbox) -> None:
-        """Relay committed readings and reported states to the entities' state topics."""
+        """Relay committed readings and reported states to the entities' state topics.
+
+        The state topics are retained, so only the newest value of each counts: reported states
+        go out at once, readings at most once per ``READING_RELAY_INTERVAL_S`` per topic (the
+        newest one). A burst of readings (a broker handing over a session's backlog, a catch-up)
+        then costs Home Assistant and the agent one publish per series, not one per reading.
+        """
+        loop = asyncio.get_running_loop()
+        readings: dict[str, str] = {}
+        flush_at = loop.time()
         while True:
-            event = await outbox.get()
-            if isinstance(event, Missed) or event.device_id not in self._devices:
-                continue
-            for field, value in _state_values(event.type, event.data).items():
-                message = OutgoingMessage(
-                    self.topics.state(event.device_id, field), value, qos=0, retain=True
-                )
-                await self._publish(message)
+            if readings:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout_at(flush_at):
+                        await outbox.wait()
+            else:
+                await outbox.wait()
+            states: dict[str, str] = {}
+            while (event := outbox.get_nowait()) is not None:
+                if isinstance(event, Missed) or event.device_id not in self._devices:
+                    continue
+                latest = readings if event.type == "reading" else states
+                for field, value in _state_values(event.type, event.data).items():
+                    latest[self.topics.state(event.device_id, field)] = value
+            for topic, value in states.items():
+                await self._publish(OutgoingMessage(topic, value, qos=0, retain=True))
+            if readings and loop.time() >= flush_at:
+                due, readings = readings, {}
+                for topic, value in due.items():
+                    await self._publish(OutgoingMessage(topic, value, qos=0, retain=True))
+                flush_at = loop.time() + READING_RELAY_INTERVAL_S
 
     # Commands from Home Assistant ----------------------------------------------------------------
 

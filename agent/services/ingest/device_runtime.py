@@ -69,6 +69,7 @@ class DeviceRuntime:
         if mqtt is not None:
             self.client = MqttClient(mqtt, self._handle, barrier=writer, on_connect=self._connected)
             self.gateway = MqttDeviceGateway(self.client, self, now=utcnow)
+            self.client.prioritize = self._urgent
         self._bindings: dict[str, DeviceBinding] = {}
         self._states: dict[str, dict[str, bool | int]] = {}
         self._started = False
@@ -266,6 +267,13 @@ class DeviceRuntime:
                 await hook()
             except Exception:  # one hook must not keep the connection from serving devices
                 log.exception("MQTT connect hook failed")
+
+    def _urgent(self, topic: str) -> bool:
+        """Devices' state reports (they confirm commands) and the other listeners' topics (Home
+        Assistant's commands) are handled before telemetry waiting in the queue."""
+        return topic in self._listeners or (
+            self.gateway is not None and self.gateway.reports_state(topic)
+        )
 
     async def _handle(self, message: InboundMessage) -> None:
         listener = self._listeners.get(message.topic)

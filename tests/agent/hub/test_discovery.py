@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -144,6 +145,31 @@ async def test_a_command_on_the_advertised_topic_moves_a_fan_and_is_confirmed(ri
         # Off through the entity's on/off topic: speed 0, confirmed too.
         await hub.publish(config["command_topic"], "OFF")
         await eventually(lambda: _async(sim.state["fan_speed"] == 0))
+
+
+async def test_a_burst_of_readings_reaches_the_hub_as_the_newest_value_not_one_by_one(
+    rig: Rig,
+) -> None:
+    body = {
+        "name": "CO2 node",
+        "kind": "sensor",
+        "farm_id": rig.farm_id,
+        "profile": "generic-json",
+        "address": {"transport": "mqtt", "topic_base": "co2node"},
+    }
+    resp = await rig.agent.client.post("/api/v1/devices", json=body, headers=rig.agent.auth())
+    assert resp.status == 201, await resp.text()
+    sensor_id = (await resp.json())["id"]
+    state_topic = f"farm-agent/{sensor_id}/co2"
+    start = int(time.time()) - 3600
+    async with hub_on(rig.broker, f"farm-agent/{sensor_id}/#") as hub:
+        # A device (or a broker handing over a session's backlog) delivers 200 readings at once.
+        for n in range(200):
+            payload = json.dumps({"ts": start + n, "sensors": {"co2_ppm": 400 + n}})
+            await hub.publish("farm/co2node/telemetry", payload)
+        await eventually(lambda: _async(hub.seen.get(state_topic) == "599.0"))
+    # The retained state topic got the newest value, not 200 updates one after another.
+    assert hub.counts[state_topic] < 50
 
 
 async def test_nonsense_on_a_command_topic_changes_nothing(rig: Rig) -> None:

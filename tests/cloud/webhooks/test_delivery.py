@@ -8,6 +8,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from cloud.web.keys import WEBHOOK_DELIVERER
 from tests.agent.runtime.conftest import eventually
 from tests.cloud.webhooks.conftest import (
     FAST,
@@ -164,8 +165,24 @@ async def test_two_cloud_instances_never_post_one_delivery_twice(
     )
     assert delivered == 400
     # Both instances took part (the work is shared through the database, not split up front).
-    assert first.client.app and second.client.app
-    from cloud.web.keys import WEBHOOK_DELIVERER
-
     shares = [c.client.app[WEBHOOK_DELIVERER].delivered for c in (first, second)]
     assert sum(shares) == 400 and min(shares) > 0, shares
+
+
+async def test_settled_deliveries_go_after_the_retention(
+    make_cloud: Any, world: World, system: Conn, receiver: WebhookReceiver
+) -> None:
+    cloud: Cloud = await make_cloud(**FAST, webhook_delivery_retention_days=0.2 / 86_400)
+    alice = await cloud.login(World.email("alice"))
+    webhook = await add_webhook(cloud, alice, world.farm_a.farm_id, receiver)
+    await insert_events(system, world.farm_a.farm_id, 3)
+    await receiver.wait_for(3)
+
+    async def delivered() -> bool:
+        found = await deliveries_of(cloud, alice, webhook["id"])
+        return len(found) == 3 and {d["status"] for d in found} == {"delivered"}
+
+    await eventually(delivered)
+    await asyncio.sleep(0.3)
+    assert await cloud.client.app[WEBHOOK_DELIVERER].prune_once() == 3
+    assert await deliveries_of(cloud, alice, webhook["id"]) == []
