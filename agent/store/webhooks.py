@@ -155,6 +155,13 @@ class WebhookStore:
         )
         return None if row is None else _delivery(row)
 
+    async def pending_count(self) -> int:
+        """Deliveries still to be made (an operator figure)."""
+        count = await self._db.fetch_value(
+            "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'"
+        )
+        return int(count)
+
     async def queue(self, webhook_id: str, event_type: str, body: str, at: datetime) -> str:
         """Queue one delivery of ``body`` (the test endpoint's); its id."""
         delivery_id = str(uuid.uuid4())

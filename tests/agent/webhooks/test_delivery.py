@@ -89,6 +89,11 @@ async def test_a_receiver_failure_is_retried_with_the_same_id_until_it_succeeds(
     assert health["failing_since"] is None and health["consecutive_failures"] == 0
     assert health["last_success_at"] and health["last_failure_at"]
 
+    metrics = await (await agent.client.get("/metrics")).text()
+    assert "farm_agent_webhook_deliveries_total 1.0" in metrics
+    assert "farm_agent_webhook_failed_attempts_total 2.0" in metrics
+    assert "farm_agent_webhook_pending 0.0" in metrics
+
 
 async def test_a_failing_delivery_shows_its_attempts_and_next_attempt(
     make_agent: AgentFactory, receiver: WebhookReceiver
