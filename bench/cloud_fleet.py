@@ -306,7 +306,8 @@ async def _seed_history(cluster: PostgresCluster, agent: SimAgent, readings: int
         total = await conn.fetchval("SELECT count(*) FROM readings", timeout=3600)
     finally:
         await conn.close()
-    print(f"history: {total:,} readings in the cloud ({len(sensors)} sensors with a year each)")
+    print(f"history: {total:,} readings in the cloud ({len(sensors)} sensors with a year each)",
+          flush=True)  # fmt: skip
     return sensors
 
 
@@ -362,26 +363,32 @@ async def main(args: argparse.Namespace) -> None:
                 batches = sum(len(p.batches) for p in plans)
                 print(f"fleet: {args.agents} agents x {args.devices} sensors, {backlog} with a "
                       f"{args.backlog_hours:g} h backlog; {args.processes} cloud processes; "
-                      f"{batches:,} batches, {expected:,} readings")  # fmt: skip
+                      f"{batches:,} batches, {expected:,} readings", flush=True)  # fmt: skip
                 elapsed, latencies, acked = await _upload(session, fleet, plans, args.concurrency)
+                rate = acked / elapsed
+                print(
+                    f"upload:          {rate:,.0f} readings/s ({acked:,} in {elapsed:.1f} s)",
+                    flush=True,
+                )
+                print(f"batch apply: p50 {_pct(latencies, 0.5) * 1000:.0f} ms, "
+                      f"p99 {_pct(latencies, 0.99) * 1000:.0f} ms over {len(latencies):,} "
+                      "batches", flush=True)  # fmt: skip
                 stored, lost, doubled = await _lost_and_doubled(cluster, expected)
+                print(f"readings lost: {lost}  doubled: {doubled}  "
+                      f"(stored {stored:,} of {expected:,})", flush=True)  # fmt: skip
                 copy_s, copied = await _copy_baseline(cluster, plans)
+                copy_rate = copied / copy_s
+                print(f"PostgreSQL COPY: {copy_rate:,.0f} readings/s (same readings, same table)")
+                print(f"ratio upload / COPY: {rate / copy_rate:.1%} (target >= 50%)", flush=True)
                 sensors = await _seed_history(cluster, agents[0], args.history)
                 reads = await _year_reads(session, fleet, token, sensors, args.reads)
+                median, p99 = statistics.median(reads) * 1000, _pct(reads, 0.99) * 1000
+                print(f"year read (hourly, {args.reads} requests): median {median:.1f} ms, "
+                      f"p99 {p99:.1f} ms (target < 100 ms)", flush=True)  # fmt: skip
     finally:
         if fleet is not None:
             fleet.stop()
         cluster.stop()
-    rate, copy_rate = acked / elapsed, copied / copy_s
-    print(f"upload:          {rate:,.0f} readings/s ({acked:,} in {elapsed:.1f} s)")
-    print(f"PostgreSQL COPY: {copy_rate:,.0f} readings/s (same readings, same table)")
-    print(f"ratio upload / COPY: {rate / copy_rate:.1%} (target >= 50%)")
-    print(f"batch apply: p50 {_pct(latencies, 0.5) * 1000:.0f} ms, "
-          f"p99 {_pct(latencies, 0.99) * 1000:.0f} ms over {len(latencies):,} batches")  # fmt: skip
-    print(f"readings lost: {lost}  doubled: {doubled}  (stored {stored:,} of {expected:,})")
-    print(f"year read (hourly, {args.reads} requests): median "
-          f"{statistics.median(reads) * 1000:.1f} ms, p99 {_pct(reads, 0.99) * 1000:.1f} ms "
-          "(target < 100 ms)")  # fmt: skip
 
 
 if __name__ == "__main__":
