@@ -307,6 +307,9 @@ class AgentSettings(BaseSettings):
     webhook_disable_after_s: float = Field(
         86_400.0, ge=0, description="A webhook whose every delivery failed this long is disabled"
     )
+    webhook_delivery_retention_days: float | None = Field(
+        30, gt=0, description="Delivered and failed deliveries are kept this long; unset: forever"
+    )
 
     @field_validator("metrics_allowed_networks")
     @classmethod

@@ -66,7 +66,7 @@ from cloud.web.keys import (
 from cloud.wiring.home_automation import home_automation_context
 from cloud.wiring.identity import identity_services, secret_key
 from cloud.wiring.mail import smtp_settings
-from cloud.wiring.maintenance import maintenance_context
+from cloud.wiring.maintenance import maintenance_context, retention_policy
 from cloud.wiring.pos import pos_context
 from cloud.wiring.streams import streams_context
 from cloud.wiring.users import user_services
@@ -227,7 +227,7 @@ def create_app(
         app[FARMS] = FarmService(db)
         app[DEVICES] = DeviceService(db)
         app[GROW_PLANS] = GrowPlanService(db)
-        app[READINGS] = ReadingService(db)
+        app[READINGS] = ReadingService(db, retention_policy(settings))
         app[EVENTS] = EventService(db)
         app[SENSORS] = SensorService(db)
         app[ALERTS] = AlertService(db)

@@ -62,7 +62,13 @@ class CloudSettings(BaseSettings):
         3600.0,
         gt=0,
         description="How often the maintenance jobs run (once per period over all processes):"
-        " expired rate-limit windows",
+        " reading partitions made ahead, retention, expired rate-limit windows",
+    )
+    readings_retention_days: int = Field(
+        0,
+        ge=0,
+        description="Raw readings older than this are dropped a month at a time (their 1-minute"
+        " and 1-hour rollups stay); 0 keeps them",
     )
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Larger bodies get a 413")
     pairing_code_ttl_s: int = Field(24 * 3600, ge=60, description="How long a pairing code lives")
@@ -228,6 +234,9 @@ class CloudSettings(BaseSettings):
     )
     webhook_disable_after_s: float = Field(
         86_400.0, ge=0, description="A webhook whose every delivery failed this long is disabled"
+    )
+    webhook_delivery_retention_days: float | None = Field(
+        30, gt=0, description="Delivered and failed deliveries are kept this long; unset: forever"
     )
 
     @field_validator("admin_email")

@@ -1,8 +1,9 @@
-"""The agent's side of the shared identity flows (protocol/identity_flows): account flows, MFA and
-API keys over the SQLite stores of users, one-time tokens, sessions and keys.
+"""The agent's side of the shared identity flows (protocol/identity_flows): login, sessions,
+account flows, MFA and API keys over the SQLite stores of users, one-time tokens, sessions and
+keys.
 
-Each method is the store operation a flow names (protocol/identity_flows/account_flows.py
-``AccountStore``, mfa.py ``MfaStore``, api_keys.py ``ApiKeyStore``); the agent has one caller
+Each method is the store operation a flow names (protocol/identity_flows/: ``LoginStore``,
+``SessionStore``, ``AccountStore``, ``MfaStore``, ``ApiKeyStore``); the agent has one caller
 role, so the caller passed in only matters to the cloud's row-level security.
 """
 
@@ -16,6 +17,7 @@ from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
 from protocol.identity import Principal, Role
 from protocol.identity_flows.ports import TokenPurpose
+from protocol.refresh import Rotation
 from protocol.schemas.auth import ApiKey
 
 __all__ = ["AgentIdentityStore"]
@@ -39,6 +41,45 @@ class AgentIdentityStore:
         self._tokens = tokens
         self._sessions = sessions
         self._keys = keys
+
+    # Login and sessions
+
+    async def user_for_login(self, email: str) -> sqlite3.Row | None:
+        """The account of an address."""
+        return await self._users.by_email(email)
+
+    def locked(self, user: sqlite3.Row) -> bool:
+        """The agent never locks an account: failures are throttled per account and address."""
+        return False
+
+    async def open_session(
+        self, user: sqlite3.Row, refresh_hash: str, ttl_s: int, origin: str | None
+    ) -> str:
+        """Start a session with its first refresh token."""
+        return await self._sessions.open(user["id"], refresh_hash, ttl_s)
+
+    async def rotate(
+        self, old_hash: str, new_hash: str, ttl_s: int
+    ) -> tuple[Rotation, sqlite3.Row | None]:
+        """Use a refresh token once; a user no longer active has the session revoked."""
+        rotation = await self._sessions.rotate(old_hash, new_hash, ttl_s)
+        if rotation.outcome != "rotated" or rotation.session_id is None:
+            return rotation, None
+        user = await self._users.by_id(rotation.user_id or "")
+        if user is None or user["status"] != "active":
+            await self._sessions.revoke(rotation.session_id, "inactive")
+        return rotation, user
+
+    async def end_session(self, principal: Principal, reason: str) -> None:
+        """Revoke the caller's session."""
+        if principal.session_id is not None:
+            await self._sessions.revoke(principal.session_id, reason)
+
+    async def session_expires_at(self, principal: Principal) -> str | None:
+        """When the caller's session ends unless refreshed."""
+        if principal.session_id is None:
+            return None
+        return await self._sessions.expires_at(principal.session_id)
 
     # Account flows
 

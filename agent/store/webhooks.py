@@ -155,6 +155,13 @@ class WebhookStore:
         )
         return None if row is None else _delivery(row)
 
+    async def pending_count(self) -> int:
+        """Deliveries still to be made (an operator figure)."""
+        count = await self._db.fetch_value(
+            "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'"
+        )
+        return int(count)
+
     async def queue(self, webhook_id: str, event_type: str, body: str, at: datetime) -> str:
         """Queue one delivery of ``body`` (the test endpoint's); its id."""
         delivery_id = str(uuid.uuid4())
@@ -198,6 +205,16 @@ class WebhookStore:
             yield ClaimedDeliveries(self, due)
         finally:
             self._held -= ids
+
+    async def prune(self, before: datetime, chunk: int) -> int:
+        """Delete up to ``chunk`` delivered or failed deliveries created before ``before``."""
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries"
+                " WHERE status <> 'pending' AND created_at < ? LIMIT ?)",
+                (iso(before), chunk),
+            )
+            return cursor.rowcount
 
     async def settle(self, verdicts: Sequence[Verdict], disable_after_s: float) -> list[str]:
         """Record attempts, each webhook's health, and disable (with a ``webhook_disabled``

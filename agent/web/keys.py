@@ -22,7 +22,13 @@ from agent.services.health import HealthService
 from agent.services.hierarchy.farms import FarmService
 from agent.services.hierarchy.levels import HierarchyService
 from agent.services.identity.auth_events import AuthEvents
-from agent.services.identity.flows import AgentAccountFlows, AgentApiKeys, AgentMfa
+from agent.services.identity.flows import (
+    AgentAccountFlows,
+    AgentApiKeys,
+    AgentLogin,
+    AgentMfa,
+    AgentSessions,
+)
 from agent.services.identity.permissions import PermissionService
 from agent.services.identity.sessions import IdentityService
 from agent.services.identity.users import UserService
@@ -48,6 +54,8 @@ IDENTITY = web.AppKey("identity", IdentityService)
 AUTH_FLOWS = web.AppKey("auth_flows", AgentAccountFlows)
 AUTH_EVENTS = web.AppKey("auth_events", AuthEvents)
 MFA = web.AppKey("mfa", AgentMfa)
+SESSIONS = web.AppKey("sessions", AgentSessions)
+LOGIN = web.AppKey("login", AgentLogin)
 API_KEYS = web.AppKey("api_keys", AgentApiKeys)
 USERS = web.AppKey("users", UserService)
 PERMISSIONS = web.AppKey("permissions", PermissionService)

@@ -11,7 +11,6 @@ from agent.services.identity.authority import IdentityAuthority
 from agent.services.identity.flows import address_of
 from agent.services.identity.login_throttle import LoginThrottle, ThrottlePolicy
 from agent.services.identity.permissions import PermissionService
-from agent.services.identity.session_issuer import SessionIssuer
 from agent.services.identity.sessions import IdentityService
 from agent.services.identity.users import UserService
 from agent.settings import AgentSettings
@@ -24,11 +23,23 @@ from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
 from agent.sync.link import link_path
-from agent.web.keys import API_KEYS, AUTH_EVENTS, AUTH_FLOWS, IDENTITY, MFA, PERMISSIONS, USERS
+from agent.web.keys import (
+    API_KEYS,
+    AUTH_EVENTS,
+    AUTH_FLOWS,
+    IDENTITY,
+    LOGIN,
+    MFA,
+    PERMISSIONS,
+    SESSIONS,
+    USERS,
+)
 from agent.wiring.mail import mail_sender
 from protocol.identity_flows.account_flows import AccountFlows
 from protocol.identity_flows.api_keys import ApiKeyFlows
+from protocol.identity_flows.login import LoginFlow
 from protocol.identity_flows.mfa import MfaFlows
+from protocol.identity_flows.sessions import SessionFlows
 from protocol.mail import FlowPolicy, MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
 
@@ -58,12 +69,12 @@ def identity_services(
             window_s=settings.login_failure_window_s,
         ),
     )
-    issuer = SessionIssuer(sessions, signer, settings.refresh_token_ttl_s, events)
     authority = IdentityAuthority(lambda: link_path(settings.state_dir).exists())
     store = AgentIdentityStore(users, tokens, sessions, api_key_store)
+    session_flows = SessionFlows(store, signer, settings.refresh_token_ttl_s, events, address_of)
     mfa_service = MfaFlows(
         store,
-        issuer,
+        session_flows,
         throttle,
         events,
         authority,
@@ -85,13 +96,13 @@ def identity_services(
         authority,
         address_of,
     )
-    identity = IdentityService(
-        users, sessions, api_key_store, issuer, verifier, throttle, events, mfa_service
-    )
+    identity = IdentityService(users, sessions, api_key_store, verifier)
     app[IDENTITY] = identity
     app[AUTH_EVENTS] = events
     app[AUTH_FLOWS] = flows
     app[MFA] = mfa_service
+    app[SESSIONS] = session_flows
+    app[LOGIN] = LoginFlow(store, session_flows, mfa_service, throttle, events, address_of)
     app[API_KEYS] = ApiKeyFlows(store, events, authority)
     app[USERS] = UserService(users, permission_store, sessions, flows, events, authority)
     app[PERMISSIONS] = PermissionService(db, permission_store, users, authority)

@@ -18,8 +18,17 @@ from prometheus_client.registry import Collector
 from agent.services.readings.writer import COMMIT_BUCKETS_S
 from agent.settings import AgentSettings
 from agent.store.devices import DeviceStore
+from agent.store.webhooks import WebhookStore
 from agent.sync.runtime import SyncReport
-from agent.web.keys import CLIMATE_RUNTIME, DATABASE, DEVICE_RUNTIME, READINGS, STREAMS, SYNC
+from agent.web.keys import (
+    CLIMATE_RUNTIME,
+    DATABASE,
+    DEVICE_RUNTIME,
+    READINGS,
+    STREAMS,
+    SYNC,
+    WEBHOOK_DELIVERER,
+)
 from protocol.http.metrics import MetricsAccess, install_metrics, parse_networks
 
 __all__ = ["install_agent_metrics"]
@@ -35,6 +44,7 @@ class _AgentFigures(Collector):
         self._app = app
         self.devices: dict[str, int] = {}
         self.sync: SyncReport | None = None
+        self.webhooks_pending = 0
 
     async def refresh(self) -> None:
         """Figures that need the database or the sync runtime."""
@@ -42,6 +52,7 @@ class _AgentFigures(Collector):
         if DATABASE not in app:
             return
         self.devices = await DeviceStore(app[DATABASE]).availability_counts()
+        self.webhooks_pending = await WebhookStore(app[DATABASE]).pending_count()
         try:
             self.sync = await app[SYNC].report() if SYNC in app else None
         except Exception:  # a scrape reports what it can
@@ -109,6 +120,17 @@ class _AgentFigures(Collector):
             yield actions
         if STREAMS in app:
             yield _gauge("websocket_clients", "Open WebSocket streams", app[STREAMS].connections)
+        if WEBHOOK_DELIVERER in app:
+            deliverer = app[WEBHOOK_DELIVERER]
+            yield _counter(
+                "webhook_deliveries", "Webhook messages answered 2xx", deliverer.delivered
+            )
+            yield _counter(
+                "webhook_failed_attempts", "Webhook posts that failed", deliverer.failed_attempts
+            )
+            yield _gauge(
+                "webhook_pending", "Webhook messages waiting to be delivered", self.webhooks_pending
+            )
         devices = GaugeMetricFamily(
             f"{_P}_devices", "Devices by availability", labels=["availability"]
         )

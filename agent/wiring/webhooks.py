@@ -35,7 +35,12 @@ def delivery_policy(settings: AgentSettings) -> DeliveryPolicy:
         retry=Backoff(settings.webhook_retry_initial_s, settings.webhook_retry_max_s),
         retry_window_s=settings.webhook_retry_window_s,
         disable_after_s=settings.webhook_disable_after_s,
+        keep_s=_days(settings.webhook_delivery_retention_days),
     )
+
+
+def _days(value: float | None) -> float | None:
+    return None if value is None else value * 86_400.0
 
 
 def webhooks_context(settings: AgentSettings) -> CleanupContext:

@@ -7,16 +7,27 @@ from typing import TypeAlias
 
 import asyncpg
 
-from cloud.services.sessions import Client
+from cloud.store.origin import Client
 from protocol.identity_flows.account_flows import AccountFlows
 from protocol.identity_flows.api_keys import ApiKeyFlows
+from protocol.identity_flows.login import LoginFlow
 from protocol.identity_flows.mfa import MfaFlows
+from protocol.identity_flows.sessions import SessionFlows
 
-__all__ = ["CloudAccountFlows", "CloudApiKeys", "CloudMfa", "address_of"]
+__all__ = [
+    "CloudAccountFlows",
+    "CloudApiKeys",
+    "CloudLogin",
+    "CloudMfa",
+    "CloudSessions",
+    "address_of",
+]
 
 CloudAccountFlows: TypeAlias = AccountFlows[asyncpg.Record, Client]
 CloudMfa: TypeAlias = MfaFlows[asyncpg.Record, Client]
 CloudApiKeys: TypeAlias = ApiKeyFlows[asyncpg.Record]
+CloudSessions: TypeAlias = SessionFlows[asyncpg.Record, Client]
+CloudLogin: TypeAlias = LoginFlow[asyncpg.Record, Client]
 
 
 def address_of(client: Client) -> str | None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from cloud.services.sessions import AuthEventRecorder, Client
+from cloud.services.sessions import AuthEventRecorder
 from cloud.store import identity as store
 from cloud.store.db import Database
+from cloud.store.origin import Client
 from protocol.errors import RateLimited
 from protocol.login_throttle import FAILURE_KINDS, RESET_KIND, ThrottlePolicy, throttle_wait_s
 

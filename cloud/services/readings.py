@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from cloud.services.farms import authorize_farm
+from cloud.services.retention import RetentionPolicy
 from cloud.store import readings as store
 from cloud.store.db import Connection, Database
 from cloud.store.devices import sensor_farm
@@ -22,7 +23,6 @@ from protocol.errors import NotFound, ValidationFailed
 from protocol.identity import Principal
 from protocol.schemas.sensors import (
     MetricSeries,
-    ReadingPoint,
     Resolution,
     SensorData,
     SensorDataQuery,
@@ -53,8 +53,14 @@ def bucket_count(start: datetime, end: datetime, seconds: int) -> int:
 class ReadingService:
     """Readings of the sensors the caller may see."""
 
-    def __init__(self, db: Database, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        db: Database,
+        retention: RetentionPolicy | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
         self._db = db
+        self._retention = retention or RetentionPolicy()
         self._clock = clock
 
     async def sensor_data(
@@ -76,17 +82,20 @@ class ReadingService:
                 raise NotFound("Sensor not found")
             await authorize_farm(conn, principal, farm_id, Action.READ)
             metrics = [query.metric] if query.metric else await store.metrics_of(conn, device_id)
+            # Raw readings past the retention may be gone (their rollups stay): no raw answer.
+            raw_since = self._retention.raw_since(self._clock())
+            raw_kept = raw_since is None or start >= raw_since
             resolution = await self._resolution(
-                conn, device_id, metrics, start, end, query.max_points
+                conn, device_id, metrics, start, end, query.max_points, raw_kept
             )
             series = []
             for metric in metrics:
                 points = await self._points(conn, device_id, metric, start, end, resolution)
                 unit = await store.unit_of(conn, device_id, metric)
                 series.append(
-                    MetricSeries(
-                        metric=metric, unit=unit, points=[ReadingPoint(**p) for p in points]
-                    )
+                    # One validation of the whole series (a year of hours is 8,760 points):
+                    # a third cheaper than building the points one by one.
+                    MetricSeries.model_validate({"metric": metric, "unit": unit, "points": points})
                 )
         return SensorData(
             sensor_id=sensor_id,
@@ -104,12 +113,17 @@ class ReadingService:
         start: datetime,
         end: datetime,
         budget: int,
+        raw_kept: bool,
     ) -> Resolution:
-        for metric in metrics:
-            if await store.capped_count(conn, device_id, metric, start, end, budget + 1) > budget:
-                break
-        else:
-            return "raw"
+        if raw_kept:
+            for metric in metrics:
+                if (
+                    await store.capped_count(conn, device_id, metric, start, end, budget + 1)
+                    > budget
+                ):
+                    break
+            else:
+                return "raw"
         if bucket_count(start, end, _BUCKET_SECONDS["1m"]) <= budget:
             return "1m"
         return "1h"

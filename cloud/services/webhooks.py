@@ -11,7 +11,7 @@ from uuid import UUID
 
 from cloud.services.farms import authorize_farm
 from cloud.store import webhooks as store
-from cloud.store.db import Database
+from cloud.store.db import Connection, Database
 from protocol.access import Action, require_role
 from protocol.errors import NotFound, ValidationFailed
 from protocol.identity import Principal, Role
@@ -96,7 +96,9 @@ class WebhookService:
                 "The webhook's address is not allowed",
             ) from None
 
-    async def _managed(self, conn: Any, principal: Principal, webhook_id: str) -> dict[str, Any]:
+    async def _managed(
+        self, conn: Connection, principal: Principal, webhook_id: str
+    ) -> dict[str, Any]:
         require_role(principal, *_MANAGERS)
         row = await store.get(conn, UUID(webhook_id))
         if row is None:
@@ -122,6 +124,9 @@ class WebhookService:
     async def create(self, principal: Principal, body: WebhookCreate) -> WebhookCreated:
         """A webhook on a farm the caller manages; its secret is answered this once."""
         require_role(principal, *_MANAGERS)
+        # Authorized before the target is resolved (a caller learns nothing of addresses on a
+        # farm they may not manage) and again where it is written: no transaction stays open
+        # while DNS answers.
         async with self._db.as_user(UUID(principal.user_id)) as conn:
             await authorize_farm(conn, principal, body.farm_id, Action.MANAGE)
         await self._check_target(body.url)

@@ -72,6 +72,8 @@ _CONNECT_FAILED: tuple[type[BaseException], ...] = (
     TimeoutError,
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
+    # A pooled connection the server ended while idle can fail its BEGIN this way.
+    asyncpg.InternalClientError,
 )
 
 

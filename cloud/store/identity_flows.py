@@ -1,8 +1,8 @@
-"""The cloud's side of the shared identity flows (protocol/identity_flows): account flows, MFA and
-API keys over PostgreSQL.
+"""The cloud's side of the shared identity flows (protocol/identity_flows): login, sessions,
+account flows, MFA and API keys over PostgreSQL.
 
-Each method is the store operation a flow names (protocol/identity_flows/account_flows.py
-``AccountStore``, mfa.py ``MfaStore``, api_keys.py ``ApiKeyStore``) and runs in one
+Each method is the store operation a flow names (protocol/identity_flows/: ``LoginStore``,
+``SessionStore``, ``AccountStore``, ``MfaStore``, ``ApiKeyStore``) and runs in one
 transaction on the path docs/cloud-rls.md gives it: the flows that act before anyone is logged
 in (mailed tokens, the MFA challenge) on the system path, everything else as the caller, so
 row-level security decides what they may read and write. Secrets are stored as bytes of their
@@ -11,7 +11,7 @@ hash, and the TOTP seed encrypted (protocol/secretbox.py), bound to its user's i
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 import asyncpg
@@ -20,8 +20,10 @@ from cloud.store import api_keys as key_store
 from cloud.store import identity as store
 from cloud.store import users as user_store
 from cloud.store.db import Database
+from cloud.store.origin import Client
 from protocol.identity import Principal
 from protocol.identity_flows.ports import TokenPurpose
+from protocol.refresh import Rotation
 from protocol.schemas.auth import ApiKey
 from protocol.secretbox import SecretBox
 from protocol.timefmt import iso
@@ -53,6 +55,64 @@ class CloudIdentityStore:
     def __init__(self, db: Database, box: SecretBox) -> None:
         self._db = db
         self._box = box
+
+    # Login and sessions (system path until the caller is known)
+
+    async def user_for_login(self, email: str) -> asyncpg.Record | None:
+        """The account of an address."""
+        async with self._db.as_system() as conn:
+            return await store.user_for_login(conn, email)
+
+    def locked(self, user: asyncpg.Record) -> bool:
+        """Whether an admin-set lock is still on (``users.locked_until``)."""
+        locked_until: datetime | None = user["locked_until"]
+        return locked_until is not None and locked_until > datetime.now(UTC)
+
+    async def open_session(
+        self, user: asyncpg.Record, refresh_hash: str, ttl_s: int, origin: Client
+    ) -> str:
+        """Start a session with its first refresh token, from the client's address and agent."""
+        async with self._db.as_system() as conn:
+            session_id = await store.open_session(
+                conn,
+                user["id"],
+                _stored(refresh_hash),
+                timedelta(seconds=ttl_s),
+                origin.ip,
+                origin.user_agent,
+            )
+        return str(session_id)
+
+    async def rotate(
+        self, old_hash: str, new_hash: str, ttl_s: int
+    ) -> tuple[Rotation, asyncpg.Record | None]:
+        """Use a refresh token once; a user no longer active has the session revoked (one
+        transaction)."""
+        async with self._db.as_system() as conn:
+            rotation = await store.rotate_refresh(
+                conn, _stored(old_hash), _stored(new_hash), timedelta(seconds=ttl_s)
+            )
+            if rotation.outcome != "rotated" or rotation.user_id is None:
+                return rotation, None
+            user = await store.user_by_id(conn, UUID(rotation.user_id))
+            if user is None or user["status"] != "active":
+                await store.revoke_session(conn, UUID(str(rotation.session_id)), "inactive")
+        return rotation, user
+
+    async def end_session(self, principal: Principal, reason: str) -> None:
+        """Revoke the caller's session (as the caller)."""
+        if principal.session_id is None:
+            return
+        async with self._db.as_user(UUID(principal.user_id)) as conn:
+            await store.revoke_session(conn, UUID(principal.session_id), reason)
+
+    async def session_expires_at(self, principal: Principal) -> str | None:
+        """When the caller's session ends unless refreshed (as the caller)."""
+        if principal.session_id is None:
+            return None
+        async with self._db.as_user(UUID(principal.user_id)) as conn:
+            expires = await store.session_expires_at(conn, UUID(principal.session_id))
+        return iso(expires) if expires is not None else None
 
     # Account flows (system path: nobody is logged in)
 

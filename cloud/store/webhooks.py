@@ -240,6 +240,18 @@ class WebhookOutbox:
         self._db = db
         self._open_secret = open_secret
 
+    async def prune(self, before: datetime, chunk: int) -> int:
+        """Delete up to ``chunk`` delivered or failed deliveries created before ``before``."""
+        async with self._db.as_system() as conn:
+            done = await conn.execute(
+                "DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries"
+                " WHERE status <> 'pending' AND created_at < $1 LIMIT $2"
+                " FOR UPDATE SKIP LOCKED)",
+                before,
+                chunk,
+            )
+        return int(done.split()[-1])
+
     @asynccontextmanager
     async def claim(self, limit: int, now: datetime) -> AsyncIterator[ClaimedRows]:
         """Lock up to ``limit`` due deliveries of enabled webhooks that no other transaction

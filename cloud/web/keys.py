@@ -11,7 +11,13 @@ from cloud.services.climate import ClimateService
 from cloud.services.devices import DeviceService
 from cloud.services.events import EventService
 from cloud.services.farms import FarmService
-from cloud.services.flows import CloudAccountFlows, CloudApiKeys, CloudMfa
+from cloud.services.flows import (
+    CloudAccountFlows,
+    CloudApiKeys,
+    CloudLogin,
+    CloudMfa,
+    CloudSessions,
+)
 from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.identity import IdentityService
@@ -20,7 +26,6 @@ from cloud.services.permissions import PermissionService
 from cloud.services.pos import PosConfigService, PosJobService, PosReads, PosWebhookReceiver
 from cloud.services.readings import ReadingService
 from cloud.services.sensors import SensorService
-from cloud.services.sessions import SessionService
 from cloud.services.sync import SyncService
 from cloud.services.users import UserService
 from cloud.services.webhooks import WebhookService
@@ -49,7 +54,8 @@ PAIRING = web.AppKey("pairing", PairingService)
 SYNC = web.AppKey("sync", SyncService)
 STREAMS = web.AppKey("streams", StreamService)
 # Identity flows (sessions, account flows, MFA).
-SESSIONS = web.AppKey("sessions", SessionService)
+SESSIONS = web.AppKey("sessions", CloudSessions)
+LOGIN = web.AppKey("login", CloudLogin)
 AUTH_FLOWS = web.AppKey("auth_flows", CloudAccountFlows)
 MFA = web.AppKey("mfa", CloudMfa)
 # Users, permissions, API keys, auth events.

@@ -13,16 +13,17 @@ from cloud.services.auth_events import AuthEvents
 from cloud.services.flows import address_of
 from cloud.services.identity import IdentityService
 from cloud.services.login_throttle import LoginThrottle
-from cloud.services.sessions import SessionService
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
 from cloud.store.identity_flows import CloudIdentityStore
-from cloud.web.keys import API_KEY_AUTH, API_KEYS, AUTH_FLOWS, MFA, SESSIONS
+from cloud.web.keys import API_KEY_AUTH, API_KEYS, AUTH_FLOWS, LOGIN, MFA, SESSIONS
 from cloud.wiring.mail import smtp_settings
 from protocol.identity_flows.account_flows import AccountFlows
 from protocol.identity_flows.api_keys import ApiKeyFlows
+from protocol.identity_flows.login import LoginFlow
 from protocol.identity_flows.mfa import MfaFlows
 from protocol.identity_flows.ports import SelfGoverned
+from protocol.identity_flows.sessions import SessionFlows
 from protocol.login_throttle import ThrottlePolicy
 from protocol.mail import FlowPolicy, MailSender
 from protocol.secretbox import SecretBox, derived_key, key_from_text, load_or_create_key
@@ -59,7 +60,6 @@ def identity_services(
 ) -> IdentityService:
     """Build the identity services into ``app`` and return the one that authenticates."""
     events = AuthEvents(db)
-    sessions = SessionService(db, signer, settings.refresh_token_ttl_s, events)
     throttle = LoginThrottle(
         db,
         events,
@@ -71,6 +71,7 @@ def identity_services(
     )
     store = CloudIdentityStore(db, SecretBox(secret_key(settings, signing_key)))
     authority = SelfGoverned()
+    sessions = SessionFlows(store, signer, settings.refresh_token_ttl_s, events, address_of)
     mfa = MfaFlows(
         store,
         sessions,
@@ -99,11 +100,5 @@ def identity_services(
     )
     app[API_KEYS] = ApiKeyFlows(store, events, authority)
     app[API_KEY_AUTH] = ApiKeyAuthenticator(db)
-    return IdentityService(
-        db,
-        verifier,
-        sessions,
-        throttle,
-        events,
-        mfa,
-    )
+    app[LOGIN] = LoginFlow(store, sessions, mfa, throttle, events, address_of)
+    return IdentityService(db, verifier)

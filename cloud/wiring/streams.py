@@ -9,6 +9,7 @@ from aiohttp import web
 
 from cloud.services.api_keys import ApiKeyAuthenticator
 from cloud.services.identity import IdentityService
+from cloud.services.stream_limit import SharedConnectionLimit
 from cloud.services.streams.feed import CloudFeed
 from cloud.services.streams.scope import CloudStreamScope
 from cloud.settings import CloudSettings
@@ -39,6 +40,8 @@ def streams_context(
             feed.on_reconnect,
             io_timeout=settings.db_io_timeout_s,
         )
+        # Counted in PostgreSQL: N processes behind a balancer share each user's limit.
+        limit = SharedConnectionLimit(db, settings.ws_max_connections_per_user)
         service = StreamService(
             hub,
             CloudStreamScope(db),
@@ -50,14 +53,17 @@ def streams_context(
                 auth_timeout_s=settings.ws_auth_timeout_s,
                 recheck_s=settings.ws_recheck_s,
             ),
+            connection_limit=limit,
         )
         feed.start()
         listener.start()
+        limit.start()
         app[STREAMS] = service
         try:
             yield
         finally:
             await service.close()
+            await limit.stop()
             await listener.stop()
             await feed.stop()
 

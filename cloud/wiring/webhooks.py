@@ -32,6 +32,7 @@ def webhooks_context(
     """Serve webhooks and deliver the outbox for the application's lifetime."""
 
     async def context(app: web.Application) -> AsyncIterator[None]:
+        keep_days = settings.webhook_delivery_retention_days
         policy = DeliveryPolicy(
             timeout_s=settings.webhook_timeout_s,
             batch=settings.webhook_batch,
@@ -40,6 +41,7 @@ def webhooks_context(
             retry=Backoff(settings.webhook_retry_initial_s, settings.webhook_retry_max_s),
             retry_window_s=settings.webhook_retry_window_s,
             disable_after_s=settings.webhook_disable_after_s,
+            keep_s=None if keep_days is None else keep_days * 86_400.0,
         )
         addresses = AddressPolicy(allow_private=settings.webhook_allow_private_targets)
         secrets = WebhookSecrets(secret_box())

@@ -1,15 +1,15 @@
 """The authentication endpoints agent and cloud both serve (DESIGN.md section 4), declared once.
 
-Both sides offer the same paths with the same schemas and status codes; each supplies an
-:class:`AuthHandlers` for login and sessions, its instance of the shared account and MFA flows
-(protocol/identity_flows), and how it describes where a request came from. Declaring the routes
+Both sides offer the same paths with the same schemas and status codes; each supplies its
+instances of the shared identity flows (protocol/identity_flows) and how it describes where a
+request came from. Declaring the routes
 here keeps the two APIs from drifting apart.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -22,7 +22,9 @@ from protocol.http.browser_session import (
 )
 from protocol.http.endpoints import Api, principal_of
 from protocol.identity_flows.account_flows import AccountFlows
+from protocol.identity_flows.login import LoginFlow
 from protocol.identity_flows.mfa import MfaFlows
+from protocol.identity_flows.sessions import SessionFlows
 from protocol.schemas.auth import (
     Accepted,
     LoginAnswer,
@@ -42,7 +44,7 @@ from protocol.schemas.auth import (
     VerifyEmailResult,
 )
 
-__all__ = ["AuthHandlers", "auth_api", "mfa_api"]
+__all__ = ["auth_api", "mfa_api"]
 
 C = TypeVar("C")
 
@@ -57,37 +59,18 @@ def _answer(request: web.Request, result: BaseModel) -> BaseModel | web.Response
     return result
 
 
-class AuthHandlers(Protocol):
-    """One side's implementation of login and sessions."""
-
-    async def login(self, request: web.Request, body: LoginRequest) -> BaseModel:
-        """Tokens, or an MFA challenge."""
-        ...
-
-    async def refresh(self, request: web.Request, body: RefreshRequest) -> LoginResult:
-        """Rotate a refresh token."""
-        ...
-
-    async def logout(self, request: web.Request) -> None:
-        """End the caller's session."""
-        ...
-
-    async def token_info(self, request: web.Request) -> TokenInfo:
-        """Whose credential the caller holds."""
-        ...
-
-
 Origin = Callable[[web.Request], C]
 
 
 def auth_api(
-    handlers: AuthHandlers,
+    login_of: Callable[[web.Request], LoginFlow[Any, C]],
+    sessions_of: Callable[[web.Request], SessionFlows[Any, C]],
     flows_of: Callable[[web.Request], AccountFlows[Any, C]],
     origin_of: Origin[C],
 ) -> Api:
-    """/api/v1/login and /auth/*: login, refresh, logout (``handlers``); registration,
-    verification and reset (the shared account flows ``flows_of(request)`` returns, told where
-    the request came from by ``origin_of``)."""
+    """/api/v1/login and /auth/*: login, refresh, logout, registration, verification and reset,
+    answered by the side's instances of the shared flows (``login_of(request)`` and so on), told
+    where the request came from by ``origin_of``."""
     api = Api()
 
     @api.route(
@@ -106,7 +89,7 @@ def auth_api(
         With the header ``X-Session-Cookie: 1`` the refresh token is set as an httpOnly cookie
         (``farm_refresh``, with a ``farm_csrf`` cookie for the refresh's CSRF header) instead of
         being returned in the body."""
-        return _answer(request, await handlers.login(request, body))
+        return _answer(request, await login_of(request).login(body, origin_of(request)))
 
     @api.route(
         "POST",
@@ -120,7 +103,7 @@ def auth_api(
     )
     async def auth_login(request: web.Request, body: LoginRequest) -> BaseModel | web.Response:
         """Tokens, or ``{"mfa_required": true, "challenge": ...}`` for an account with MFA."""
-        return _answer(request, await handlers.login(request, body))
+        return _answer(request, await login_of(request).login(body, origin_of(request)))
 
     @api.route(
         "POST",
@@ -138,9 +121,10 @@ def auth_api(
         The web app sends no token: its ``farm_refresh`` cookie is used, with the
         ``X-CSRF-Token`` header equal to the ``farm_csrf`` cookie (403 otherwise)."""
         token = body.refresh_token or cookie_refresh_token(request)
-        return _answer(
-            request, await handlers.refresh(request, RefreshRequest(refresh_token=token))
+        refreshed = await sessions_of(request).refresh(
+            RefreshRequest(refresh_token=token), origin_of(request)
         )
+        return _answer(request, refreshed)
 
     @api.route(
         "POST",
@@ -153,7 +137,7 @@ def auth_api(
     async def logout(request: web.Request) -> web.Response:
         """Revoke the session: its access and refresh tokens stop working at once; the web
         app's session cookies are cleared."""
-        await handlers.logout(request)
+        await sessions_of(request).logout(principal_of(request), origin_of(request))
         response = web.Response(status=204)
         clear_session_cookies(response)
         return response
@@ -183,7 +167,7 @@ def auth_api(
     )
     async def verify_token(request: web.Request) -> TokenInfo:
         """The caller's identity, if the credential is valid (401 otherwise)."""
-        return await handlers.token_info(request)
+        return await sessions_of(request).token_info(principal_of(request))
 
     @api.route(
         "POST",

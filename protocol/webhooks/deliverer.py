@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 # Time for a stopping loop to record its batch's outcomes once its posts are done.
 _SETTLE_GRACE_S = 5.0
+_PRUNE_CHUNK = 5000
 
 DeliveryStatus = Literal["pending", "delivered", "failed"]
 
@@ -59,6 +60,9 @@ class DeliveryPolicy:
     retry: Backoff = field(default_factory=lambda: Backoff(10.0, 3600.0))
     retry_window_s: float = 86_400.0
     disable_after_s: float = 86_400.0
+    keep_s: float | None = 30 * 86_400.0
+    """Delivered and failed deliveries older than this are deleted; ``None`` keeps them."""
+    prune_every_s: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,11 @@ class DeliveryStore(Protocol):
 
     def claim(self, limit: int, now: datetime) -> AbstractAsyncContextManager[ClaimedBatch]:
         """Up to ``limit`` deliveries due at ``now`` of enabled webhooks, held by this caller."""
+        ...
+
+    async def prune(self, before: datetime, chunk: int) -> int:
+        """Delete up to ``chunk`` delivered or failed deliveries created before ``before``;
+        return how many went (pending ones are never deleted)."""
         ...
 
 
@@ -136,6 +145,7 @@ class WebhookDeliverer:
         self._wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self._stopped = asyncio.Event()
         self.delivered = 0
         self.failed_attempts = 0
 
@@ -143,18 +153,22 @@ class WebhookDeliverer:
         """Start the loops."""
         for n in range(self._policy.workers):
             self._tasks.append(asyncio.create_task(self._loop(), name=f"webhooks-{n}"))
+        if self._policy.keep_s is not None:
+            self._tasks.append(asyncio.create_task(self._prune_loop(), name="webhooks-prune"))
 
     async def stop(self) -> None:
         """Let each loop finish the batch it is posting (its posts are bounded by
         ``timeout_s``), so what a receiver answered is recorded and not sent again after a
         restart; then stop. A batch still unsettled after that stays pending."""
         self._stopping = True
+        self._stopped.set()
         self._wakeup.set()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=self._policy.timeout_s + _SETTLE_GRACE_S)
         await cancel_and_wait(*self._tasks)
         self._tasks.clear()
         self._stopping = False
+        self._stopped.clear()
 
     def wake(self) -> None:
         """Something was queued: look now rather than at the next poll."""
@@ -199,6 +213,31 @@ class WebhookDeliverer:
             finally:
                 await cancel_and_wait(*posts)
         return len(due)
+
+    async def prune_once(self) -> int:
+        """Delete what is past ``keep_s`` now, a chunk a transaction; return how many went."""
+        if self._policy.keep_s is None:
+            return 0
+        before = self._now() - timedelta(seconds=self._policy.keep_s)
+        total = 0
+        while (gone := await self._store.prune(before, _PRUNE_CHUNK)) == _PRUNE_CHUNK:
+            total += gone
+        return total + gone
+
+    async def _prune_loop(self) -> None:
+        while not self._stopping:
+            try:
+                gone = await self.prune_once()
+                if gone:
+                    log.info("webhook retention deleted %d deliveries", gone)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("webhook retention failed; retrying at the next run")
+            try:
+                await asyncio.wait_for(self._stopped.wait(), self._policy.prune_every_s)
+            except TimeoutError:
+                continue
 
     async def _loop(self) -> None:
         pause = self._policy.poll_s

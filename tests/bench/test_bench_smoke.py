@@ -22,6 +22,20 @@ BENCHES = {
         ["bench/api.py", "--seconds", "1", "--rounds", "1", "--connections", "2", "--farms", "2"],
         [r"bare aiohttp JSON handler\s+\d+", r"GET /api/v1/farms/ .*%", r"POST /api/v1/shelves/"],
     ),
+    "cloud_fleet": (
+        [
+            *("-m", "bench.cloud_fleet", "--agents", "3", "--devices", "5"),
+            *("--live-minutes", "1", "--backlog-hours", "0.5", "--history", "20000"),
+            *("--reads", "3"),
+        ],
+        [
+            r"upload: +[\d,]+ readings/s",
+            r"ratio upload / COPY: [\d.]+%",
+            r"batch apply: p50 \d+ ms, p99 \d+ ms",
+            r"readings lost: 0  doubled: 0",
+            r"year read \(hourly, 3 requests\): median [\d.]+ ms, p99 [\d.]+ ms",
+        ],
+    ),
     "hub": (
         [
             "bench/hub.py",

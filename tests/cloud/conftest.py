@@ -106,6 +106,10 @@ async def _create_database(cluster: PostgresCluster, template: str) -> str:
     conn = await asyncpg.connect(cluster.dsn(), timeout=30)
     try:
         await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"', timeout=60)
+        if template == TEMPLATE:
+            # Owned by the migrating role, as docs/cloud-rls.md sets a database up: the schema
+            # owner then keeps its CREATE on the public schema (monthly reading partitions).
+            await conn.execute(f'ALTER DATABASE "{name}" OWNER TO {OWNER_ROLE}', timeout=30)
     finally:
         await conn.close(timeout=10)
     return name

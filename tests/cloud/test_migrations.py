@@ -8,7 +8,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from cloud.store.migrations import MigrationError, load_migrations, migrate
+from cloud.store.migrations import MIGRATIONS_DIR, MigrationError, load_migrations, migrate
+from tests.cloud.conftest import OWNER_PASSWORD, OWNER_ROLE
+from tests.support.postgres import PostgresCluster
 
 
 async def recorded_versions(dsn: str) -> list[int]:
@@ -122,3 +124,71 @@ async def test_a_gap_filled_by_a_later_release_is_applied_then(
     later = {**first, "0012_b.sql": "CREATE TABLE b (id int);"}
     assert await migrate(empty_db, directory=write(tmp_path / "two", later)) == [12]
     assert await table_exists(empty_db, "b")
+
+
+async def test_existing_farm_creators_get_their_grant_when_it_becomes_one(
+    postgres_cluster: PostgresCluster, cloud_template: str, empty_db: str, tmp_path: Path
+) -> None:
+    """Migration 0075, run by the schema owner (not a superuser: row-level security applies to
+    it): the creator's implicit access becomes a permission row for every farm there is (an
+    admin creator needs none; a farm without a creator gets none; a grant the creator holds
+    already stays as it is)."""
+    name = empty_db.rsplit("/", 1)[-1].split("?", 1)[0]
+    superuser = await asyncpg.connect(empty_db, timeout=10)
+    try:
+        await superuser.execute(f'ALTER DATABASE "{name}" OWNER TO {OWNER_ROLE}')
+    finally:
+        await superuser.close(timeout=10)
+    owner_dsn = postgres_cluster.dsn(name, OWNER_ROLE, OWNER_PASSWORD)
+    before = tmp_path / "before"
+    before.mkdir()
+    for path in sorted(MIGRATIONS_DIR.glob("*.sql")):
+        if int(path.name[:4]) < 75:
+            (before / path.name).write_text(path.read_text())
+    await migrate(owner_dsn, directory=before)
+    conn = await asyncpg.connect(empty_db, timeout=10)  # the superuser seeds past RLS
+    try:
+        users = {
+            role: await conn.fetchval(
+                "INSERT INTO users (email, role) VALUES ($1, $2) RETURNING id",
+                f"{role}@x.test",
+                role,
+            )
+            for role in ("farm_manager", "operator", "admin")
+        }
+        farms = {
+            name: await conn.fetchval(
+                "INSERT INTO farms (user_id, name) VALUES ($1, $2) RETURNING id", creator, name
+            )
+            for name, creator in (
+                ("managed", users["farm_manager"]),
+                ("operated", users["operator"]),
+                ("admin's", users["admin"]),
+                ("orphan", None),
+                ("shared", users["farm_manager"]),
+            )
+        }
+        # A creator already granted their farm keeps that grant as it is.
+        await conn.execute(
+            "INSERT INTO permissions (user_id, farm_id, permission_type)"
+            " VALUES ($1, $2, 'read_only')",
+            users["farm_manager"],
+            farms["shared"],
+        )
+        assert 75 in await migrate(owner_dsn)
+        rows = await conn.fetch(
+            "SELECT user_id, farm_id, permission_type, granted_by FROM permissions"
+        )
+        # The owner's temporary read policies are gone again.
+        policies = await conn.fetch(
+            "SELECT policyname FROM pg_policies WHERE policyname = 'migrate_creators'"
+        )
+    finally:
+        await conn.close(timeout=10)
+    expected = {
+        (users["farm_manager"], farms["managed"], "read_write", users["farm_manager"]),
+        (users["operator"], farms["operated"], "read_write", users["operator"]),
+        (users["farm_manager"], farms["shared"], "read_only", None),
+    }
+    assert {tuple(r) for r in rows} == expected
+    assert policies == []

@@ -170,7 +170,7 @@ async def test_a_read_write_grant_allows_writes_to_the_farm_and_below(
         upsert = (
             "INSERT INTO readings (farm_id, device_id, metric, ts, value) "
             "VALUES ($1, $2, 'temperature', $3, 30) "
-            "ON CONFLICT (device_id, metric, ts) DO UPDATE SET value = excluded.value"
+            "ON CONFLICT (device_id, metric, ts, farm_id) DO UPDATE SET value = excluded.value"
         )
         await app.execute(upsert, farm.farm_id, farm.device_id, T0)
         assert await app.execute("DELETE FROM events") == "DELETE 1"

@@ -374,3 +374,24 @@ async def test_the_python_client_streams_from_the_cloud_as_from_an_agent(
     assert isinstance(reading, Reading)
     assert (reading.device_id, reading.metric, reading.value) == (device_id, "temperature", 18.25)
     assert reading.timestamp == datetime.fromtimestamp(1_700_000_000, UTC)
+
+
+async def test_the_per_user_limit_holds_across_processes(
+    cloud: LiveCloud, second_process: str
+) -> None:
+    await cloud.add_user("user", "many@cloud.test")
+    token = await cloud.login("many@cloud.test")
+    async with aiohttp.ClientSession() as session:
+        one = await _open(session, cloud.url, "farm-status", token)
+        two = await _open(session, second_process, "farm-status", token)
+        # The limit is 2 here: a third is refused on either process.
+        for url in (cloud.url, second_process):
+            third = await session.ws_connect(
+                f"{url}/ws/sensor-data", params={"access_token": token}
+            )
+            assert await _closed_with(third) == 4429
+        await one.close()
+        # A closed connection no longer counts, on any process.
+        again = await _open(session, second_process, "sensor-data", token)
+        await again.close()
+        await two.close()

@@ -5,10 +5,12 @@ the cloud (SSRF) and the retry rule."""
 from __future__ import annotations
 
 import ipaddress
+import socket
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from aiohttp.abc import AbstractResolver, ResolveResult
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from protocol.backoff import Backoff
@@ -19,14 +21,18 @@ from protocol.webhooks import (
     DueDelivery,
     SecretError,
     TargetRefused,
+    WebhookSender,
     check_secret,
     check_target,
     new_secret,
+    open_session,
     signed_headers,
     url_problem,
 )
 from protocol.webhooks.deliverer import verdict_of
 from protocol.webhooks.signing import sign
+from protocol.webhooks.targets import GuardedResolver
+from tests.support.webhook_receiver import WebhookReceiver
 
 
 def test_the_signature_is_the_specifications_test_vector() -> None:
@@ -143,3 +149,55 @@ def test_failures_are_retried_with_backoff_for_the_window_then_failed() -> None:
     capped = verdict_of(far, failed, at, policy, rand=lambda: 0.999)
     assert capped.next_attempt_at is not None
     assert 1800 <= (capped.next_attempt_at - at).total_seconds() <= 3600
+
+
+class _Answers(AbstractResolver):
+    """A DNS server's answers, one list per lookup (a rebinding server changes its answer)."""
+
+    def __init__(self, *answers: list[str]) -> None:
+        self._answers = list(answers)
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        addresses = self._answers.pop(0)
+        return [
+            ResolveResult(hostname=host, host=a, port=port, family=family, proto=0, flags=0)
+            for a in addresses
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_the_resolver_refuses_an_answer_holding_any_refused_address() -> None:
+    strict = AddressPolicy(allow_private=False)
+    guarded = GuardedResolver(strict, _Answers(["93.184.215.14"], ["93.184.215.14", "10.0.0.1"]))
+    (first,) = await guarded.resolve("hooks.example.com", 443)
+    assert first["host"] == "93.184.215.14"
+    # The second lookup (a rebinding answer) is refused whole: nothing to connect to.
+    with pytest.raises(TargetRefused, match="private"):
+        await guarded.resolve("hooks.example.com", 443)
+
+
+async def test_a_post_to_a_name_resolving_to_loopback_never_leaves_under_the_cloud_policy() -> None:
+    receiver = WebhookReceiver()
+    await receiver.start()
+    strict = AddressPolicy(allow_private=False)
+    session = open_session(strict, connections=4)
+    try:
+        sender = WebhookSender(session, strict, timeout_s=5, user_agent="test")
+        delivery = DueDelivery(
+            "d1", "w1", receiver.url.replace("127.0.0.1", "localhost"), new_secret(), "{}", 0,
+            datetime.now(UTC),
+        )  # fmt: skip
+        attempt = await sender.send(delivery)
+        assert not attempt.ok and attempt.status_code is None
+        assert attempt.error is not None and "target refused" in attempt.error
+        literal = DueDelivery("d2", "w1", receiver.url, new_secret(), "{}", 0, datetime.now(UTC))
+        attempt = await sender.send(literal)
+        assert attempt.error is not None and "loopback" in attempt.error
+        assert receiver.received == []
+    finally:
+        await session.close()
+        await receiver.stop()

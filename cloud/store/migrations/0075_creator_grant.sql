@@ -16,20 +16,24 @@
 ALTER TABLE farms ADD COLUMN created_xact xid8;
 ALTER TABLE farms ALTER COLUMN created_xact SET DEFAULT pg_current_xact_id();
 
--- Creator grants of the farms there are. The migrator (the schema owner) may insert only grants
--- of that shape, and sees farms and users only through two policies dropped right after.
+-- Creator grants of the farms there are; a creator who holds a grant on their farm already keeps
+-- it as it is (as on the agent). The migrator (the schema owner, subject to row-level security
+-- like everyone) may insert only grants of that shape, and reads farms, users and permissions
+-- here through three policies dropped right after.
 CREATE POLICY creator_grant ON permissions FOR INSERT TO CURRENT_USER
     WITH CHECK (permission_type = 'read_write' AND resource_type = 'farm'
                 AND granted_by = user_id);
 CREATE POLICY migrate_creators ON farms FOR SELECT TO CURRENT_USER USING (true);
 CREATE POLICY migrate_creators ON users FOR SELECT TO CURRENT_USER USING (true);
+CREATE POLICY migrate_creators ON permissions FOR SELECT TO CURRENT_USER USING (true);
 INSERT INTO permissions (user_id, farm_id, permission_type, granted_at, granted_by)
 SELECT f.user_id, f.id, 'read_write', f.created_at, f.user_id
 FROM farms AS f JOIN users AS u ON u.id = f.user_id
 WHERE u.role <> 'admin'
-ON CONFLICT (user_id, farm_id) DO NOTHING;
+  AND NOT EXISTS (SELECT 1 FROM permissions AS p WHERE p.user_id = f.user_id AND p.farm_id = f.id);
 DROP POLICY migrate_creators ON farms;
 DROP POLICY migrate_creators ON users;
+DROP POLICY migrate_creators ON permissions;
 
 -- Replacing and owning the helpers needs membership of farm_authz, dropped again right after
 -- (see 0004: a member would inherit its read-all policies).

@@ -8,7 +8,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from agent.web.keys import DATABASE, EVENT_LOG
+from agent.web.keys import DATABASE, EVENT_LOG, WEBHOOK_DELIVERER
 from protocol.timefmt import now_iso
 from tests.agent.alerts.conftest import events_of
 from tests.agent.devices_api.conftest import create_farm
@@ -88,6 +88,11 @@ async def test_a_receiver_failure_is_retried_with_the_same_id_until_it_succeeds(
     health = await resp.json()
     assert health["failing_since"] is None and health["consecutive_failures"] == 0
     assert health["last_success_at"] and health["last_failure_at"]
+
+    metrics = await (await agent.client.get("/metrics")).text()
+    assert "farm_agent_webhook_deliveries_total 1.0" in metrics
+    assert "farm_agent_webhook_failed_attempts_total 2.0" in metrics
+    assert "farm_agent_webhook_pending 0.0" in metrics
 
 
 async def test_a_failing_delivery_shows_its_attempts_and_next_attempt(
@@ -213,3 +218,45 @@ async def test_a_harvested_grow_plan_is_a_harvest_notification(
     assert body["type"] == "grow_plan.harvested"
     assert body["data"]["grow_plan_id"] == plan_id
     assert body["data"]["harvested_quantity"] == 1.5 and body["data"]["harvest_unit"] == "kg"
+
+
+async def test_settled_deliveries_go_after_the_retention_and_pending_ones_stay(
+    make_agent: AgentFactory, receiver: WebhookReceiver
+) -> None:
+    agent: Agent = await make_agent(
+        webhook_poll_s=0.05,
+        webhook_retry_initial_s=3600,
+        webhook_delivery_retention_days=0.2 / 86_400,  # 0.2 s
+    )
+    farm_id = await create_farm(agent)
+    webhook = await add_webhook(agent, farm_id, receiver)
+    await raise_alert(agent, farm_id)
+    await receiver.wait_for(1)
+    receiver.failures = [500]
+    await raise_alert(agent, farm_id)
+
+    async def settled() -> list[dict[str, Any]]:
+        found = await deliveries_of(agent, webhook["id"])
+        return found if {d["attempts"] for d in found} == {1} and len(found) == 2 else []
+
+    await eventually(settled)
+    await asyncio.sleep(0.3)
+    assert await agent.client.app[WEBHOOK_DELIVERER].prune_once() == 1
+    (left,) = await deliveries_of(agent, webhook["id"])
+    assert left["status"] == "pending" and left["last_status_code"] == 500
+
+
+async def test_a_farm_status_change_through_the_api_is_a_system_event(
+    make_agent: AgentFactory, receiver: WebhookReceiver
+) -> None:
+    agent: Agent = await make_agent(**FAST)
+    farm_id = await create_farm(agent)
+    await add_webhook(agent, farm_id, receiver, event_types=["farm.status_changed"])
+    resp = await agent.client.put(
+        f"/api/v1/farms/{farm_id}", json={"status": "maintenance"}, headers=agent.auth()
+    )
+    assert resp.status == 200, await resp.text()
+    await receiver.wait_for(1)
+    body = receiver.received[0].body
+    assert body["type"] == "farm.status_changed"
+    assert body["data"]["details"] == {"status": "maintenance", "previous_status": "active"}

@@ -253,3 +253,28 @@ async def test_bad_ranges_and_budgets_are_422(cloud: Cloud, world: World) -> Non
         assert_error(body, "VALIDATION_ERROR")
     status, body = await cloud.get("/api/v1/sensors/123/data", token)
     assert status == 422
+
+
+async def test_ranges_past_the_raw_retention_answer_from_the_rollups(
+    make_cloud: Any, world: World, system: Conn
+) -> None:
+    # Raw readings of old months are dropped by retention; their minutes and hours stay.
+    cloud = await make_cloud(readings_retention_days=30)
+    old = datetime.now(UTC).replace(microsecond=0) - timedelta(days=90)
+    await add_readings(
+        system, world.farm_a, "ph", [(old + timedelta(seconds=10 * s), 6.0) for s in range(12)]
+    )
+    await system.execute("DELETE FROM readings WHERE metric = 'ph'")  # as a dropped partition
+    token = await cloud.login("rita@example.com")
+    status, body = await data(
+        cloud,
+        token,
+        world.farm_a.device_id,
+        metric="ph",
+        start=iso(old - timedelta(minutes=1)),
+        end=iso(old + timedelta(minutes=3)),
+    )
+    assert status == 200, body
+    result = SensorData.model_validate(body)
+    assert result.resolution == "1m"
+    assert sum(p.count for p in result.series[0].points) == 12

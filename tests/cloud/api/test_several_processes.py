@@ -127,6 +127,13 @@ async def test_one_resent_record_racing_into_two_processes_is_applied_once(
     assert [status for status, _ in answers] == [200, 200]
     assert {ack["acked_seq"] for _, ack in answers} == {records[-1].seq}
     assert await _readings_of(system, agent) == 120
+    # The hourly rollups the read API answers a long range from counted each reading once.
+    hourly = await system.fetchval(
+        "SELECT sum(count) FROM reading_rollups WHERE resolution = '1h'"
+        " AND device_id = ANY($1::uuid[])",
+        agent.device_ids,
+    )
+    assert hourly == 120
     receipts = await system.fetchval(
         "SELECT count(*) FROM sync_receipts WHERE seq = ANY($1::bigint[])",
         [r.seq for r in records],

@@ -16,6 +16,7 @@ from tests.cloud.webhooks.conftest import (
     Conn,
     World,
     add_webhook,
+    auth,
     insert_events,
 )
 from tests.support.webhook_receiver import WebhookReceiver
@@ -167,3 +168,84 @@ async def test_two_cloud_instances_never_post_one_delivery_twice(
     # Both instances took part (the work is shared through the database, not split up front).
     shares = [c.client.app[WEBHOOK_DELIVERER].delivered for c in (first, second)]
     assert sum(shares) == 400 and min(shares) > 0, shares
+
+
+async def test_settled_deliveries_go_after_the_retention(
+    make_cloud: Any, world: World, system: Conn, receiver: WebhookReceiver
+) -> None:
+    cloud: Cloud = await make_cloud(**FAST, webhook_delivery_retention_days=0.2 / 86_400)
+    alice = await cloud.login(World.email("alice"))
+    webhook = await add_webhook(cloud, alice, world.farm_a.farm_id, receiver)
+    await insert_events(system, world.farm_a.farm_id, 3)
+    await receiver.wait_for(3)
+
+    async def delivered() -> bool:
+        found = await deliveries_of(cloud, alice, webhook["id"])
+        return len(found) == 3 and {d["status"] for d in found} == {"delivered"}
+
+    await eventually(delivered)
+    await asyncio.sleep(0.3)
+    assert await cloud.client.app[WEBHOOK_DELIVERER].prune_once() == 3
+    assert await deliveries_of(cloud, alice, webhook["id"]) == []
+
+
+async def test_a_webhook_failing_too_long_is_disabled_with_an_event(
+    make_cloud: Any, world: World, system: Conn, receiver: WebhookReceiver
+) -> None:
+    cloud: Cloud = await make_cloud(**FAST, webhook_disable_after_s=0.5)
+    alice = await cloud.login(World.email("alice"))
+    webhook = await add_webhook(cloud, alice, world.farm_a.farm_id, receiver)
+    receiver.failures = [503] * 1000
+    await insert_events(system, world.farm_a.farm_id, 1)
+
+    async def disabled() -> dict[str, Any] | None:
+        status, body = await cloud.get(f"/api/v1/webhooks/{webhook['id']}", alice)
+        assert status == 200
+        return None if body["enabled"] else body
+
+    state = await eventually(disabled)
+    assert "every delivery failed since" in state["disabled_reason"]
+    (delivery,) = await deliveries_of(cloud, alice, webhook["id"])
+    assert delivery["status"] == "failed" and delivery["last_status_code"] == 503
+    event = await system.fetchrow(
+        "SELECT severity, data FROM events WHERE kind = 'webhook_disabled' AND farm_id = $1",
+        world.farm_a.farm_id,
+    )
+    assert event is not None and event["severity"] == "warning"
+    assert webhook["id"] in event["data"]
+
+    # Enabled again by its manager, it starts afresh and delivers what comes next.
+    receiver.failures.clear()
+    body = {"url": receiver.url, "event_types": ["alert.raised"], "enabled": True}
+    resp = await cloud.client.put(
+        f"/api/v1/webhooks/{webhook['id']}", json=body, headers=auth(alice)
+    )
+    again = await resp.json()
+    assert again["enabled"] and again["failing_since"] is None and again["disabled_reason"] is None
+    await insert_events(system, world.farm_a.farm_id, 1)
+    await receiver.wait_for(1)
+
+
+async def test_a_farm_creators_webhook_follows_the_grant_an_admin_reduced(
+    make_cloud: Any, world: World, system: Conn, receiver: WebhookReceiver
+) -> None:
+    """Creating the farm is no access of its own (cloud migrations 0075, 0076): once an admin
+    reduces the creator's grant to read_only, their webhook is queued nothing more."""
+    cloud: Cloud = await make_cloud(**FAST)
+    alice = await cloud.login(World.email("alice"))  # farm manager, farm A's creator
+    hook = await add_webhook(cloud, alice, world.farm_a.farm_id, receiver)
+    queued = "SELECT count(*) FROM webhook_deliveries WHERE webhook_id = $1"
+    await insert_events(system, world.farm_a.farm_id, 1)
+    assert await system.fetchval(queued, uuid.UUID(hook["id"])) == 1
+    admin = await cloud.login(World.email("admin"))
+    resp = await cloud.client.post(
+        "/api/v1/users/permissions",
+        json={
+            "user_id": str(world.users["alice"]),
+            "permissions": [{"farm_id": str(world.farm_a.farm_id), "permission_type": "read_only"}],
+        },
+        headers={"Authorization": f"Bearer {admin}"},
+    )
+    assert resp.status == 200, await resp.text()
+    await insert_events(system, world.farm_a.farm_id, 1)
+    assert await system.fetchval(queued, uuid.UUID(hook["id"])) == 1

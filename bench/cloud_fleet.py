@@ -1,0 +1,397 @@
+"""Fleet benchmark (issue 14, docs/scaling.md): many agents uploading real signed batches at once
+to several ``farm-cloud`` processes on one PostgreSQL, next to PostgreSQL COPY of the same
+readings into the same table in the same run, then the year-of-data read on a cloud holding
+tens of millions of readings.
+
+Each simulated agent (tests/support/sim_agent.py) pairs through the API, uploads its farm and
+sensors, then its readings: ``--live-minutes`` of one reading per sensor every 10 s, and for a
+tenth of the agents first a backlog of ``--backlog-hours`` offline (batches of at most 50,000
+readings, the agent's own cap). An agent uploads its batches in order, one at a time, like the
+real uploader; agents run concurrently, sent to the processes in turn (a round-robin balancer).
+
+Prints aggregate readings/s, COPY readings/s and their ratio (target >= 50 %), batch apply
+latency p50/p99, readings lost and doubled (0 and 0), and the median and p99 of
+``GET /api/v1/sensors/{id}/data`` over a year (hourly buckets) with ``--history`` readings in
+the cloud (target < 100 ms). The issue's size: ``--agents 200 --devices 500 --history 50000000``.
+
+    .venv/bin/python -m bench.cloud_fleet [--agents N] [--devices N] [--history N] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from bench.support import free_port, wait_http
+from protocol.sync import decode_readings
+from protocol.tokens import private_key_pem
+from tests.cloud.conftest import (
+    APP_PASSWORD,
+    OWNER_PASSWORD,
+    OWNER_ROLE,
+    SYSTEM_PASSWORD,
+    TEMPLATE,
+    _build_template,
+)
+from tests.support.postgres import PostgresCluster
+from tests.support.sim_agent import SignedBatch, SimAgent
+
+ADMIN = "root@fleet.bench"
+ADMIN_PASSWORD = "fleet bench password"
+DATABASE = "fleet"
+STEP_MS = 10_000
+BATCH_READINGS = 50_000
+"""The agent's batch cap (FARM_SYNC_BATCH_MAX_RECORDS counts blocks; a block per sensor here)."""
+
+
+@dataclass
+class Plan:
+    """What one agent uploads: (start ms, readings per sensor) per batch, in order."""
+
+    agent: SimAgent
+    batches: list[tuple[int, int]] = field(default_factory=list)
+
+    def readings(self, devices: int) -> int:
+        return sum(per for _, per in self.batches) * devices
+
+
+def _plan(agent: SimAgent, devices: int, live_minutes: float, backlog_hours: float) -> Plan:
+    """Backlog first (oldest), then the live minutes, in batches of at most BATCH_READINGS."""
+    now_ms = int(time.time() * 1000) // STEP_MS * STEP_MS
+    per_batch = max(1, BATCH_READINGS // devices)
+    plan = Plan(agent)
+    spans = []
+    if backlog_hours:
+        spans.append((now_ms - int((backlog_hours * 3600 + live_minutes * 60) * 1000),
+                      int(backlog_hours * 3600 * 1000 // STEP_MS)))  # fmt: skip
+    # Live: one batch a minute (six readings per sensor), as the uploader sends while online.
+    spans.append((now_ms - int(live_minutes * 60 * 1000), int(live_minutes * 60 * 1000 // STEP_MS)))
+    for start, count in spans:
+        chunk = per_batch if start != spans[-1][0] else min(per_batch, 6)
+        for first in range(0, count, chunk):
+            plan.batches.append((start + first * STEP_MS, min(chunk, count - first)))
+    return plan
+
+
+def _signed(plan: Plan, start_ms: int, per_device: int) -> SignedBatch:
+    records = plan.agent.reading_records(start_ms, per_device, STEP_MS)
+    return plan.agent.sign(records, readings=per_device * len(plan.agent.device_ids))
+
+
+class Fleet:
+    """N ``farm-cloud`` processes on one database."""
+
+    def __init__(self, cluster: PostgresCluster, processes: int, logs: Path) -> None:
+        self.cluster = cluster
+        self.ports = [free_port() for _ in range(processes)]
+        self.logs = logs
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self._turn = itertools.cycle(range(processes))
+
+    def urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{p}" for p in self.ports]
+
+    def next_url(self) -> str:
+        return self.urls()[next(self._turn)]
+
+    def start(self) -> None:
+        key = private_key_pem(Ed25519PrivateKey.generate()).decode()
+        base = {k: v for k, v in os.environ.items() if not k.startswith("CLOUD_")}
+        for n, port in enumerate(self.ports):
+            env = {
+                **base,
+                "CLOUD_OWNER_DSN": self.cluster.dsn(DATABASE, OWNER_ROLE, OWNER_PASSWORD),
+                "CLOUD_APP_DSN": self.cluster.dsn(DATABASE, "farm_app", APP_PASSWORD),
+                "CLOUD_SYNC_DSN": self.cluster.dsn(DATABASE, "farm_sync", SYSTEM_PASSWORD),
+                "CLOUD_SIGNING_KEY": key,
+                "CLOUD_ADMIN_EMAIL": ADMIN,
+                "CLOUD_ADMIN_PASSWORD": ADMIN_PASSWORD,
+                "CLOUD_PORT": str(port),
+                "CLOUD_RATE_LIMIT_PER_USER": "0",
+                "CLOUD_RATE_LIMIT_PER_PREMIUM_USER": "0",
+                "CLOUD_RATE_LIMIT_PER_ADDRESS": "0",
+                "CLOUD_DB_POOL_MAX": "8",
+                "CLOUD_DB_IO_TIMEOUT_S": "120",
+                "CLOUD_SYNC_MAX_SKEW_S": "3600",
+                "CLOUD_POS_JOB_WORKERS": "0",
+                "CLOUD_LOG_LEVEL": "WARNING",
+            }
+            with (self.logs / f"cloud-{n}.log").open("ab") as out:
+                self.procs.append(
+                    subprocess.Popen([sys.executable, "-m", "cloud", "run"], env=env,
+                                     stdout=out, stderr=out)
+                )  # fmt: skip
+        for url in self.urls():
+            wait_http(url + "/health", 120)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+async def _database(cluster: PostgresCluster) -> None:
+    await _build_template(cluster)
+    conn = await asyncpg.connect(cluster.dsn(), timeout=30)
+    try:
+        await conn.execute(f'CREATE DATABASE "{DATABASE}" TEMPLATE "{TEMPLATE}"')
+        await conn.execute(f'ALTER DATABASE "{DATABASE}" OWNER TO {OWNER_ROLE}')
+    finally:
+        await conn.close()
+
+
+async def _json(
+    session: aiohttp.ClientSession, method: str, url: str, token: str | None = None, **kw: Any
+) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with session.request(method, url, headers=headers, **kw) as resp:
+        body = await resp.json()
+        if resp.status >= 300:
+            raise SystemExit(f"{method} {url}: {resp.status} {body}")
+        return body
+
+
+async def _pair_agents(
+    session: aiohttp.ClientSession, fleet: Fleet, token: str, owner: str, agents: int, devices: int
+) -> list[SimAgent]:
+    gate = asyncio.Semaphore(8)
+
+    async def one(n: int) -> SimAgent:
+        async with gate:
+            created = await _json(session, "POST", fleet.next_url() + "/api/v1/agents", token,
+                                  json={"name": f"Site {n}", "owner_id": owner})  # fmt: skip
+            agent = await SimAgent.pair(session, fleet.next_url(), created["pairing_code"])
+            status, ack = await agent.post(
+                session, fleet.next_url(), agent.sign(agent.farm_records(devices))
+            )
+            if status != 200 or ack["rejected"]:
+                raise SystemExit(f"agent {n}: set-up batch refused: {status} {ack}")
+            return agent
+
+    return list(await asyncio.gather(*(one(n) for n in range(agents))))
+
+
+async def _upload(
+    session: aiohttp.ClientSession, fleet: Fleet, plans: list[Plan], concurrency: int
+) -> tuple[float, list[float], int]:
+    """Every agent uploads its plan, in order; (seconds, batch latencies, readings acked)."""
+    gate = asyncio.Semaphore(concurrency)
+    latencies: list[float] = []
+    acked = 0
+
+    async def agent_run(plan: Plan) -> None:
+        nonlocal acked
+        for start_ms, per_device in plan.batches:
+            batch = await asyncio.to_thread(_signed, plan, start_ms, per_device)
+            async with gate:
+                began = time.perf_counter()
+                status, ack = await plan.agent.post(session, fleet.next_url(), batch)
+                latencies.append(time.perf_counter() - began)
+            if status != 200 or ack["acked_seq"] != batch.last_seq or ack["rejected"]:
+                raise SystemExit(f"agent {plan.agent.agent_id}: {status} {ack}")
+            acked += batch.readings
+
+    started = time.perf_counter()
+    await asyncio.gather(*(agent_run(plan) for plan in plans))
+    return time.perf_counter() - started, latencies, acked
+
+
+async def _lost_and_doubled(cluster: PostgresCluster, expected: int) -> tuple[int, int, int]:
+    """(stored readings, lost, doubled) - doubled also counts a reading counted twice in the
+    hourly rollups the read API answers from."""
+    conn = await asyncpg.connect(cluster.dsn(DATABASE), timeout=30)
+    try:
+        stored = await conn.fetchval("SELECT count(*) FROM readings", timeout=600)
+        rolled = await conn.fetchval(
+            "SELECT coalesce(sum(count), 0) FROM reading_rollups WHERE resolution = '1h'",
+            timeout=600,
+        )
+    finally:
+        await conn.close()
+    return stored, max(0, expected - stored), max(0, stored - expected) + max(0, rolled - stored)
+
+
+def _rows(plans: list[Plan]) -> Iterator[list[tuple[Any, ...]]]:
+    """The readings of every plan as table rows, a batch at a time (for the COPY baseline)."""
+    for plan in plans:
+        agent_id = uuid.UUID(plan.agent.agent_id)
+        farm_id = uuid.UUID(plan.agent.farm_id)
+        for start_ms, per_device in plan.batches:
+            rows = []
+            for record in plan.agent.reading_records(start_ms, per_device, STEP_MS):
+                block = decode_readings(record.data)
+                device = uuid.UUID(block.device_id)
+                for ts, value in zip(block.timestamps_ms, block.values, strict=True):
+                    rows.append((device, block.metric,
+                                 datetime.fromtimestamp(ts / 1000, UTC), farm_id,
+                                 agent_id, value, "C"))  # fmt: skip
+            yield rows
+
+
+async def _copy_baseline(cluster: PostgresCluster, plans: list[Plan]) -> tuple[float, int]:
+    """COPY the same readings into the same (emptied) table, rollup trigger included."""
+    conn = await asyncpg.connect(cluster.dsn(DATABASE), timeout=30)
+    try:
+        await conn.execute("TRUNCATE readings, reading_rollups")
+        elapsed, copied = 0.0, 0
+        for rows in _rows(plans):
+            started = time.perf_counter()
+            await conn.copy_records_to_table(
+                "readings",
+                records=rows,
+                columns=["device_id", "metric", "ts", "farm_id", "agent_id", "value", "unit"],
+                timeout=600,
+            )
+            elapsed += time.perf_counter() - started
+            copied += len(rows)
+    finally:
+        await conn.close()
+    return elapsed, copied
+
+
+async def _seed_history(cluster: PostgresCluster, agent: SimAgent, readings: int) -> list[str]:
+    """``readings`` readings over the past year (one every 10 s) spread over as many of the
+    agent's sensors as that takes, written straight into the cloud with INSERT ... SELECT
+    (the rollup trigger fills the hours); the sensors seeded."""
+    per_sensor = 365 * 24 * 360
+    sensors = agent.device_ids[: max(1, -(-readings // per_sensor))]
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    start = end - timedelta(days=365)
+    conn = await asyncpg.connect(cluster.dsn(DATABASE), timeout=30)
+    try:
+        month = start.replace(day=1, hour=0)
+        while month < end:  # partitions first: nothing waits in the default partition
+            await conn.execute("SELECT readings_add_partition($1)", month)
+            month = (month + timedelta(days=32)).replace(day=1)
+        left = readings
+        for device in sensors:
+            count = min(per_sensor, left)
+            left -= count
+            for first in range(0, count, 360 * 24 * 30):  # a month of the sensor per statement
+                await conn.execute(
+                    "INSERT INTO readings (device_id, metric, ts, farm_id, agent_id, value, unit)"
+                    " SELECT $1, 'humidity', $2::timestamptz + make_interval(secs => s * 10), $3,"
+                    " $4, 50 + (s % 300) / 10.0, '%' FROM generate_series($5::bigint, $6) AS s",
+                    uuid.UUID(device),
+                    start,
+                    uuid.UUID(agent.farm_id),
+                    uuid.UUID(agent.agent_id),
+                    first,
+                    min(count, first + 360 * 24 * 30) - 1,
+                    timeout=3600,
+                )
+        await conn.execute("ANALYZE readings, reading_rollups", timeout=3600)
+        total = await conn.fetchval("SELECT count(*) FROM readings", timeout=3600)
+    finally:
+        await conn.close()
+    print(f"history: {total:,} readings in the cloud ({len(sensors)} sensors with a year each)")
+    return sensors
+
+
+async def _year_reads(
+    session: aiohttp.ClientSession, fleet: Fleet, token: str, sensors: list[str], repeat: int
+) -> list[float]:
+    end = datetime.now(UTC)
+    params = {
+        "metric": "humidity",
+        "start": (end - timedelta(days=365)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+        "end": end.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+        "max_points": "1000",
+    }
+    times = []
+    for n in range(repeat):
+        url = f"{fleet.next_url()}/api/v1/sensors/{sensors[n % len(sensors)]}/data"
+        started = time.perf_counter()
+        body = await _json(session, "GET", url, token, params=params)
+        times.append(time.perf_counter() - started)
+        if body["resolution"] != "1h" or not body["series"][0]["points"]:
+            raise SystemExit(f"year read answered {body['resolution']}")
+    return times
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def main(args: argparse.Namespace) -> None:
+    """Run the benchmark and print its figures."""
+    cluster = PostgresCluster.start()
+    fleet = None
+    try:
+        await _database(cluster)
+        with tempfile.TemporaryDirectory(prefix="bench-fleet-") as logs:
+            fleet = Fleet(cluster, args.processes, Path(logs))
+            fleet.start()
+            timeout = aiohttp.ClientTimeout(total=600)
+            connector = aiohttp.TCPConnector(limit=args.concurrency * 2)
+            async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+                login = await _json(session, "POST", fleet.next_url() + "/api/v1/login",
+                                    json={"email": ADMIN, "password": ADMIN_PASSWORD})  # fmt: skip
+                token, owner = login["access_token"], login["user"]["id"]
+                agents = await _pair_agents(session, fleet, token, owner, args.agents, args.devices)
+                backlog = max(1, args.agents // 10) if args.backlog_hours else 0
+                plans = [
+                    _plan(a, args.devices, args.live_minutes,
+                          args.backlog_hours if n < backlog else 0)
+                    for n, a in enumerate(agents)
+                ]  # fmt: skip
+                expected = sum(p.readings(args.devices) for p in plans)
+                batches = sum(len(p.batches) for p in plans)
+                print(f"fleet: {args.agents} agents x {args.devices} sensors, {backlog} with a "
+                      f"{args.backlog_hours:g} h backlog; {args.processes} cloud processes; "
+                      f"{batches:,} batches, {expected:,} readings")  # fmt: skip
+                elapsed, latencies, acked = await _upload(session, fleet, plans, args.concurrency)
+                stored, lost, doubled = await _lost_and_doubled(cluster, expected)
+                copy_s, copied = await _copy_baseline(cluster, plans)
+                sensors = await _seed_history(cluster, agents[0], args.history)
+                reads = await _year_reads(session, fleet, token, sensors, args.reads)
+    finally:
+        if fleet is not None:
+            fleet.stop()
+        cluster.stop()
+    rate, copy_rate = acked / elapsed, copied / copy_s
+    print(f"upload:          {rate:,.0f} readings/s ({acked:,} in {elapsed:.1f} s)")
+    print(f"PostgreSQL COPY: {copy_rate:,.0f} readings/s (same readings, same table)")
+    print(f"ratio upload / COPY: {rate / copy_rate:.1%} (target >= 50%)")
+    print(f"batch apply: p50 {_pct(latencies, 0.5) * 1000:.0f} ms, "
+          f"p99 {_pct(latencies, 0.99) * 1000:.0f} ms over {len(latencies):,} batches")  # fmt: skip
+    print(f"readings lost: {lost}  doubled: {doubled}  (stored {stored:,} of {expected:,})")
+    print(f"year read (hourly, {args.reads} requests): median "
+          f"{statistics.median(reads) * 1000:.1f} ms, p99 {_pct(reads, 0.99) * 1000:.1f} ms "
+          "(target < 100 ms)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=200)
+    parser.add_argument("--devices", type=int, default=500, help="sensors per agent")
+    parser.add_argument("--processes", type=int, default=2, help="farm-cloud processes")
+    parser.add_argument("--live-minutes", type=float, default=10.0)
+    parser.add_argument("--backlog-hours", type=float, default=24.0, help="for a tenth of agents")
+    parser.add_argument("--concurrency", type=int, default=16, help="batches in flight at once")
+    parser.add_argument("--history", type=int, default=50_000_000, help="readings for the read")
+    parser.add_argument("--reads", type=int, default=200, help="year reads measured")
+    asyncio.run(main(parser.parse_args()))
