@@ -26,7 +26,8 @@ from agent.web import (
     users,
     webhooks,
 )
-from agent.web.keys import IDENTITY, SETTINGS, STREAMS
+from agent.web.foreground import Foreground, foreground_middleware
+from agent.web.keys import FOREGROUND, IDENTITY, SETTINGS, STREAMS
 from agent.wiring.climate import climate_context
 from agent.wiring.context import Announce
 from agent.wiring.control import control_context
@@ -117,9 +118,11 @@ def create_app(
         unmetered_paths=PAGE_PATHS,
         unmetered_prefixes=(ASSET_PREFIX,),
     )
+    foreground = Foreground()
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[
+            foreground_middleware(foreground),
             request_id_middleware,
             error_middleware,
             auth_middleware(authenticate),
@@ -127,6 +130,7 @@ def create_app(
         ],
     )
     app[SETTINGS] = settings
+    app[FOREGROUND] = foreground
     install_agent_metrics(app, settings)
     app.on_response_prepare.append(add_rate_limit_headers)
 

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import random
 import socket
+import sys
+import termios
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -63,8 +66,13 @@ PUBLISH_POLICY: dict[MessageKind, tuple[int, bool]] = {
 }
 
 _SUBSCRIBE_CHUNK = 50
+# Packets read from the broker's socket in one event-loop turn at most.
+_READ_BURST = 64
 # The longest the dispatcher handles messages before it lets the rest of the agent run.
 _DISPATCH_SLICE_S = 0.005
+# The longest the telemetry lane waits at a time for requests in progress, and how often it looks.
+_STEP_ASIDE_S = 0.05
+_STEP_ASIDE_POLL_S = 0.002
 
 
 def outgoing(kind: MessageKind, topic: str, payload: str) -> OutgoingMessage:
@@ -184,6 +192,9 @@ class MqttClient:
         # a topic's messages keep their order.
         self._urgent: deque[_Delivery] = deque()
         self.prioritize: Callable[[str], bool] | None = None
+        # While this says so (HTTP requests are being answered), the telemetry lane waits, up to
+        # _STEP_ASIDE_S at a time: the broker keeps what is not yet acknowledged.
+        self.busy: Callable[[], bool] | None = None
         self._arrived = asyncio.Event()
         # QoS 1 messages in arrival order: MQTT wants PUBACKs in the order of the PUBLISHes.
         self._acks: deque[_Delivery] = deque()
@@ -335,6 +346,7 @@ class MqttClient:
         client._client.manual_ack_set(True)
         async with asyncio.timeout(settings.timeout + 1):
             await client.__aenter__()
+        _read_in_bursts(client)
         self._receiving = client
         try:
             self.stats.connects += 1
@@ -453,7 +465,7 @@ class MqttClient:
         while True:
             if loop.time() - turn_began > _DISPATCH_SLICE_S:
                 # A burst must not hold the event loop: requests and commands run between.
-                await asyncio.sleep(0)
+                await self._step_aside(loop)
                 turn_began = loop.time()
             delivery = self._take()
             if delivery is None:
@@ -483,6 +495,18 @@ class MqttClient:
                 settled = barrier.settled(start, barrier.mark()) if barrier is not None else None
                 delivery.handled.set_result(settled)
 
+    async def _step_aside(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Let the rest of the agent run; while it answers requests, wait (bounded) unless a
+        state report is waiting."""
+        await asyncio.sleep(0)
+        busy = self.busy
+        if busy is None:
+            return
+        until = loop.time() + _STEP_ASIDE_S
+        # Polled: three conditions, one of them a deadline; a few wake-ups per request.
+        while busy() and not self._urgent and loop.time() < until:  # noqa: ASYNC110
+            await asyncio.sleep(_STEP_ASIDE_POLL_S)
+
     async def _acknowledge(self) -> None:
         """Acknowledge QoS 1 messages in arrival order, each once its readings are committed."""
         while True:
@@ -504,3 +528,35 @@ class MqttClient:
                 self.stats.acknowledged += 1
             else:
                 self.stats.unacknowledged += 1
+
+
+def _read_in_bursts(client: aiomqtt.Client) -> None:
+    """Read what the socket holds, up to ``_READ_BURST`` packets, each time it is readable.
+
+    aiomqtt's reader has paho read one packet per event-loop turn, so a backlog of telemetry
+    took one turn a message, and a command's PUBACK or the state report confirming it waited
+    behind all of it in the socket. Replaces aiomqtt's reader for this connection (same
+    error handling: a failed read ends the connection); aiomqtt removes it when the socket
+    closes.
+    """
+    paho = client._client
+    sock = paho.socket()
+    if not isinstance(sock, socket.socket):
+        return  # a WebSocket transport wraps the socket: keep aiomqtt's own reader
+    fd = sock.fileno()
+    available = bytearray(4)
+
+    def read() -> None:
+        try:
+            for _ in range(_READ_BURST):
+                paho.loop_read()
+                if paho.socket() is not sock:
+                    return
+                fcntl.ioctl(fd, termios.FIONREAD, available)
+                if not int.from_bytes(available, sys.byteorder):
+                    return
+        except Exception as exc:
+            if not client._disconnected.done():
+                client._disconnected.set_exception(exc)
+
+    asyncio.get_running_loop().add_reader(fd, read)

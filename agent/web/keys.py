@@ -40,11 +40,13 @@ from agent.services.webhooks.service import WebhookService
 from agent.settings import AgentSettings
 from agent.store.db import Database
 from agent.sync.runtime import SyncRuntime
+from agent.web.foreground import Foreground
 from home_hub.live import HubStateStream
 from home_hub.service import HomeAutomation
 from protocol.webhooks import WebhookDeliverer
 
 SETTINGS = web.AppKey("settings", AgentSettings)
+FOREGROUND = web.AppKey("foreground", Foreground)
 DATABASE = web.AppKey("database", Database)
 FARMS = web.AppKey("farms", FarmService)
 HIERARCHY = web.AppKey("hierarchy", HierarchyService)

@@ -20,6 +20,7 @@ from agent.web.keys import (
     DEVICES,
     EVENT_HUB,
     EVENT_LOG,
+    FOREGROUND,
     HEALTH,
     READINGS,
 )
@@ -70,6 +71,7 @@ def device_runtime_context(settings: AgentSettings) -> CleanupContext:
             # The WebSocket streams connect here (DeviceEvent per availability, state,
             # command outcome and fault); the event log keeps those worth keeping.
             on_event=fan_out(app[EVENT_HUB].publish_device_event, app[EVENT_LOG].device_event),
+            busy=app[FOREGROUND].busy,
         )
         calibration.attach(ezo=ezo)
         await runtime.start()

@@ -45,6 +45,7 @@ class DeviceRuntime:
         serial: SerialOptions | None,
         on_event: DeviceEventHook | None = None,
         expiry_interval: float = 5.0,
+        busy: Callable[[], bool] | None = None,
     ) -> None:
         self._devices = devices
         self._writer = writer
@@ -70,6 +71,7 @@ class DeviceRuntime:
             self.client = MqttClient(mqtt, self._handle, barrier=writer, on_connect=self._connected)
             self.gateway = MqttDeviceGateway(self.client, self, now=utcnow)
             self.client.prioritize = self._urgent
+            self.client.busy = busy
         self._bindings: dict[str, DeviceBinding] = {}
         self._states: dict[str, dict[str, bool | int]] = {}
         self._started = False

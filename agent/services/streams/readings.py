@@ -21,6 +21,8 @@ from protocol.tasks import cancel_and_wait
 __all__ = ["ReadingFeed", "ReadingSource"]
 
 log = logging.getLogger(__name__)
+# The longest the feed forwards readings before it lets the rest of the agent run.
+_SLICE_S = 0.005
 
 FarmOfDevice = Callable[[str], Awaitable[str | None]]
 DeviceFarms = Callable[[], Awaitable[Mapping[str, str]]]
@@ -102,10 +104,16 @@ class ReadingFeed:
 
     async def _forward(self, subscription: ReadingSubscription, first: CommittedReading) -> None:
         reading: CommittedReading | None = first
+        loop = asyncio.get_running_loop()
+        turn_began = loop.time()
         while reading is not None:
             farm_id = await self._farm_of(reading.device_id)
             if farm_id is not None:
                 self._hub.publish_reading(farm_id, reading)
+            if loop.time() - turn_began > _SLICE_S:
+                # A commit of thousands of readings must not hold the event loop in one go.
+                await asyncio.sleep(0)
+                turn_began = loop.time()
             reading = subscription.get_nowait()
         # The writer drops only while this queue is full, so the gap follows what was just sent.
         lost = subscription.take_dropped()

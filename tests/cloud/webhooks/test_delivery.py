@@ -224,3 +224,28 @@ async def test_a_webhook_failing_too_long_is_disabled_with_an_event(
     assert again["enabled"] and again["failing_since"] is None and again["disabled_reason"] is None
     await insert_events(system, world.farm_a.farm_id, 1)
     await receiver.wait_for(1)
+
+
+async def test_a_farm_creators_webhook_follows_the_grant_an_admin_reduced(
+    make_cloud: Any, world: World, system: Conn, receiver: WebhookReceiver
+) -> None:
+    """Creating the farm is no access of its own (cloud migrations 0075, 0076): once an admin
+    reduces the creator's grant to read_only, their webhook is queued nothing more."""
+    cloud: Cloud = await make_cloud(**FAST)
+    alice = await cloud.login(World.email("alice"))  # farm manager, farm A's creator
+    hook = await add_webhook(cloud, alice, world.farm_a.farm_id, receiver)
+    queued = "SELECT count(*) FROM webhook_deliveries WHERE webhook_id = $1"
+    await insert_events(system, world.farm_a.farm_id, 1)
+    assert await system.fetchval(queued, uuid.UUID(hook["id"])) == 1
+    admin = await cloud.login(World.email("admin"))
+    resp = await cloud.client.post(
+        "/api/v1/users/permissions",
+        json={
+            "user_id": str(world.users["alice"]),
+            "permissions": [{"farm_id": str(world.farm_a.farm_id), "permission_type": "read_only"}],
+        },
+        headers={"Authorization": f"Bearer {admin}"},
+    )
+    assert resp.status == 200, await resp.text()
+    await insert_events(system, world.farm_a.farm_id, 1)
+    assert await system.fetchval(queued, uuid.UUID(hook["id"])) == 1
