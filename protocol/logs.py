@@ -93,3 +93,7 @@ def configure_logging(level: str, fmt: Literal["text", "json"] = "text") -> None
     root.setLevel(level)
     # aiosqlite's DEBUG lines carry every statement's parameters (hashes, e-mail addresses).
     logging.getLogger("aiosqlite").setLevel(max(logging.INFO, root.level))
+    # apscheduler says "Running job ..." and "executed successfully" at INFO for every run of every
+    # periodic job; a failed run is still a WARNING/ERROR, and DEBUG shows everything.
+    if root.level > logging.DEBUG:
+        logging.getLogger("apscheduler").setLevel(max(logging.WARNING, root.level))

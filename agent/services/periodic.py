@@ -49,6 +49,7 @@ class PeriodicJob:
             "interval",
             seconds=self._interval,
             id=self.job_id,
+            name=self.job_id,
             max_instances=1,
             coalesce=True,
             next_run_time=datetime.now(UTC) + timedelta(seconds=self._first_after),
