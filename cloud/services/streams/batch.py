@@ -26,7 +26,7 @@ from typing import Any
 from protocol.live.outbox import Stream, StreamEvent
 from protocol.timefmt import iso
 
-__all__ = ["LiveBatch", "decode_event", "missed_by_stream"]
+__all__ = ["LiveBatch", "decode_events", "missed_by_stream"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DEVICE_EVENT_KINDS = {
@@ -36,6 +36,8 @@ _DEVICE_EVENT_KINDS = {
     "command_failed": "status-update",
 }
 _ALERT_KINDS = frozenset({"alert_raised", "alert_cleared"})
+_READINGS = "readings"
+"""The wire type of a block of ``reading`` messages (one sensor, one metric)."""
 
 
 @dataclass
@@ -66,25 +68,29 @@ class LiveBatch:
             }
         )
 
-    def reading(
-        self, farm_id: str, device_id: str, metric: str, unit: str, ts_ms: int, value: float
+    def readings(
+        self,
+        farm_id: str,
+        device_id: str,
+        metric: str,
+        unit: str,
+        stamps_ms: list[int],
+        values: list[float],
     ) -> None:
-        """A reading stored for the first time."""
-        self._add(
-            Stream.SENSOR_DATA,
-            "reading",
-            farm_id,
+        """A block of one sensor's readings stored for the first time: one ``reading`` message
+        per value, carried as one compact wire entry (a backlog batch holds 50,000 of them) and
+        only made into messages by a process that has clients of the stream."""
+        self.events.append(
             {
-                "device_id": device_id,
-                "metric": metric,
-                "unit": unit,
-                "value": value,
-                "raw": None,
-                "received_at": None,
-            },
-            iso(_EPOCH + timedelta(milliseconds=ts_ms)),
-            device_id,
-            metric,
+                "s": Stream.SENSOR_DATA.value,
+                "t": _READINGS,
+                "f": farm_id,
+                "dv": device_id,
+                "m": metric,
+                "u": unit,
+                "ts": stamps_ms,
+                "v": values,
+            }
         )
 
     def event(self, record: dict[str, Any]) -> None:
@@ -158,19 +164,46 @@ class LiveBatch:
         )  # fmt: skip
 
 
-def decode_event(wire: dict[str, Any]) -> StreamEvent:
-    """A stream event from its wire form in a notification (raises on a malformed one)."""
-    return StreamEvent(
-        stream=Stream(wire["s"]),
-        type=str(wire["t"]),
-        farm_id=str(wire["f"]),
-        data=dict(wire["d"]),
-        at=datetime.fromisoformat(str(wire["a"]).replace("Z", "+00:00")),
-        device_id=wire.get("dv"),
-        metric=wire.get("m"),
-    )
+def decode_events(wire: dict[str, Any]) -> list[StreamEvent]:
+    """The stream events of one wire entry of a notification (raises on a malformed one)."""
+    if wire.get("t") != _READINGS:
+        return [
+            StreamEvent(
+                stream=Stream(wire["s"]),
+                type=str(wire["t"]),
+                farm_id=str(wire["f"]),
+                data=dict(wire["d"]),
+                at=datetime.fromisoformat(str(wire["a"]).replace("Z", "+00:00")),
+                device_id=wire.get("dv"),
+                metric=wire.get("m"),
+            )
+        ]
+    farm_id, device_id, metric = str(wire["f"]), str(wire["dv"]), str(wire["m"])
+    unit = str(wire["u"])
+    return [
+        StreamEvent(
+            stream=Stream.SENSOR_DATA,
+            type="reading",
+            farm_id=farm_id,
+            data={
+                "device_id": device_id,
+                "metric": metric,
+                "unit": unit,
+                "value": value,
+                "raw": None,
+                "received_at": None,
+            },
+            at=_EPOCH + timedelta(milliseconds=int(ts_ms)),
+            device_id=device_id,
+            metric=metric,
+        )
+        for ts_ms, value in zip(wire["ts"], wire["v"], strict=True)
+    ]
 
 
 def missed_by_stream(events: list[dict[str, Any]]) -> Counter[Stream]:
-    """How many of ``events`` each stream carries."""
-    return Counter(Stream(e["s"]) for e in events)
+    """How many stream events each stream carries in ``events`` (wire entries)."""
+    counts: Counter[Stream] = Counter()
+    for e in events:
+        counts[Stream(e["s"])] += len(e["ts"]) if e.get("t") == _READINGS else 1
+    return counts
