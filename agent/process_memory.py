@@ -8,7 +8,6 @@ library is not glibc.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ctypes
 import ctypes.util
 import gc
@@ -17,6 +16,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
+
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["freeze_startup_objects", "periodic_trim", "tune_malloc"]
 
@@ -80,8 +81,6 @@ def periodic_trim(interval_s: float) -> Callable[[web.Application], AsyncIterato
             return
         task = asyncio.create_task(trim_loop(libc), name="malloc-trim")
         yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait(task)
 
     return context

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from agent.ops.backup import BackupError, create_backup, prune_backups
 from agent.store.db import Database
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["Maintenance", "MaintenancePolicy", "Notify"]
 
@@ -76,10 +77,8 @@ class Maintenance:
 
     async def stop(self) -> None:
         """Stop the chores."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
     async def check_disk(self) -> None:
         """Measure free space and report crossing the watermark (either way) once."""

@@ -8,7 +8,6 @@ blocked loop or a dead component stops the pings and systemd's watchdog restarts
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from aiohttp import web
 
 from agent.ops.systemd_notify import Notifier
 from protocol.http.server import EnvelopeAppRunner, ListenError, listen
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["StartupFailed", "serve"]
 
@@ -68,9 +68,7 @@ async def serve(
         try:
             await stop.wait()
         finally:
-            pinger.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pinger
+            await cancel_and_wait(pinger)
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
         log.info("stopping")

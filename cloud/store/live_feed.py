@@ -21,6 +21,7 @@ import asyncpg
 
 from cloud.store.db import Connection
 from protocol.backoff import Backoff, Retry
+from protocol.tasks import cancel_and_wait
 
 __all__ = [
     "APPLICATION_NAME",
@@ -117,9 +118,7 @@ class FeedListener:
     async def stop(self) -> None:
         """Stop listening and close the connection."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await cancel_and_wait(task)
 
     def _deliver(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         self._on_payload(str(payload))

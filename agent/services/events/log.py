@@ -27,6 +27,7 @@ from agent.services.live.hub import DeviceEventLike, FarmStatusChange
 from agent.store.events import EventRecord, EventStore
 from protocol.backoff import Backoff, Retry
 from protocol.live.outbox import Stream, StreamEvent
+from protocol.tasks import cancel_and_wait
 from protocol.throttled_log import ThrottledLog
 from protocol.timefmt import iso, utcnow
 
@@ -213,10 +214,8 @@ class EventLog:
             await asyncio.wait_for(self._queue.join(), _FLUSH_TIMEOUT_S)
         if self._queue.qsize():
             log.warning("event log stopped with %d events unwritten", self._queue.qsize())
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
     async def flush(self) -> None:
         """Wait until every event queued so far is written (tests, shutdown)."""

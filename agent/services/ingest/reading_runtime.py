@@ -5,7 +5,6 @@ what committed readings tell the registry (``last_reading``) and calibration (la
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from agent.services.periodic import PeriodicJob
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.services.readings.retention import ReadingRetention
 from agent.services.readings.writer import ReadingWriter
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["LatestReadings", "ReadingRuntime"]
 
@@ -105,10 +105,8 @@ class ReadingRuntime:
         if self._recorder is not None:
             # The last batch's readings are in the queue: record them before stopping.
             await asyncio.sleep(0)
-            self._recorder.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._recorder
-            self._recorder = None
+            recorder, self._recorder = self._recorder, None
+            await cancel_and_wait(recorder)
         if self._subscription is not None:
             self._subscription.close()
             self._subscription = None

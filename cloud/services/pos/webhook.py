@@ -40,13 +40,37 @@ _MAX_ROUTES = 1000
 _Route: TypeAlias = tuple[str | None, UUID | None]
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _holds_nul(document: Any) -> bool:
+    """Whether any key or string in the decoded document holds a NUL character (PostgreSQL's
+    jsonb cannot store one)."""
+    pending = [document]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
 def _event(body: bytes) -> dict[str, Any]:
+    """The event object of a body: strict JSON (no NaN or Infinity), no NUL in any string."""
     try:
-        event = json.loads(body)
+        event = json.loads(body, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise BadRequest("The body is not JSON") from None
     if not isinstance(event, dict):
         raise BadRequest("The body is not an event object")
+    if _holds_nul(event):
+        raise BadRequest("The body holds a NUL character")
     return event
 
 

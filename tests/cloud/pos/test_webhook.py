@@ -125,6 +125,15 @@ async def test_malformed_and_oversized_bodies_are_refused(
     )
     assert status == 413
     assert_error(answer, "PAYLOAD_TOO_LARGE")
+    head = f'"merchant_id": {json.dumps(fake.merchant.merchant_id)}, "type": "payment.updated"'
+    for n, data in enumerate(  # JSON to Python, but not to PostgreSQL's jsonb
+        ('{"amount": NaN}', '{"amount": -Infinity}', '{"note": "a\\u0000b"}', '{"a\\u0000": 1}')
+    ):
+        body = f'{{{head}, "event_id": "e{n}", "data": {data}}}'
+        signed = {SIGNATURE_HEADER: sign(KEY, NOTIFICATION_URL, body.encode())}
+        status, answer = await post_raw(owners, body.encode(), signed)
+        assert status == 400, (body, answer)
+        assert_error(answer, "BAD_REQUEST")
     assert await stored_events(cloud_db) == 0
 
 
