@@ -60,8 +60,9 @@ class _Group:
 class _Job(Generic[T]):
     """One :meth:`Database.write` waiting for its turn, then for its commit."""
 
-    def __init__(self, work: Work[T]) -> None:
+    def __init__(self, work: Work[T], hot: bool) -> None:
         self.work = work
+        self.hot = hot
         self.outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
 
@@ -126,7 +127,8 @@ class Database:
         self._queued: list[_Job[Any]] = []
         self._drainer: asyncio.Task[None] | None = None
         self.generation = 0
-        """Count of committed write transactions since open (see ``GenerationCache``)."""
+        """Count of committed write transactions that may change what a read cache shows (see
+        ``GenerationCache``): every one but the hot writes of :meth:`write`."""
 
     async def open(self) -> None:
         """Open the connections, check integrity, and apply pending migrations."""
@@ -275,15 +277,20 @@ class Database:
             self._schedule_commit(group)
         await asyncio.shield(group.committed)
 
-    async def write(self, work: Work[T]) -> T:
+    async def write(self, work: Work[T], *, hot: bool = False) -> T:
         """Run ``work`` as one write transaction; durable when this returns its result.
 
         ``work`` runs on the database's own thread with the plain ``sqlite3`` connection, so it
         may only run SQL. The writes waiting at the same moment run one after another in one
         hop to that thread, each in its own savepoint (an exception rolls back its work only
         and is raised here), and share one ``COMMIT`` with the :meth:`transaction` blocks.
+
+        ``hot``: the work writes only what no read cache shows (readings and their series, the
+        outbox, a device's reported state and stamps, command records), so its commit leaves
+        ``generation`` alone: a flood of readings does not empty the caches of the farm list
+        and the sessions. A failed commit still counts.
         """
-        job = _Job(work)
+        job = _Job(work, hot)
         self._queued.append(job)
         if self._drainer is None:
             self._drainer = asyncio.create_task(self._drain())
@@ -311,7 +318,8 @@ class Database:
             for job in jobs:
                 job.outcome.set_exception(err)
             return
-        self.generation += 1
+        if group is not None or not all(job.hot for job in jobs):
+            self.generation += 1
         if group is not None:
             group.committed.set_result(None)
         for job, outcome in zip(jobs, outcomes, strict=True):

@@ -237,7 +237,7 @@ class DeviceStore:
                 (stamps,),
             )
 
-        await self._db.write(work)
+        await self._db.write(work, hot=True)
 
     async def record_info(
         self, device_id: str, firmware_version: str | None, battery_level: int | None
@@ -280,7 +280,7 @@ class DeviceStore:
             )
             return state
 
-        return await self._db.write(work)
+        return await self._db.write(work, hot=True)
 
 
 async def _show_status(conn: aiosqlite.Connection, condition: str, params: list[Any]) -> None:
