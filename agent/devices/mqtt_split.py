@@ -13,12 +13,38 @@ only, so its messages keep their order and arrive once.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 
 from agent.devices.codec import OutgoingMessage
-from agent.devices.mqtt import MqttClient
+from agent.devices.mqtt import CommitBarrier, MqttClient
 
-__all__ = ["SplitTransport"]
+__all__ = ["SplitTransport", "without_backpressure"]
+
+
+class _Unbounded:
+    """A commit barrier whose ``room`` never waits; the rest is the wrapped barrier's."""
+
+    def __init__(self, barrier: CommitBarrier) -> None:
+        self._barrier = barrier
+
+    def mark(self) -> int:
+        """The wrapped barrier's position."""
+        return self._barrier.mark()
+
+    async def room(self) -> None:
+        """Never waits."""
+        return None
+
+    def settled(self, start: int, end: int) -> asyncio.Future[bool]:
+        """The wrapped barrier's answer: acknowledgements still wait for the commit."""
+        return self._barrier.settled(start, end)
+
+
+def without_backpressure(barrier: CommitBarrier) -> CommitBarrier:
+    """``barrier`` for the control connection: its few messages do not wait for room in the
+    readings' queue (which a flood of telemetry keeps full), only for their own commit."""
+    return _Unbounded(barrier)
 
 
 class SplitTransport:

@@ -310,8 +310,7 @@ def _add_block(record: Record, block: ReadingBlock, into: sync_mirror.ReadingRow
 def _tell_readings(live: LiveBatch, farm_id: str, record: Record, block: ReadingBlock) -> None:
     """The stream messages of a reading block just stored."""
     unit = str(record.data.get("u", ""))
-    for ts, value in zip(block.timestamps_ms, block.values, strict=True):
-        live.reading(farm_id, block.device_id, block.metric, unit, ts, value)
+    live.readings(farm_id, block.device_id, block.metric, unit, block.timestamps_ms, block.values)
 
 
 def _rollup(record: Record) -> sync_mirror.RollupRow:

@@ -21,7 +21,7 @@ from agent.devices.codec import Command, Measurement, StateUpdate
 from agent.devices.errors import DeviceUnavailable
 from agent.devices.gateway import CommandResult, MqttDeviceGateway
 from agent.devices.mqtt import InboundMessage, MessageHandler, MqttClient, MqttSettings
-from agent.devices.mqtt_split import SplitTransport
+from agent.devices.mqtt_split import SplitTransport, without_backpressure
 from agent.services.devices.registry import DeviceBinding, DeviceService
 from agent.services.ingest.serial_devices import SerialDevices, SerialOptions, SerialReports
 from agent.services.live.device_events import DeviceEvent, DeviceEventHook, EventKind
@@ -76,7 +76,7 @@ class DeviceRuntime:
         if mqtt is not None:
             self.client = MqttClient(mqtt, self._handle, barrier=writer, on_connect=self._connected)
             control = replace(mqtt, client_id=f"{mqtt.client_id}-control", will=None, birth=None)
-            self.control = MqttClient(control, self._handle, barrier=writer)
+            self.control = MqttClient(control, self._handle, barrier=without_backpressure(writer))
             self.control.prioritize = lambda _topic: True
             self._transport = SplitTransport(self.client, self.control, self._urgent)
             self.gateway = MqttDeviceGateway(self._transport, self, now=utcnow)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from cloud.services.streams.batch import decode_event, missed_by_stream
+from cloud.services.streams.batch import decode_events, missed_by_stream, size_of, stream_of
 from cloud.store import live_feed
 from cloud.store.db import Database
 from protocol.backoff import Backoff, Retry
@@ -112,12 +112,17 @@ class CloudFeed:
                 return
         for wire in events:
             try:
-                event = decode_event(wire)
+                if not self._hub.subscribers(stream_of(wire)):
+                    # Nobody listens here: a catch-up's readings are not expanded for nobody.
+                    self.published += size_of(wire)
+                    continue
+                decoded = decode_events(wire)
             except (KeyError, TypeError, ValueError):
                 self._problems.warning("event", "live feed: malformed event ignored")
                 continue
-            self._hub.publish(event)
-            self.published += 1
+            for event in decoded:
+                self._hub.publish(event)
+            self.published += len(decoded)
 
 
 def _counts(note: Mapping[str, Any]) -> Counter[str]:
