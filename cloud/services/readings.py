@@ -8,8 +8,10 @@ a series never exceeds MAX_HOURLY_POINTS.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -21,15 +23,16 @@ from cloud.store.devices import sensor_farm
 from protocol.access import Action
 from protocol.errors import NotFound, ValidationFailed
 from protocol.identity import Principal
-from protocol.schemas.sensors import (
-    MetricSeries,
-    Resolution,
-    SensorData,
-    SensorDataQuery,
-)
+from protocol.schemas.sensors import Resolution, SensorDataQuery
 from protocol.timefmt import iso, utcnow
 
-__all__ = ["DEFAULT_SPAN", "MAX_HOURLY_POINTS", "ReadingService"]
+__all__ = [
+    "DEFAULT_SPAN",
+    "MAX_HOURLY_POINTS",
+    "ReadingService",
+    "RenderedSensorData",
+    "RenderedSeries",
+]
 
 DEFAULT_SPAN = timedelta(hours=24)
 MAX_HOURLY_POINTS = 10_000
@@ -50,6 +53,41 @@ def bucket_count(start: datetime, end: datetime, seconds: int) -> int:
     return math.ceil((end - align(start, seconds)).total_seconds() / seconds)
 
 
+@dataclass(frozen=True)
+class RenderedSeries:
+    """One metric's series, its points already a JSON array (``ReadingPoint`` objects)."""
+
+    metric: str
+    unit: str
+    points_json: str
+
+
+@dataclass(frozen=True)
+class RenderedSensorData:
+    """A ``SensorData`` answer whose points PostgreSQL rendered: a year of hours is 8,760
+    points, and building, validating and serializing them as models was most of the request's
+    time. The points come from the database as the API writes them, so nothing is left to
+    check."""
+
+    sensor_id: str
+    start: str
+    end: str
+    resolution: Resolution
+    series: tuple[RenderedSeries, ...]
+
+    def json(self) -> bytes:
+        """The answer as ``SensorData``'s JSON (same fields, same order)."""
+        dump = json.dumps
+        series = ",".join(
+            f'{{"metric":{dump(s.metric)},"unit":{dump(s.unit)},"points":{s.points_json}}}'
+            for s in self.series
+        )
+        return (
+            f'{{"sensor_id":{dump(self.sensor_id)},"start":{dump(self.start)},'
+            f'"end":{dump(self.end)},"resolution":{dump(self.resolution)},"series":[{series}]}}'
+        ).encode()
+
+
 class ReadingService:
     """Readings of the sensors the caller may see."""
 
@@ -65,7 +103,7 @@ class ReadingService:
 
     async def sensor_data(
         self, principal: Principal, sensor_id: str, query: SensorDataQuery
-    ) -> SensorData:
+    ) -> RenderedSensorData:
         """One metric, or every metric, of a sensor over the range."""
         end = query.end or self._clock()
         start = query.start or end - DEFAULT_SPAN
@@ -92,17 +130,13 @@ class ReadingService:
             for metric in metrics:
                 points = await self._points(conn, device_id, metric, start, end, resolution)
                 unit = await store.unit_of(conn, device_id, metric)
-                series.append(
-                    # One validation of the whole series (a year of hours is 8,760 points):
-                    # a third cheaper than building the points one by one.
-                    MetricSeries.model_validate({"metric": metric, "unit": unit, "points": points})
-                )
-        return SensorData(
+                series.append(RenderedSeries(metric, unit, points))
+        return RenderedSensorData(
             sensor_id=sensor_id,
             start=iso(start),
             end=iso(end),
             resolution=resolution,
-            series=series,
+            series=tuple(series),
         )
 
     @staticmethod
@@ -136,7 +170,7 @@ class ReadingService:
         start: datetime,
         end: datetime,
         resolution: Resolution,
-    ) -> list[dict[str, object]]:
+    ) -> str:
         if resolution == "raw":
             return await store.raw_points(conn, device_id, metric, start, end)
         seconds = _BUCKET_SECONDS[resolution]

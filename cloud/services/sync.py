@@ -309,8 +309,14 @@ def _add_block(record: Record, block: ReadingBlock, into: sync_mirror.ReadingRow
 
 def _tell_readings(live: LiveBatch, farm_id: str, record: Record, block: ReadingBlock) -> None:
     """The stream messages of a reading block just stored."""
-    unit = str(record.data.get("u", ""))
-    live.readings(farm_id, block.device_id, block.metric, unit, block.timestamps_ms, block.values)
+    live.readings(
+        farm_id,
+        block.device_id,
+        block.metric,
+        str(record.data.get("u", "")),
+        list(block.timestamps_ms),
+        list(block.values),
+    )
 
 
 def _rollup(record: Record) -> sync_mirror.RollupRow:

@@ -35,9 +35,10 @@ async def list_devices(request: web.Request, query: DeviceListQuery) -> DeviceLi
     query=SensorDataQuery,
     response=SensorData,
 )
-async def sensor_data(request: web.Request, sensor_id: str, query: SensorDataQuery) -> SensorData:
+async def sensor_data(request: web.Request, sensor_id: str, query: SensorDataQuery) -> web.Response:
     """Readings at the finest resolution (raw, 1 minute, 1 hour) that fits max_points."""
-    return await request.app[READINGS].sensor_data(principal_of(request), sensor_id, query)
+    data = await request.app[READINGS].sensor_data(principal_of(request), sensor_id, query)
+    return web.Response(body=data.json(), content_type="application/json")
 
 
 @api.route(

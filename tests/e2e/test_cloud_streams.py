@@ -187,7 +187,7 @@ async def test_a_batch_too_large_for_a_notification_reaches_every_process_whole(
         return bool(await cloud.sql("SELECT 1 FROM devices WHERE id = $1::uuid", device_id))
 
     await eventually(device_mirrored, "the device in the cloud")
-    count = 1_000  # far more than 8000 bytes of messages, even as one block
+    count = 1000  # far more than 8000 bytes of messages, even as one compact block
     async with aiohttp.ClientSession() as session:
         ws = await _open(session, second_process, "sensor-data", admin)
         await add_readings(tmp_path / "state" / "agent.db", device_id, 1_700_000_000_000, count)

@@ -9,7 +9,6 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from home_hub.client import HubClient
 from home_hub.errors import (
@@ -23,30 +22,9 @@ from home_hub.errors import (
 from home_hub.fake import FakeHub
 from home_hub.fake_proxy import FakeAccessProxy
 from home_hub.settings import HubConfig, check_hub_config
-
-TOKEN = "test-token"
-
-Serve = Callable[[web.Application], Awaitable[str]]
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Serve]:
-    servers: list[TestServer] = []
-
-    async def start(app: web.Application) -> str:
-        server = TestServer(app)
-        await server.start_server()
-        servers.append(server)
-        return str(server.make_url("/")).rstrip("/")
-
-    yield start
-    for server in servers:
-        await server.close()
-
-
-@pytest.fixture
-async def hub() -> FakeHub:
-    return FakeHub.sample(TOKEN)
+from tests.support.hub_fixtures import TOKEN, Serve
+from tests.support.hub_fixtures import hub as hub
+from tests.support.hub_fixtures import serve as serve
 
 
 @pytest.fixture

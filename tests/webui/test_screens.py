@@ -9,7 +9,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD
-from tests.webui.conftest import Screen
+from tests.webui.conftest import Screen, check_accessibility
 from tests.webui.site import FarmSite
 
 PASSWORD = "a long enough password"
@@ -213,6 +213,33 @@ def test_every_screen_renders_and_passes_axe(screen: Screen) -> None:
         expect(screen.page.get_by_role("heading", name=title, exact=False).first).to_be_visible()
         expect(screen.page.locator(".loading")).to_have_count(0)
         screen.capture(route.split("/")[0])
+
+
+def test_every_reading_chip_state_keeps_readable_colours(screen: Screen) -> None:
+    """Fresh or offline, in or out of its band: each chip of the overview passes axe's contrast
+    check (a state the simulated farm reaches only by chance, so it is set here)."""
+    screen.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD)
+    screen.open("overview")
+    shelf = screen.page.locator("article.shelf").first
+    expect(shelf).to_be_visible()
+    shelf.evaluate(
+        """(shelf) => {
+          const chips = document.createElement("div");
+          chips.className = "chips";
+          for (const state of ["", " out", " stale", " out stale"]) {
+            const chip = document.createElement("a");
+            chip.className = "chip" + state;
+            chip.href = "#/sensors/example";
+            chip.setAttribute("data-state", state.trim() || "fresh");
+            chip.append(Object.assign(document.createElement("span"), {textContent: "Temp"}));
+            chip.append(Object.assign(document.createElement("strong"), {textContent: "31.0°C"}));
+            chips.append(chip);
+          }
+          shelf.append(chips);
+        }"""
+    )
+    expect(screen.page.locator("a.chip[data-state]")).to_have_count(4)
+    check_accessibility(screen.page, "reading chips")
 
 
 def test_the_api_docs_page_tries_requests_with_a_token_and_documents_the_streams(

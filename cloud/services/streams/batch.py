@@ -4,9 +4,7 @@ The agent publishes as things happen; the cloud learns of them from the records 
 and tells its clients the same way (types and ``data`` as on the agent, DESIGN.md section 7):
 
 - readings: ``reading`` on /ws/sensor-data, one per value (``raw`` and ``received_at`` are not
-  synced, so they are null); between processes a block of one series travels as one wire entry
-  (columns of times and values), expanded into messages only where a client listens: a catch-up
-  batch of 50,000 readings cost the cloud more as 50,000 JSON messages than as rows;
+  synced, so they are null);
 - events: alerts raised and cleared (``alert``), farm status changes (``farm-status``) and the
   other events (``notice``) on /ws/farm-status; a device's availability (``status-update``), its
   faults (``error``) and its failed commands (``status-update``, ``event: command``) on
@@ -21,7 +19,6 @@ Only records that changed the mirror count: a record applied before, or refused,
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,7 +26,7 @@ from typing import Any
 from protocol.live.outbox import Stream, StreamEvent
 from protocol.timefmt import iso
 
-__all__ = ["LiveBatch", "decode_events", "missed_by_stream", "size_of", "stream_of"]
+__all__ = ["LiveBatch", "decode_events", "missed_by_stream"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DEVICE_EVENT_KINDS = {
@@ -40,7 +37,7 @@ _DEVICE_EVENT_KINDS = {
 }
 _ALERT_KINDS = frozenset({"alert_raised", "alert_cleared"})
 _READINGS = "readings"
-"""Wire type of a block of readings of one series (``ts``: times in ms, ``v``: values)."""
+"""The wire type of a block of ``reading`` messages (one sensor, one metric)."""
 
 
 @dataclass
@@ -77,10 +74,12 @@ class LiveBatch:
         device_id: str,
         metric: str,
         unit: str,
-        stamps_ms: Sequence[int],
-        values: Sequence[float],
+        stamps_ms: list[int],
+        values: list[float],
     ) -> None:
-        """Readings of one series stored for the first time: one ``reading`` message each."""
+        """A block of one sensor's readings stored for the first time: one ``reading`` message
+        per value, carried as one compact wire entry (a backlog batch holds 50,000 of them) and
+        only made into messages by a process that has clients of the stream."""
         self.events.append(
             {
                 "s": Stream.SENSOR_DATA.value,
@@ -89,8 +88,8 @@ class LiveBatch:
                 "dv": device_id,
                 "m": metric,
                 "u": unit,
-                "ts": list(stamps_ms),
-                "v": list(values),
+                "ts": stamps_ms,
+                "v": values,
             }
         )
 
@@ -165,24 +164,22 @@ class LiveBatch:
         )  # fmt: skip
 
 
-def size_of(wire: dict[str, Any]) -> int:
-    """How many stream messages a wire entry stands for."""
-    return len(wire["ts"]) if wire.get("t") == _READINGS else 1
-
-
-def stream_of(wire: dict[str, Any]) -> Stream:
-    """The stream a wire entry's messages go to (raises on a malformed one)."""
-    return Stream(wire["s"])
-
-
 def decode_events(wire: dict[str, Any]) -> list[StreamEvent]:
-    """The stream messages of a wire entry in a notification (raises on a malformed one)."""
+    """The stream events of one wire entry of a notification (raises on a malformed one)."""
     if wire.get("t") != _READINGS:
-        return [_decode(wire)]
-    farm_id, device_id, metric, unit = (str(wire[k]) for k in ("f", "dv", "m", "u"))
-    stamps, values = list(wire["ts"]), list(wire["v"])
-    if len(stamps) != len(values):
-        raise ValueError("a reading block's columns differ in length")
+        return [
+            StreamEvent(
+                stream=Stream(wire["s"]),
+                type=str(wire["t"]),
+                farm_id=str(wire["f"]),
+                data=dict(wire["d"]),
+                at=datetime.fromisoformat(str(wire["a"]).replace("Z", "+00:00")),
+                device_id=wire.get("dv"),
+                metric=wire.get("m"),
+            )
+        ]
+    farm_id, device_id, metric = str(wire["f"]), str(wire["dv"]), str(wire["m"])
+    unit = str(wire["u"])
     return [
         StreamEvent(
             stream=Stream.SENSOR_DATA,
@@ -192,33 +189,21 @@ def decode_events(wire: dict[str, Any]) -> list[StreamEvent]:
                 "device_id": device_id,
                 "metric": metric,
                 "unit": unit,
-                "value": float(value),
+                "value": value,
                 "raw": None,
                 "received_at": None,
             },
-            at=_EPOCH + timedelta(milliseconds=int(ts)),
+            at=_EPOCH + timedelta(milliseconds=int(ts_ms)),
             device_id=device_id,
             metric=metric,
         )
-        for ts, value in zip(stamps, values, strict=True)
+        for ts_ms, value in zip(wire["ts"], wire["v"], strict=True)
     ]
 
 
-def _decode(wire: dict[str, Any]) -> StreamEvent:
-    return StreamEvent(
-        stream=Stream(wire["s"]),
-        type=str(wire["t"]),
-        farm_id=str(wire["f"]),
-        data=dict(wire["d"]),
-        at=datetime.fromisoformat(str(wire["a"]).replace("Z", "+00:00")),
-        device_id=wire.get("dv"),
-        metric=wire.get("m"),
-    )
-
-
 def missed_by_stream(events: list[dict[str, Any]]) -> Counter[Stream]:
-    """How many messages of ``events`` (wire entries) each stream carries."""
+    """How many stream events each stream carries in ``events`` (wire entries)."""
     counts: Counter[Stream] = Counter()
-    for wire in events:
-        counts[stream_of(wire)] += size_of(wire)
+    for e in events:
+        counts[Stream(e["s"])] += len(e["ts"]) if e.get("t") == _READINGS else 1
     return counts

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from cloud.services.streams.batch import decode_events, missed_by_stream, size_of, stream_of
+from cloud.services.streams.batch import decode_events, missed_by_stream
 from cloud.store import live_feed
 from cloud.store.db import Database
 from protocol.backoff import Backoff, Retry
@@ -102,7 +102,18 @@ class CloudFeed:
                     log.exception("live feed: publishing failed; retrying in %.1f s", delay)
                     await asyncio.sleep(delay)
 
+    def _wanted(self, note: Mapping[str, Any]) -> bool:
+        """Whether a client of this process listens to a stream the notification carries
+        (one that cannot be told is decoded, and its malformed events counted as such)."""
+        try:
+            streams = [Stream(name) for name in _counts(note)]
+        except (KeyError, TypeError, ValueError):
+            return True
+        return any(self._hub.subscribers(stream) for stream in streams)
+
     async def _publish(self, note: dict[str, Any]) -> None:
+        if not self._wanted(note):
+            return  # no client here to tell: the events are not even fetched or decoded
         events = note.get("events")
         if events is None:
             async with self._db.as_system() as conn:
@@ -112,10 +123,6 @@ class CloudFeed:
                 return
         for wire in events:
             try:
-                if not self._hub.subscribers(stream_of(wire)):
-                    # Nobody listens here: a catch-up's readings are not expanded for nobody.
-                    self.published += size_of(wire)
-                    continue
                 decoded = decode_events(wire)
             except (KeyError, TypeError, ValueError):
                 self._problems.warning("event", "live feed: malformed event ignored")

@@ -2,40 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from home_hub.fake import FakeHub
 from tests.agent.control.conftest import broker, rig
 from tests.conftest import Agent
+from tests.support.hub_fixtures import TOKEN, hub, serve
 
 __all__ = ["BASE", "TOKEN", "broker", "hub", "hub_agent", "rig", "serve"]
 
-TOKEN = "hub-token-secret-123"
 BASE = "/api/v1/home-automation"
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Callable[[web.Application], Awaitable[str]]]:
-    servers: list[TestServer] = []
-
-    async def start(app: web.Application) -> str:
-        server = TestServer(app)
-        await server.start_server()
-        servers.append(server)
-        return str(server.make_url("/")).rstrip("/")
-
-    yield start
-    for server in servers:
-        await server.close()
-
-
-@pytest.fixture
-def hub() -> FakeHub:
-    return FakeHub.sample(TOKEN)
 
 
 @pytest.fixture

@@ -25,6 +25,10 @@ from tests.cloud import conftest as cloud_conftest
 from tests.cloud.conftest import CloudDatabase
 from tests.cloud.seed import FarmTree, add_farm_tree, add_user, grant
 
+# The fake hub's fixtures, for the home-automation tests (re-exported: pytest finds them here).
+from tests.support.hub_fixtures import hub as hub
+from tests.support.hub_fixtures import serve as serve
+
 Conn: TypeAlias = "asyncpg.Connection[Any]"
 
 # tests/cloud/users imports the fixtures it uses from here; `system` is the cloud tests' own.

@@ -7,20 +7,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from home_hub.fake import FakeHub
 from home_hub.fake_proxy import FakeAccessProxy
 from tests.cloud.api.conftest import Cloud, Conn, World, assert_error
 from tests.cloud.seed import add_user, grant
+from tests.support.hub_fixtures import TOKEN
 
-TOKEN = "hub-token-secret-123"
 CLIENT_ID = "cloud-service-id"
 CLIENT_SECRET = "cloud-service-secret-456"
 BASE = "/api/v1/home-automation"
@@ -42,26 +41,6 @@ async def eventually(check: Callable[[], Awaitable[Any]], within: float = 15.0) 
 
 async def _now(value: Any) -> Any:
     return value
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Callable[[web.Application], Awaitable[str]]]:
-    servers: list[TestServer] = []
-
-    async def start(app: web.Application) -> str:
-        server = TestServer(app)
-        await server.start_server()
-        servers.append(server)
-        return str(server.make_url("/")).rstrip("/")
-
-    yield start
-    for server in servers:
-        await server.close()
-
-
-@pytest.fixture
-def hub() -> FakeHub:
-    return FakeHub.sample(TOKEN)
 
 
 @pytest.fixture

@@ -278,3 +278,27 @@ async def test_ranges_past_the_raw_retention_answer_from_the_rollups(
     result = SensorData.model_validate(body)
     assert result.resolution == "1m"
     assert sum(p.count for p in result.series[0].points) == 12
+
+
+async def test_points_keep_every_digit_and_millisecond(
+    cloud: Cloud, world: World, system: Conn
+) -> None:
+    # Points are rendered as JSON by the database: values must come out exactly (shortest
+    # round-trip form), timestamps to the millisecond, and a unit needing escapes stays valid.
+    at = T0 + timedelta(hours=3, milliseconds=7)
+    values = [0.1 + 0.2, -1234.5678901234, 1e-7]
+    await add_readings(
+        system, world.farm_a, "ec", [(at + timedelta(seconds=n), v) for n, v in enumerate(values)],
+        unit='µS/"cm"',
+    )  # fmt: skip
+    token = await cloud.login("rita@example.com")
+    status, body = await data(
+        cloud, token, world.farm_a.device_id, metric="ec",
+        start=iso(at - timedelta(seconds=1)), end=iso(at + timedelta(minutes=1)),
+    )  # fmt: skip
+    assert status == 200, body
+    [series] = SensorData.model_validate(body).series
+    assert series.unit == 'µS/"cm"'
+    assert [(p.timestamp, p.value, p.min, p.max) for p in series.points] == [
+        (iso(at + timedelta(seconds=n)), v, v, v) for n, v in enumerate(values)
+    ]
