@@ -1,4 +1,5 @@
-"""One supervised MQTT connection (aiomqtt 2.x) shared by every MQTT device.
+"""One supervised MQTT connection (aiomqtt 2.x); the device runtime runs two, telemetry and
+control (agent/devices/mqtt_split.py), shared by every MQTT device.
 
 The client reconnects with jittered exponential back-off, restores its subscriptions after every
 connect (a broker that restarted without persistence forgot them), publishes its birth message,
