@@ -14,6 +14,7 @@ from protocol.identity import PermissionType, Principal, Role
 
 __all__ = [
     "farm_grant",
+    "grant_through",
     "visible_farm_filter",
     "visible_permission_filter",
     "writable_farm_filter",
@@ -58,14 +59,25 @@ def visible_permission_filter(principal: Principal, alias: str) -> tuple[str, li
 
 async def farm_grant(db: Database, principal: Principal, farm_id: str) -> PermissionType | None:
     """The caller's grant on a farm, or ``None`` if it does not exist or is not visible."""
+    return await grant_through(db, principal, "farms", "id", farm_id)
+
+
+async def grant_through(
+    db: Database, principal: Principal, table: str, farm_column: str, item_id: str
+) -> PermissionType | None:
+    """The caller's grant on the farm that the row ``item_id`` of ``table`` belongs to (named by
+    its ``farm_column``), or ``None`` if there is no such row or the farm is not visible.
+
+    One point read: a request that names an item below a farm finds the farm and the grant on
+    it together (the item's farm exists, by its foreign key)."""
     row = await db.lookup(
-        """
+        f"""
         SELECT p.permission_type AS granted
-        FROM farms f
-        LEFT JOIN permissions p ON p.farm_id = f.id AND p.user_id = ?
-        WHERE f.id = ?
+        FROM {table} t
+        LEFT JOIN permissions p ON p.farm_id = t.{farm_column} AND p.user_id = ?
+        WHERE t.id = ?
         """,
-        (principal.user_id, farm_id),
+        (principal.user_id, item_id),
     )
     if row is None:
         return None

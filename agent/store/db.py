@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
@@ -60,8 +62,10 @@ class _Group:
 class _Job(Generic[T]):
     """One :meth:`Database.write` waiting for its turn, then for its commit."""
 
-    def __init__(self, work: Work[T]) -> None:
+    def __init__(self, work: Work[T], *, savepoint: bool = True) -> None:
         self.work = work
+        self.savepoint = savepoint
+        """False for one SQL statement: SQLite undoes a failing statement by itself."""
         self.outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
 
@@ -77,15 +81,18 @@ def _run_batch(conn: sqlite3.Connection, jobs: list[_Job[Any]], begin: bool) -> 
     outcomes: list[Any] = []
     try:
         for job in jobs:
-            conn.execute("SAVEPOINT request")
+            if job.savepoint:
+                conn.execute("SAVEPOINT request")
             try:
                 outcomes.append(job.work(conn))
             except Exception as err:
                 if not conn.in_transaction:
                     raise _GroupLost(str(err)) from err
-                conn.execute("ROLLBACK TO request")
+                if job.savepoint:
+                    conn.execute("ROLLBACK TO request")
                 outcomes.append(err)
-            conn.execute("RELEASE request")
+            if job.savepoint:
+                conn.execute("RELEASE request")
     except BaseException:
         if conn.in_transaction:  # the group fails as a whole: leave no transaction open
             conn.execute("ROLLBACK")
@@ -100,6 +107,15 @@ def _run_batch(conn: sqlite3.Connection, jobs: list[_Job[Any]], begin: bool) -> 
                 conn.execute("ROLLBACK")
             raise
     return outcomes
+
+
+def _first_row(sql: str, params: Params, conn: sqlite3.Connection) -> sqlite3.Row | None:
+    cursor = conn.execute(sql, params)
+    try:
+        row: sqlite3.Row | None = cursor.fetchone()
+    finally:
+        cursor.close()  # a RETURNING with more rows would keep the statement (and COMMIT) busy
+    return row
 
 
 class Database:
@@ -123,7 +139,9 @@ class Database:
         self._write_lock = asyncio.Lock()
         self._group: _Group | None = None
         self._commits: set[asyncio.Task[None]] = set()
-        self._queued: list[_Job[Any]] = []
+        self._queued: deque[_Job[Any]] = deque()
+        self._others = 0
+        """Coroutines waiting for the write lock besides the queued writes."""
         self._drainer: asyncio.Task[None] | None = None
         self.generation = 0
         """Count of committed write transactions since open (see ``GenerationCache``)."""
@@ -234,7 +252,7 @@ class Database:
         waits for the writer lock, so no write of ours is in flight, and truncates the file."""
         if self._writer is None:
             raise RuntimeError("database is not open")
-        async with self._write_lock:
+        async with self._exclusive():
             rows = await self._writer.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
         busy, pages, done = next(iter(rows))
         return int(busy), int(pages), int(done)
@@ -259,7 +277,7 @@ class Database:
         An exception rolls back this transaction's work only (its savepoint) and propagates.
         """
         conn = self._write_conn
-        async with self._write_lock:
+        async with self._exclusive():
             group = self._group
             if group is None:
                 await conn.execute("BEGIN IMMEDIATE")
@@ -283,42 +301,101 @@ class Database:
         hop to that thread, each in its own savepoint (an exception rolls back its work only
         and is raised here), and share one ``COMMIT`` with the :meth:`transaction` blocks.
         """
-        job = _Job(work)
+        return await self._queue(_Job(work))
+
+    async def write_statement(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
+        """Run one SQL statement as a write transaction; its first row (``RETURNING``), durable
+        when this returns.
+
+        Like :meth:`write`, without the savepoint: a statement that fails is undone by SQLite
+        itself, the changes of the triggers it fired included (the ``ABORT`` conflict
+        resolution, https://www.sqlite.org/lang_conflict.html). Each savepoint costs two more
+        statements on the writer's thread, each a hand-over of the GIL from the busy loop.
+        """
+        return await self._queue(_Job(partial(_first_row, sql, params), savepoint=False))
+
+    async def _queue(self, job: _Job[T]) -> T:
         self._queued.append(job)
         if self._drainer is None:
             self._drainer = asyncio.create_task(self._drain())
-        return await asyncio.shield(job.outcome)
+        # A cancelled caller cancels only its wait: the job still runs (it may already have).
+        return await job.outcome
 
     async def _drain(self) -> None:
         """Run the queued writes in batches until none is waiting."""
         try:
             while self._queued:
                 async with self._write_lock:
-                    jobs, self._queued = self._queued, []
-                    await self._run_jobs(jobs)
+                    await self._run_batches()
         finally:
             self._drainer = None
 
-    async def _run_jobs(self, jobs: list[_Job[Any]]) -> None:
+    async def _run_batches(self) -> None:
+        """On the writer's thread: take what is queued, run it as a batch, and again after its
+        ``COMMIT`` while writes are queued and nothing else waits for the writer.
+
+        Going back to the event loop between batches would leave the writer idle for the
+        loop's round trip, and the loop is busiest then: answering the batch just committed.
+        Each batch is answered as soon as it is committed, from the thread.
+        """
+        loop = asyncio.get_running_loop()
         group, self._group = self._group, None
-        begin = group is None
-        try:
-            outcomes = await self._on_writer_thread(lambda conn: _run_batch(conn, jobs, begin))
-        except Exception as err:  # BEGIN or COMMIT failed, or the transaction is gone
-            self.generation += 1  # a failed COMMIT may have landed: invalidate caches
+
+        def run(conn: sqlite3.Connection) -> None:
+            nonlocal group
+            while self._queued:
+                jobs = []
+                with suppress(IndexError):  # the event loop appends meanwhile: take what is there
+                    while True:
+                        jobs.append(self._queued.popleft())
+                try:
+                    outcomes: list[Any] | BaseException = _run_batch(conn, jobs, group is None)
+                except BaseException as err:  # BEGIN or COMMIT failed, or the group is gone
+                    loop.call_soon_threadsafe(self._settle, group, jobs, err)
+                    raise
+                loop.call_soon_threadsafe(self._settle, group, jobs, outcomes)
+                group = None
+                if self._others:  # a transaction block or a checkpoint waits for the writer
+                    return
+
+        with suppress(Exception):  # each batch's failure went to its writers
+            await self._on_writer_thread(run)
+
+    def _settle(
+        self, group: _Group | None, jobs: list[_Job[Any]], outcomes: list[Any] | BaseException
+    ) -> None:
+        """On the event loop: answer the writers of a batch once its ``COMMIT`` has returned."""
+        self.generation += 1  # even a failed COMMIT may have landed: invalidate caches regardless
+        if isinstance(outcomes, BaseException):
             if group is not None:
-                group.fail(err)
+                group.fail(outcomes)
             for job in jobs:
-                job.outcome.set_exception(err)
+                if not job.outcome.cancelled():
+                    job.outcome.set_exception(outcomes)
             return
-        self.generation += 1
         if group is not None:
             group.committed.set_result(None)
         for job, outcome in zip(jobs, outcomes, strict=True):
+            if job.outcome.cancelled():
+                continue
             if isinstance(outcome, Exception):
                 job.outcome.set_exception(outcome)
             else:
                 job.outcome.set_result(outcome)
+
+    @asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """The write lock for other work than the queued writes; while it is awaited, the
+        writer's thread takes no further batch."""
+        self._others += 1
+        try:
+            await self._write_lock.acquire()
+        finally:
+            self._others -= 1
+        try:
+            yield
+        finally:
+            self._write_lock.release()
 
     async def _on_writer_thread(self, work: Work[T]) -> T:
         """Run ``work`` with the writer's ``sqlite3`` connection on that connection's thread.
@@ -357,7 +434,7 @@ class Database:
 
     async def _commit(self, conn: aiosqlite.Connection, group: _Group) -> None:
         """Commit ``group`` once the writers already queued have added their work to it."""
-        async with self._write_lock:
+        async with self._exclusive():
             if group.committed.done():  # failed while this commit was queued
                 return
             self._group = None

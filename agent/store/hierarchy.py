@@ -11,15 +11,14 @@ import sqlite3
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from agent.store.access import visible_farm_filter
+from agent.store.access import grant_through, visible_farm_filter
 from agent.store.constraints import constraint_errors
 from agent.store.db import Database
 from agent.store.farms import update_clause
 from protocol.errors import NotFound
-from protocol.identity import Principal
+from protocol.identity import PermissionType, Principal
 from protocol.timefmt import now_iso
 
 __all__ = ["RACKS", "ROWS", "SHELVES", "HierarchyStore", "Level"]
@@ -48,7 +47,16 @@ class Level:
     @property
     def select(self) -> str:
         """The select list of the API fields."""
-        return ", ".join(f"t.{name}" for name in ("id", self.parent_column, *self.columns))
+        return ", ".join(f"t.{name}" for name in self._fields)
+
+    @property
+    def returning(self) -> str:
+        """The API fields as a ``RETURNING`` list."""
+        return ", ".join(self._fields)
+
+    @property
+    def _fields(self) -> tuple[str, ...]:
+        return ("id", self.parent_column, *self.columns)
 
 
 ROWS = Level(
@@ -99,37 +107,21 @@ SHELVES = Level(
 _PLANT_RULE = ("current_plant_count", "may not exceed plant_capacity")
 
 
-def _insert(
-    level: Level,
-    parent_id: str,
-    values: Mapping[str, Any],
-    missing: str,
-    conn: sqlite3.Connection,
-) -> sqlite3.Row | None:
-    """Insert one item, copying the inherited columns from its parent (404 if it is gone);
-    answer the item as stored."""
-    inherited: dict[str, Any] = {}
+def _insert(level: Level, parent_id: str, values: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """The statement and parameters inserting an item: it copies the inherited columns from the
+    parent (and inserts nothing, so answers no row, if the parent is gone) and answers the item
+    as stored."""
+    columns = ", ".join([*values, *level.inherited])
+    marks = ", ".join("?" for _ in values)
+    params = list(values.values())
     if level.inherited:
-        parent = conn.execute(
-            f"SELECT {', '.join(level.inherited)} FROM {level.parent_table} WHERE id = ?",
-            (parent_id,),
-        ).fetchone()
-        if parent is None:
-            raise NotFound(missing)
-        inherited = dict(zip(level.inherited, parent, strict=True))
-    row = {**values, **inherited}
-    marks = ", ".join("?" for _ in row)
-    conn.execute(
-        f"INSERT INTO {level.table} ({', '.join(row)}) VALUES ({marks})", list(row.values())
-    )
-    return _select_one(level, values["id"], conn)
-
-
-def _select_one(level: Level, item_id: str, conn: sqlite3.Connection) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
-        f"SELECT {level.select} FROM {level.table} t WHERE t.id = ?", (item_id,)
-    ).fetchone()
-    return row
+        source = (
+            f"SELECT {marks}, {', '.join(level.inherited)} FROM {level.parent_table} WHERE id = ?"
+        )
+        params.append(parent_id)
+    else:
+        source = f"VALUES ({marks})"
+    return f"INSERT INTO {level.table} ({columns}) {source} RETURNING {level.returning}", params
 
 
 class HierarchyStore:
@@ -138,18 +130,19 @@ class HierarchyStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def farm_of(self, level: Level, item_id: str) -> str | None:
-        """The farm an item of ``level`` belongs to, or ``None`` if there is no such item."""
-        row = await self._db.lookup(f"SELECT farm_id FROM {level.table} WHERE id = ?", (item_id,))
-        return None if row is None else str(row[0])
+    async def grant_on(
+        self, level: Level, principal: Principal, item_id: str
+    ) -> PermissionType | None:
+        """The caller's grant on the farm of an item of ``level`` (``None``: no such item, or
+        not visible)."""
+        return await grant_through(self._db, principal, level.table, "farm_id", item_id)
 
-    async def farm_of_parent(self, level: Level, parent_id: str) -> str | None:
-        """The farm of the would-be parent of an item of ``level``, or ``None`` if absent."""
+    async def grant_on_parent(
+        self, level: Level, principal: Principal, parent_id: str
+    ) -> PermissionType | None:
+        """The caller's grant on the farm of the would-be parent of an item of ``level``."""
         column = "id" if level.parent_table == "farms" else "farm_id"
-        row = await self._db.lookup(
-            f"SELECT {column} FROM {level.parent_table} WHERE id = ?", (parent_id,)
-        )
-        return None if row is None else str(row[0])
+        return await grant_through(self._db, principal, level.parent_table, column, parent_id)
 
     async def list(
         self, level: Level, principal: Principal, parent_id: str, limit: int, offset: int
@@ -195,7 +188,10 @@ class HierarchyStore:
             missing=missing,
             broken_rule=_PLANT_RULE,
         ):
-            return await self._db.write(partial(_insert, level, parent_id, values, missing))
+            row = await self._db.write_statement(*_insert(level, parent_id, values))
+        if row is None:
+            raise NotFound(missing)
+        return row
 
     async def update(
         self, level: Level, item_id: str, changes: Mapping[str, Any]
@@ -208,20 +204,14 @@ class HierarchyStore:
             duplicate_details={"field": level.slot, "value": slot},
             broken_rule=_PLANT_RULE,
         ):
-
-            def update(conn: sqlite3.Connection) -> sqlite3.Row | None:
-                conn.execute(
-                    f"UPDATE {level.table} SET {assignments} WHERE id = ?", [*params, item_id]
-                )
-                return _select_one(level, item_id, conn)
-
-            return await self._db.write(update)
+            return await self._db.write_statement(
+                f"UPDATE {level.table} SET {assignments} WHERE id = ? RETURNING {level.returning}",
+                [*params, item_id],
+            )
 
     async def delete(self, level: Level, item_id: str) -> None:
         """Delete an item; foreign keys cascade to everything below it."""
-        await self._db.write(
-            lambda conn: conn.execute(f"DELETE FROM {level.table} WHERE id = ?", (item_id,))
-        )
+        await self._db.write_statement(f"DELETE FROM {level.table} WHERE id = ?", (item_id,))
 
     @staticmethod
     def _duplicate(level: Level, slot: Any) -> str:

@@ -89,7 +89,7 @@ def services_context(
         app[FARMS] = FarmService(
             db, FarmStore(db), on_change=fan_out(hub.publish_farm_status, event_log.farm_status)
         )
-        app[HIERARCHY] = HierarchyService(db, HierarchyStore(db))
+        app[HIERARCHY] = HierarchyService(HierarchyStore(db))
         app[HEALTH] = HealthService(db, distribution_version())
         app[SYNC] = SyncRuntime(
             settings, db, verifier, cloud_link, alert=stuck_sync_alert(FarmStore(db), event_log)

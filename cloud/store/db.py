@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 from uuid import UUID
 
 import asyncpg
@@ -75,6 +75,26 @@ _CONNECT_FAILED: tuple[type[BaseException], ...] = (
     # A pooled connection the server ended while idle can fail its BEGIN this way.
     asyncpg.InternalClientError,
 )
+
+
+if TYPE_CHECKING:
+    _BaseConnection = asyncpg.Connection[asyncpg.Record]
+else:
+    _BaseConnection = asyncpg.Connection
+
+
+class _PooledConnection(_BaseConnection):
+    """A pooled connection handed back without asyncpg's reset query.
+
+    Every use of a pooled connection is a transaction whose settings are local to it
+    (``set_config(..., true)``, transaction-scoped advisory locks), and an open transaction is
+    still rolled back on release; the listener and the migrator use connections of their own.
+    The reset query (``RESET ALL``, ``UNLISTEN *``...) would only cost a round trip per use.
+    """
+
+    def get_reset_query(self) -> str:
+        """No session state to reset (see the class)."""
+        return ""
 
 
 async def _init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
@@ -151,6 +171,7 @@ class Database:
                     # The default timeout of every query, BEGIN and COMMIT on these connections.
                     command_timeout=io_timeout,
                     init=_init_connection,
+                    connection_class=_PooledConnection,
                 )
                 pools.append(pool)
             user_pool, system_pool = pools
@@ -170,11 +191,25 @@ class Database:
     @asynccontextmanager
     async def _transaction(self, pool: Pool, **options: Any) -> AsyncIterator[Connection]:
         """A pooled connection in a transaction; a lost database is :class:`DatabaseUnavailable`."""
+        async with self._connection(pool, options) as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _connection(
+        self, pool: Pool, transaction: dict[str, Any] | None
+    ) -> AsyncIterator[Connection]:
+        """A pooled connection, in a transaction unless ``transaction`` is None; a lost
+        database is :class:`DatabaseUnavailable`."""
         opened = False
         try:
-            async with pool.acquire(timeout=self._timeout) as conn, conn.transaction(**options):
-                opened = True
-                yield conn
+            async with pool.acquire(timeout=self._timeout) as conn:
+                if transaction is None:
+                    opened = True
+                    yield conn
+                else:
+                    async with conn.transaction(**transaction):
+                        opened = True
+                        yield conn
         except _CONNECTION_LOST as err:
             raise DatabaseUnavailable() from err
         except _CONNECT_FAILED as err:
@@ -197,6 +232,13 @@ class Database:
     async def as_system(self) -> AsyncIterator[Connection]:
         """A transaction on the system role, for sync apply and pre-authentication lookups."""
         async with self._transaction(self._system_pool) as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def statements_as_system(self) -> AsyncIterator[Connection]:
+        """A connection on the system role outside a transaction: each statement commits on its
+        own, in one round trip (for a hot path whose writes are single statements)."""
+        async with self._connection(self._system_pool, None) as conn:
             yield conn
 
     @asynccontextmanager

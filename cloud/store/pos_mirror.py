@@ -4,6 +4,7 @@ and webhook events may arrive in any order and any number of times."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,6 +16,7 @@ import asyncpg
 from cloud.store.db import Connection
 
 __all__ = [
+    "MirrorColumns",
     "MirrorRow",
     "advance_cursor",
     "cursors",
@@ -36,19 +38,68 @@ class MirrorRow:
     data: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class MirrorColumns:
+    """Rows as one upsert sends them: an array per column, each object already JSON text.
+
+    Built apart from the write so that a sync can encode the next page while the database
+    writes the current one; one text per object is cheaper to send than a ``jsonb[]`` encoded
+    through the connection's codec."""
+
+    object_ids: list[str]
+    location_ids: list[str | None]
+    created_at: list[datetime | None]
+    updated_at: list[datetime | None]
+    data: list[str]
+
+    @classmethod
+    def of(cls, rows: Sequence[MirrorRow]) -> MirrorColumns:
+        """The columns of ``rows``, one row per object: of an object given twice (two events
+        of one payment in a batch), the one the upsert would keep last (one statement cannot
+        update a row twice)."""
+        kept: dict[str, MirrorRow] = {}
+        for row in rows:
+            held = kept.get(row.object_id)
+            if (
+                held is None
+                or held.updated_at is None
+                or row.updated_at is None
+                or row.updated_at >= held.updated_at
+            ):
+                kept[row.object_id] = row
+        if len(kept) < len(rows):
+            rows = list(kept.values())
+        return cls(
+            [r.object_id for r in rows],
+            [r.location_id for r in rows],
+            [r.created_at for r in rows],
+            [r.updated_at for r in rows],
+            [json.dumps(r.data) for r in rows],
+        )
+
+    def __len__(self) -> int:
+        return len(self.object_ids)
+
+
 async def upsert_objects(
-    conn: Connection, config_id: UUID, owner_id: UUID, resource: str, rows: Sequence[MirrorRow]
+    conn: Connection,
+    config_id: UUID,
+    owner_id: UUID,
+    resource: str,
+    rows: Sequence[MirrorRow] | MirrorColumns,
 ) -> None:
-    """Insert or update ``rows`` (an object with an older ``updated_at`` changes nothing)."""
+    """Insert or update ``rows`` in one statement (an object with an older ``updated_at``
+    changes nothing)."""
     if not rows:
         return
+    columns = rows if isinstance(rows, MirrorColumns) else MirrorColumns.of(rows)
     await conn.execute(
         """
         INSERT INTO pos_objects AS t (config_id, owner_id, resource, object_id, location_id,
                                       created_at, updated_at, deleted, data, synced_at)
         SELECT $1, $2, $3, r.object_id, r.location_id, r.created_at, r.updated_at, false,
-               r.data, now()
-        FROM unnest($4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::jsonb[])
+               r.data::jsonb, now()
+        FROM unnest($4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[])
              AS r (object_id, location_id, created_at, updated_at, data)
         ON CONFLICT (config_id, resource, object_id) DO UPDATE
         SET location_id = excluded.location_id, created_at = excluded.created_at,
@@ -60,11 +111,11 @@ async def upsert_objects(
         config_id,
         owner_id,
         resource,
-        [r.object_id for r in rows],
-        [r.location_id for r in rows],
-        [r.created_at for r in rows],
-        [r.updated_at for r in rows],
-        [r.data for r in rows],
+        columns.object_ids,
+        columns.location_ids,
+        columns.created_at,
+        columns.updated_at,
+        columns.data,
     )
 
 

@@ -15,23 +15,39 @@ __all__ = ["claim_events", "mark_all_applied", "store_event"]
 
 async def store_event(
     conn: Connection,
-    config_id: UUID,
-    owner_id: UUID,
+    config: asyncpg.Record,
     event_id: str,
     event_type: str,
     body: dict[str, Any],
-) -> bool:
-    """Keep the event; ``False`` if this event id was already received for the configuration."""
-    inserted = await conn.fetchval(
-        "INSERT INTO pos_webhook_events (config_id, owner_id, event_id, type, body)"
-        " VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING true",
-        config_id,
-        owner_id,
-        event_id,
-        event_type,
-        body,
-    )
-    return bool(inserted)
+) -> bool | None:
+    """Keep the event for ``config`` (a row of ``configs_for_webhook``), in one statement;
+    ``False`` if this event id was already received for the configuration, ``None`` (nothing
+    stored) if the configuration is gone or its signature key or notification URL changed since
+    ``config`` was read."""
+    try:
+        row = await conn.fetchrow(
+            """
+            WITH config AS (
+                SELECT id, owner_id FROM pos_configs
+                WHERE id = $1 AND signature_key = $2 AND notification_url = $3
+            ), stored AS (
+                INSERT INTO pos_webhook_events (config_id, owner_id, event_id, type, body)
+                SELECT id, owner_id, $4, $5, $6 FROM config
+                ON CONFLICT DO NOTHING RETURNING true
+            )
+            SELECT EXISTS (SELECT FROM config) AS current, EXISTS (SELECT FROM stored) AS stored
+            """,
+            config["id"],
+            config["signature_key"],
+            config["notification_url"],
+            event_id,
+            event_type,
+            body,
+        )
+    except asyncpg.ForeignKeyViolationError:
+        return None  # deleted between the look-up and the insert
+    assert row is not None  # a SELECT without FROM answers one row
+    return bool(row["stored"]) if row["current"] else None
 
 
 async def claim_events(conn: Connection, limit: int) -> list[asyncpg.Record]:

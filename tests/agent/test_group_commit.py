@@ -131,3 +131,37 @@ async def test_a_constraint_failure_leaves_no_outbox_row(db: Database) -> None:
     assert _committed(db, "SELECT level FROM shelves ORDER BY level") == [(1,), (2,)]
     outbox_after = _committed(db, "SELECT count(*) FROM outbox")[0][0]
     assert outbox_after - outbox_before == 2  # one per stored shelf, none for the refused one
+
+
+async def test_a_failing_statement_leaves_nothing_of_its_triggers(db: Database) -> None:
+    """``write_statement`` runs without a savepoint: SQLite undoes the failed statement, the
+    rows its triggers had written included, and the statements grouped with it stand."""
+    for ddl in (
+        "CREATE TABLE notes_log (note_id INTEGER)",
+        "CREATE TRIGGER notes_logged AFTER INSERT ON notes"
+        " BEGIN INSERT INTO notes_log VALUES (NEW.id); END",
+        "CREATE TRIGGER notes_refused AFTER INSERT ON notes WHEN NEW.text = 'refused'"
+        " BEGIN SELECT RAISE(ABORT, 'refused'); END",
+    ):
+        await db.write_statement(ddl)
+    results = await asyncio.gather(
+        db.write_statement("INSERT INTO notes VALUES (1, 'one') RETURNING id"),
+        db.write_statement("INSERT INTO notes VALUES (2, 'refused') RETURNING id"),
+        db.write_statement("INSERT INTO notes VALUES (3, 'three') RETURNING id"),
+        return_exceptions=True,
+    )
+    assert isinstance(results[1], sqlite3.IntegrityError)
+    assert [tuple(row) for row in results if isinstance(row, sqlite3.Row)] == [(1,), (3,)]
+    assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (3,)]
+    assert _committed(db, "SELECT note_id FROM notes_log ORDER BY note_id") == [(1,), (3,)]
+
+
+async def test_a_cancelled_writer_leaves_the_others_answered(db: Database) -> None:
+    waiting = [
+        asyncio.ensure_future(db.write_statement("INSERT INTO notes VALUES (?, NULL)", (i,)))
+        for i in range(10)
+    ]
+    await asyncio.sleep(0)
+    waiting[3].cancel()
+    await asyncio.gather(*waiting[:3], *waiting[4:])
+    assert _committed(db, "SELECT count(*) FROM notes WHERE id <> 3") == [(9,)]

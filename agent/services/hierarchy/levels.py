@@ -10,12 +10,10 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from agent.store.access import farm_grant
-from agent.store.db import Database
 from agent.store.hierarchy import RACKS, ROWS, SHELVES, HierarchyStore, Level
 from protocol.access import Action, authorize
 from protocol.errors import NotFound
-from protocol.identity import Principal
+from protocol.identity import PermissionType, Principal
 from protocol.schemas.common import PageQuery
 from protocol.schemas.farms import (
     Rack,
@@ -42,8 +40,7 @@ __all__ = ["HierarchyService"]
 class HierarchyService:
     """Rows, racks and shelves as the caller may see and change them."""
 
-    def __init__(self, db: Database, store: HierarchyStore) -> None:
-        self._db = db
+    def __init__(self, store: HierarchyStore) -> None:
         self._store = store
 
     # Rows ---------------------------------------------------------------------------------
@@ -112,40 +109,41 @@ class HierarchyService:
 
     # Shared -------------------------------------------------------------------------------
 
-    async def _authorize(
-        self, principal: Principal, farm_id: str | None, action: Action, noun: str
-    ) -> None:
-        grant = None if farm_id is None else await farm_grant(self._db, principal, farm_id)
-        if grant is None:
-            raise NotFound(f"{noun} not found")
-        authorize(principal, action, grant)
-
     async def _list(
         self, principal: Principal, level: Level, parent_id: str, query: PageQuery
     ) -> tuple[list[sqlite3.Row], int]:
-        farm_id = await self._store.farm_of_parent(level, parent_id)
-        await self._authorize(principal, farm_id, Action.READ, level.parent_noun)
+        grant = await self._store.grant_on_parent(level, principal, parent_id)
+        _authorize(principal, grant, Action.READ, level.parent_noun)
         return await self._store.list(level, principal, parent_id, query.limit, query.offset)
 
     async def _create(
         self, principal: Principal, level: Level, parent_id: str, fields: dict[str, Any]
     ) -> dict[str, Any]:
-        farm_id = await self._store.farm_of_parent(level, parent_id)
-        await self._authorize(principal, farm_id, Action.MANAGE, level.parent_noun)
+        grant = await self._store.grant_on_parent(level, principal, parent_id)
+        _authorize(principal, grant, Action.MANAGE, level.parent_noun)
         fields.pop(level.parent_column)
         return _found(await self._store.create(level, parent_id, fields), level)
 
     async def _update(
         self, principal: Principal, level: Level, item_id: str, changes: dict[str, Any]
     ) -> dict[str, Any]:
-        farm_id = await self._store.farm_of(level, item_id)
-        await self._authorize(principal, farm_id, Action.MANAGE, level.noun)
+        grant = await self._store.grant_on(level, principal, item_id)
+        _authorize(principal, grant, Action.MANAGE, level.noun)
         return _found(await self._store.update(level, item_id, changes), level)
 
     async def _delete(self, principal: Principal, level: Level, item_id: str) -> None:
-        farm_id = await self._store.farm_of(level, item_id)
-        await self._authorize(principal, farm_id, Action.MANAGE, level.noun)
+        grant = await self._store.grant_on(level, principal, item_id)
+        _authorize(principal, grant, Action.MANAGE, level.noun)
         await self._store.delete(level, item_id)
+
+
+def _authorize(
+    principal: Principal, grant: PermissionType | None, action: Action, noun: str
+) -> None:
+    """404 for an item that is not there or not visible; 403 for one the grant does not cover."""
+    if grant is None:
+        raise NotFound(f"{noun} not found")
+    authorize(principal, action, grant)
 
 
 def _found(row: sqlite3.Row | None, level: Level) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from cloud.services.pos.sync_runner import JobPolicy, SyncRunner
 from cloud.services.pos.webhook_apply import WebhookApplier
 from cloud.store import pos_jobs
 from cloud.store.db import Database
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["PosBackground", "PosWorkPolicy"]
 
@@ -87,10 +88,8 @@ class PosBackground:
 
     async def stop(self) -> None:
         """Cancel the loops and wait for them (a job in flight resumes elsewhere or later)."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        tasks, self._tasks = self._tasks, []
+        await cancel_and_wait(*tasks)
 
     async def _apply_events(self) -> bool:
         return await self._applier.apply_pending() > 0
@@ -120,8 +119,12 @@ class PosBackground:
                 await asyncio.sleep(settle_s)
 
     async def _idle(self, wakeup: asyncio.Event, seconds: float) -> None:
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for returns a wake-up that comes in
+        # the same turn of the loop as a cancellation and drops the cancellation, so a stop
+        # waited for ever on a loop woken by the last webhook event before shutdown.
         try:
-            await asyncio.wait_for(wakeup.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await wakeup.wait()
         except TimeoutError:
             return
         # Several job workers share their event: clear it a moment later so each of them sees it.

@@ -10,7 +10,9 @@ and only a newer ``updated_at`` changes one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,7 +20,7 @@ from uuid import UUID
 
 import asyncpg
 
-from cloud.pos_provider.client import Page
+from cloud.pos_provider.client import PosClient
 from cloud.pos_provider.errors import (
     ProviderAuthError,
     ProviderError,
@@ -32,8 +34,10 @@ from cloud.services.pos.mirror_rows import high_water, mirror_rows
 from cloud.services.pos.secrets import PosSecrets
 from cloud.store import pos_configs, pos_jobs, pos_mirror
 from cloud.store.db import Database
+from cloud.store.pos_mirror import MirrorColumns, MirrorRow
 from protocol.backoff import Backoff
 from protocol.secretbox import SecretBoxError
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["JobPolicy", "LeaseLost", "SyncRunner"]
 
@@ -58,6 +62,19 @@ class JobPolicy:
         return Backoff(self.retry_initial_s, self.retry_max_s).delay(max(0, attempts - 1))
 
 
+@dataclass(frozen=True)
+class _Fetched:
+    """A page of the provider made into mirror rows, ready to write."""
+
+    cursor: str | None
+    rows: list[MirrorRow]
+    columns: MirrorColumns
+
+    @classmethod
+    def empty(cls) -> _Fetched:
+        return cls(None, [], MirrorColumns.of([]))
+
+
 @dataclass
 class _Position:
     step: int
@@ -66,6 +83,27 @@ class _Position:
     since: datetime | None
     high_water: datetime | None
     started: bool
+
+
+def _fetch(
+    client: PosClient, resource: Resource, at: _Position, chunks: list[list[str]]
+) -> Coroutine[Any, Any, _Fetched]:
+    """Fetch the page at ``at`` (its cursor and location chunk are taken now: ``at`` moves on
+    while the fetch runs ahead)."""
+    chunk = chunks[at.chunk] if resource.by_location else []
+    return _fetch_page(client, resource, at.cursor, at.since, chunk)
+
+
+async def _fetch_page(
+    client: PosClient,
+    resource: Resource,
+    cursor: str | None,
+    since: datetime | None,
+    chunk: list[str],
+) -> _Fetched:
+    page = await client.page(resource, cursor, since, chunk)
+    rows = mirror_rows(resource.name, page.items)
+    return _Fetched(page.cursor, rows, MirrorColumns.of(rows))
 
 
 class SyncRunner:
@@ -151,9 +189,10 @@ class SyncRunner:
             high_water=job["step_high_water"],
             started=job["position"] is not None,
         )
-        # The next page is fetched while the current one is written: the provider's latency
-        # and the database's then overlap instead of adding up.
-        ahead: asyncio.Task[Page] | None = None
+        # The next page is fetched, and made into rows, while the current one is written: the
+        # provider's latency, our encoding and the database's write overlap instead of adding up.
+        ahead: asyncio.Task[_Fetched] | None = None
+        chunks: list[list[str]] | None = None
         try:
             while at.step < len(steps):
                 resource = RESOURCES[steps[at.step]]  # type: ignore[index]
@@ -161,17 +200,17 @@ class SyncRunner:
                     at.since = cursors.get(resource.name) if resource.since else None
                     at.high_water = at.since
                     at.chunk, at.cursor, at.started = 0, None, True
-                chunks = await self._location_chunks(config, resource)
+                    chunks = None
+                if chunks is None:
+                    chunks = await self._location_chunks(config, resource)
                 if resource.by_location and not chunks:
-                    await self._commit(job, at, resource, [], done=True)
+                    await self._commit(job, at, resource, _Fetched.empty(), done=True)
                     continue
                 if ahead is not None:
                     page, ahead = await ahead, None
                 else:
-                    chunk = chunks[at.chunk] if resource.by_location else []
-                    page = await client.page(resource, at.cursor, at.since, chunk)
-                rows = mirror_rows(resource.name, page.items)
-                at.high_water = high_water(at.high_water, rows)
+                    page = await _fetch(client, resource, at, chunks)
+                at.high_water = high_water(at.high_water, page.rows)
                 if page.cursor:
                     at.cursor = page.cursor
                     done = False
@@ -181,13 +220,12 @@ class SyncRunner:
                 else:
                     done = True
                 if not done:
-                    chunk = chunks[at.chunk] if resource.by_location else []
-                    ahead = asyncio.create_task(client.page(resource, at.cursor, at.since, chunk))
-                await self._commit(job, at, resource, rows, done=done, config=config)
+                    ahead = asyncio.create_task(_fetch(client, resource, at, chunks))
+                await self._commit(job, at, resource, page, done=done, config=config)
         finally:
             if ahead is not None:
-                ahead.cancel()
-                await asyncio.gather(ahead, return_exceptions=True)
+                with contextlib.suppress(Exception):  # a failure of the page ahead is moot now
+                    await cancel_and_wait(ahead)
 
     async def _location_chunks(self, config: asyncpg.Record, resource: Resource) -> list[list[str]]:
         if not resource.by_location:
@@ -204,7 +242,7 @@ class SyncRunner:
         job: asyncpg.Record,
         at: _Position,
         resource: Resource,
-        rows: list[Any],
+        page: _Fetched,
         *,
         done: bool,
         config: asyncpg.Record | None = None,
@@ -212,9 +250,9 @@ class SyncRunner:
         """Apply a page and the job's new position atomically (fenced on the lease)."""
         config_id, owner_id = job["config_id"], job["owner_id"]
         async with self._db.as_system() as conn:
-            await pos_mirror.upsert_objects(conn, config_id, owner_id, resource.name, rows)
-            if resource.name == "locations" and rows and config is not None:
-                merchant = rows[0].data.get("merchant_id")
+            await pos_mirror.upsert_objects(conn, config_id, owner_id, resource.name, page.columns)
+            if resource.name == "locations" and page.rows and config is not None:
+                merchant = page.rows[0].data.get("merchant_id")
                 if merchant:
                     await pos_configs.set_merchant(conn, config_id, str(merchant))
             if done:
@@ -231,7 +269,7 @@ class SyncRunner:
                 since=None if done else at.since,
                 step_high_water=None if done else at.high_water,
                 resource=resource.name,
-                records=len(rows),
+                records=len(page.rows),
             )
             if not kept:
                 raise LeaseLost()  # rolls the page back

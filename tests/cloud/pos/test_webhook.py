@@ -207,3 +207,43 @@ async def test_events_of_each_family_reach_the_mirror(
         return not any(o["id"] == "CWEB" for o in page["customers"])
 
     await wait_for(gone, "the deletion applied")
+
+
+async def test_a_changed_key_or_a_deleted_configuration_holds_at_once(
+    owners: Owners, fake: FakeProvider, cloud_db: CloudDatabase
+) -> None:
+    # The receiver remembers which configurations an event may belong to for a few seconds:
+    # the new key must take over, and the old key and a deleted configuration stop at once.
+    config = await connected_config(owners, fake)
+    url = str(owners.cloud.client.make_url("/api/v1/pos/webhook"))
+    merchant = fake.merchant.merchant_id
+
+    def event() -> dict[str, Any]:
+        return webhook_event(merchant, "payment.updated", payment())
+
+    assert await send_event(url, NOTIFICATION_URL, KEY, event()) == 200
+    status, _ = await owners.call(
+        "alice",
+        "PUT",
+        f"/api/v1/pos/configs/{config['id']}",
+        {"webhook_signature_key": "whsec-rotated"},
+    )
+    assert status == 200
+    assert await send_event(url, NOTIFICATION_URL, KEY, event()) == 403
+    assert await send_event(url, NOTIFICATION_URL, "whsec-rotated", event()) == 200
+
+    async def applied() -> bool:
+        conn = await asyncpg.connect(cloud_db.superuser_dsn, timeout=10)
+        try:
+            pending: int = await conn.fetchval(
+                "SELECT count(*) FROM pos_webhook_events WHERE applied_at IS NULL"
+            )
+        finally:
+            await conn.close(timeout=10)
+        return pending == 0
+
+    await wait_for(applied, "the events applied")
+    status, _ = await owners.call("alice", "DELETE", f"/api/v1/pos/configs/{config['id']}")
+    assert status == 204
+    assert await send_event(url, NOTIFICATION_URL, "whsec-rotated", event()) == 403
+    assert await stored_events(cloud_db) == 0  # deleted with their configuration
