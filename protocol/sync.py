@@ -50,6 +50,7 @@ __all__ = [
     "encode_batch",
     "encode_readings",
     "encode_rollups",
+    "pack_batch",
 ]
 
 MAX_BATCH_BYTES = 4 * 1024 * 1024
@@ -225,9 +226,15 @@ def batch_size(batch: Batch) -> int:
 
 def encode_batch(batch: Batch, key: Ed25519PrivateKey) -> tuple[bytes, str]:
     """Compress and sign a batch; return the body and the base64 signature header value."""
+    _, body, signature = pack_batch(batch, key)
+    return body, signature
+
+
+def pack_batch(batch: Batch, key: Ed25519PrivateKey) -> tuple[int, bytes, str]:
+    """:func:`batch_size` and :func:`encode_batch` at the cost of one JSON encoding."""
     raw = batch.model_dump_json().encode()
     body = gzip.compress(raw, compresslevel=6, mtime=0)
-    return body, base64.b64encode(key.sign(body)).decode()
+    return len(raw), body, base64.b64encode(key.sign(body)).decode()
 
 
 def decode_batch(body: bytes, signature: str, key: Ed25519PublicKey) -> Batch:

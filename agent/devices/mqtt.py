@@ -1,4 +1,5 @@
-"""One supervised MQTT connection (aiomqtt 2.x) shared by every MQTT device.
+"""One supervised MQTT connection (aiomqtt 2.x); the device runtime runs two, telemetry and
+control (agent/devices/mqtt_split.py), shared by every MQTT device.
 
 The client reconnects with jittered exponential back-off, restores its subscriptions after every
 connect (a broker that restarted without persistence forgot them), publishes its birth message,
@@ -195,6 +196,8 @@ class MqttClient:
         # While this says so (HTTP requests are being answered), the telemetry lane waits, up to
         # _STEP_ASIDE_S at a time: the broker keeps what is not yet acknowledged.
         self.busy: Callable[[], bool] | None = None
+        # Topics another connection of the agent receives (see ``release``).
+        self._released: set[str] = set()
         self._arrived = asyncio.Event()
         # QoS 1 messages in arrival order: MQTT wants PUBACKs in the order of the PUBLISHes.
         self._acks: deque[_Delivery] = deque()
@@ -208,6 +211,11 @@ class MqttClient:
         self._connected = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._problems = ThrottledLog(log)
+
+    @property
+    def filters(self) -> frozenset[str]:
+        """The topic filters this client keeps subscribed."""
+        return frozenset(self._filters)
 
     @property
     def connected(self) -> bool:
@@ -258,6 +266,7 @@ class MqttClient:
         if not new:
             return
         self._filters.update(new)
+        self._released.difference_update(new)
         async with self._subscription_lock:
             client = self._client
             if client is not None:
@@ -353,6 +362,7 @@ class MqttClient:
             self._backoff.reset()
             async with self._subscription_lock:
                 await self._subscribe(client, sorted(self._filters))
+                await self._drop_released(client, self._released)
                 self._client = client
             self._connected.set()
             log.info("MQTT connected to %s:%d", settings.host, settings.port)
@@ -394,6 +404,28 @@ class MqttClient:
                 )
                 if refused:
                     log.error("MQTT broker refused subscription to %s", topic)
+
+    async def release(self, filters: Iterable[str]) -> None:
+        """Make sure the broker sends nothing on ``filters`` here (another connection of the
+        agent receives them), though this client id's persistent session may hold them from
+        an earlier version: unsubscribe them now and after every connect."""
+        new = set(filters) - self._filters - self._released
+        if not new:
+            return
+        self._released.update(new)
+        async with self._subscription_lock:
+            client = self._client
+            if client is not None:
+                try:
+                    await self._drop_released(client, new)
+                except aiomqtt.MqttError as err:
+                    log.warning("MQTT unsubscribe failed, will retry on reconnect: %s", err)
+
+    async def _drop_released(self, client: aiomqtt.Client, filters: Iterable[str]) -> None:
+        foreign = sorted(set(filters) - self._filters)
+        for start in range(0, len(foreign), _SUBSCRIBE_CHUNK):
+            chunk = foreign[start : start + _SUBSCRIBE_CHUNK]
+            await client.unsubscribe(chunk, timeout=self.settings.timeout)
 
     def _forwarding_queue(
         self, owner: list[aiomqtt.Client]

@@ -77,7 +77,7 @@ class ActuatorCommandStore:
             ).fetchone()
             return row
 
-        return await self._db.write(work)
+        return await self._db.write(work, hot=True)
 
     async def history(
         self, device_id: str, limit: int, offset: int

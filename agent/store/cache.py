@@ -15,10 +15,12 @@ V = TypeVar("V")
 
 
 class GenerationCache(Generic[K, V]):
-    """Caches values computed from the database until any write transaction commits.
+    """Caches values computed from the database until a write transaction commits.
 
     The agent is the only writer of its database, and :class:`Database` counts commits, so an
-    entry tagged with the generation read *before* its query can never outlive a change.
+    entry tagged with the generation read *before* its query can never outlive a change. Hot
+    writes (``Database.write(..., hot=True)``: readings, outbox, devices' reported state and
+    stamps, command records) are not counted: a cached value must not be computed from them.
     """
 
     def __init__(self, db: Database, max_entries: int = 512) -> None:

@@ -62,10 +62,12 @@ class _Group:
 class _Job(Generic[T]):
     """One :meth:`Database.write` waiting for its turn, then for its commit."""
 
-    def __init__(self, work: Work[T], *, savepoint: bool = True) -> None:
+    def __init__(self, work: Work[T], *, savepoint: bool = True, hot: bool = False) -> None:
         self.work = work
         self.savepoint = savepoint
         """False for one SQL statement: SQLite undoes a failing statement by itself."""
+        self.hot = hot
+        """The work writes nothing a read cache shows (see :meth:`Database.write`)."""
         self.outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
 
@@ -144,7 +146,8 @@ class Database:
         """Coroutines waiting for the write lock besides the queued writes."""
         self._drainer: asyncio.Task[None] | None = None
         self.generation = 0
-        """Count of committed write transactions since open (see ``GenerationCache``)."""
+        """Count of committed write transactions that may change what a read cache shows (see
+        ``GenerationCache``): every one but the hot writes of :meth:`write`."""
 
     async def open(self) -> None:
         """Open the connections, check integrity, and apply pending migrations."""
@@ -293,15 +296,20 @@ class Database:
             self._schedule_commit(group)
         await asyncio.shield(group.committed)
 
-    async def write(self, work: Work[T]) -> T:
+    async def write(self, work: Work[T], *, hot: bool = False) -> T:
         """Run ``work`` as one write transaction; durable when this returns its result.
 
         ``work`` runs on the database's own thread with the plain ``sqlite3`` connection, so it
         may only run SQL. The writes waiting at the same moment run one after another in one
         hop to that thread, each in its own savepoint (an exception rolls back its work only
         and is raised here), and share one ``COMMIT`` with the :meth:`transaction` blocks.
+
+        ``hot``: the work writes only what no read cache shows (readings and their series, the
+        outbox, a device's reported state and stamps, command records), so its commit leaves
+        ``generation`` alone: a flood of readings does not empty the caches of the farm list
+        and the sessions. A failed commit still counts.
         """
-        return await self._queue(_Job(work))
+        return await self._queue(_Job(work, hot=hot))
 
     async def write_statement(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
         """Run one SQL statement as a write transaction; its first row (``RETURNING``), durable
@@ -365,7 +373,9 @@ class Database:
         self, group: _Group | None, jobs: list[_Job[Any]], outcomes: list[Any] | BaseException
     ) -> None:
         """On the event loop: answer the writers of a batch once its ``COMMIT`` has returned."""
-        self.generation += 1  # even a failed COMMIT may have landed: invalidate caches regardless
+        failed = isinstance(outcomes, BaseException)
+        if failed or group is not None or not all(job.hot for job in jobs):
+            self.generation += 1  # even a failed COMMIT may have landed: invalidate caches
         if isinstance(outcomes, BaseException):
             if group is not None:
                 group.fail(outcomes)

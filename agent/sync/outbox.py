@@ -373,10 +373,11 @@ class OutboxStore:
                 pieces.append((table, chunk, each * len(chunk)))
         for table, piece, size in pieces:
             async with self._db.transaction() as conn:
-                for part in _chunks(piece):
-                    await conn.execute(
-                        f"DELETE FROM {table} WHERE seq IN ({_marks(len(part))})", list(part)
-                    )
+                # One statement for the piece (a JSON array of integers: exact).
+                await conn.execute(
+                    f"DELETE FROM {table} WHERE seq IN (SELECT value FROM json_each(?))",
+                    (f"[{','.join(map(str, piece))}]",),
+                )
                 await conn.execute(
                     "UPDATE outbox_stats SET records = records - ?, bytes = bytes - ? WHERE id = 1",
                     (len(piece), size),

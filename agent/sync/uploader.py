@@ -33,8 +33,7 @@ from protocol.sync import (
     SIGNATURE_HEADER,
     Ack,
     Batch,
-    batch_size,
-    encode_batch,
+    pack_batch,
 )
 
 __all__ = ["StuckAlert", "SyncPolicy", "SyncStatus", "Uploader"]
@@ -280,8 +279,7 @@ class Uploader:
                 ranges=tuple(await self._outbox.claims(rows.seqs)),
                 identity_version=await self._replica.version(),
             )
-            size = batch_size(batch)
-            body, signature = encode_batch(batch, self._key)
+            size, body, signature = pack_batch(batch, self._key)
             over = max(size / self._max_json, len(body) / self._max_body)
             if over <= 1 or len(rows) <= 1:
                 self._dropped = outgoing.dropped

@@ -63,9 +63,9 @@ def control_context(settings: AgentSettings) -> CleanupContext:
 
         async def connected() -> None:
             # Schedules applied at start-up are sent once the broker connection is up.
-            if runtime.client is not None:
+            if runtime.control is not None:  # the connection commands go out on
                 try:
-                    await runtime.client.wait_connected(settings.actuator_command_timeout_s * 3)
+                    await runtime.control.wait_connected(settings.actuator_command_timeout_s * 3)
                 except DeviceUnavailable:
                     log.warning("schedules: broker not connected; applying anyway")
 

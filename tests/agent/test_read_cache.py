@@ -4,6 +4,7 @@ last commit."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -62,3 +63,29 @@ async def test_a_failed_load_fails_its_waiters_and_is_not_cached(db: Database) -
     )
     assert all(isinstance(r, RuntimeError) for r in results)
     assert await cache.get_or_load("farms", lambda: _farm_count(db)) == 0
+
+
+async def test_hot_writes_keep_cached_values_and_other_writes_end_them(db: Database) -> None:
+    cache: GenerationCache[str, int] = GenerationCache(db)
+    loads = 0
+
+    async def load() -> int:
+        nonlocal loads
+        loads += 1
+        return await _farm_count(db)
+
+    def stamp(conn: sqlite3.Connection) -> None:  # what a reading batch touches: the outbox
+        conn.execute("UPDATE outbox_stats SET rejected = rejected WHERE id = 1")
+
+    def add_farm(conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "INSERT INTO farms (id, name, status, created_at, updated_at)"
+            " VALUES ('f1', 'North', 'active', 'now', 'now')"
+        )
+
+    assert await cache.get_or_load("farms", load) == 0
+    await db.write(stamp, hot=True)
+    assert await cache.get_or_load("farms", load) == 0 and loads == 1
+    # A hot write committed together with one that is not: the cache learns the change.
+    await asyncio.gather(db.write(stamp, hot=True), db.write(add_farm))
+    assert await cache.get_or_load("farms", load) == 1 and loads == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -20,6 +21,7 @@ from agent.devices.codec import Command, Measurement, StateUpdate
 from agent.devices.errors import DeviceUnavailable
 from agent.devices.gateway import CommandResult, MqttDeviceGateway
 from agent.devices.mqtt import InboundMessage, MessageHandler, MqttClient, MqttSettings
+from agent.devices.mqtt_split import SplitTransport, without_backpressure
 from agent.services.devices.registry import DeviceBinding, DeviceService
 from agent.services.ingest.serial_devices import SerialDevices, SerialOptions, SerialReports
 from agent.services.live.device_events import DeviceEvent, DeviceEventHook, EventKind
@@ -63,13 +65,23 @@ class DeviceRuntime:
             )
             self.serial = SerialDevices(reports, serial)
         self.client: MqttClient | None = None
+        """The telemetry connection (it carries the agent's birth and will)."""
+        self.control: MqttClient | None = None
+        """The connection of state reports, commands and other listeners' topics."""
+        self._transport: SplitTransport | None = None
         self.gateway: MqttDeviceGateway | None = None
         # Topics other services listen to on the devices' connection (exact topics).
         self._listeners: dict[str, MessageHandler] = {}
         self._connect_hooks: list[Callable[[], Awaitable[None]]] = []
         if mqtt is not None:
             self.client = MqttClient(mqtt, self._handle, barrier=writer, on_connect=self._connected)
-            self.gateway = MqttDeviceGateway(self.client, self, now=utcnow)
+            control = replace(mqtt, client_id=f"{mqtt.client_id}-control", will=None, birth=None)
+            self.control = MqttClient(control, self._handle, barrier=without_backpressure(writer))
+            self.control.prioritize = lambda _topic: True
+            self._transport = SplitTransport(self.client, self.control, self._urgent)
+            self.gateway = MqttDeviceGateway(self._transport, self, now=utcnow)
+            # A topic that became urgent after it was subscribed stays on the telemetry
+            # connection: there it still overtakes the telemetry waiting in the agent.
             self.client.prioritize = self._urgent
             self.client.busy = busy
         self._bindings: dict[str, DeviceBinding] = {}
@@ -84,7 +96,8 @@ class DeviceRuntime:
         self._devices.add_listener(self)
         for binding in await self._devices.bindings():
             await self._bind(binding)
-        if self.client is not None and self.gateway is not None:
+        if self.client is not None and self.control is not None and self.gateway is not None:
+            await self.control.start()
             await self.client.start()
             await self.gateway.start(self._expiry_interval)
         self._started = True
@@ -103,12 +116,15 @@ class DeviceRuntime:
             await self.gateway.stop()
         if self.client is not None:
             await self.client.stop()
+        if self.control is not None:
+            await self.control.stop()
 
     def mqtt_state(self) -> MqttState:
-        """The broker connection as /healthz reports it."""
-        if self.client is None:
+        """The broker connections as /healthz reports them: connected when both are."""
+        if self.client is None or self.control is None:
             return "disabled"
-        return "connected" if self.client.connected else "disconnected"
+        both = self.client.connected and self.control.connected
+        return "connected" if both else "disconnected"
 
     # RegistryListener --------------------------------------------------------------------------
 
@@ -245,14 +261,14 @@ class DeviceRuntime:
         new = [topic for topic in topics if topic not in self._listeners]
         for topic in new:
             self._listeners[topic] = handler
-        if self.client is not None:
-            await self.client.subscribe(new)
+        if self._transport is not None:
+            await self._transport.subscribe(new)
 
     async def unlisten(self, topics: Iterable[str]) -> None:
         """Stop handing messages on ``topics`` to their listener."""
         gone = [topic for topic in topics if self._listeners.pop(topic, None) is not None]
-        if self.client is not None:
-            await self.client.unsubscribe(gone)
+        if self._transport is not None:
+            await self._transport.unsubscribe(gone)
 
     @property
     def listening(self) -> frozenset[str]:
