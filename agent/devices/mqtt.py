@@ -369,7 +369,9 @@ class MqttClient:
                 await self._drop_released(client, self._released)
                 self._client = client
             self._connected.set()
-            log.info("MQTT connected to %s:%d", settings.host, settings.port)
+            log.info(
+                "MQTT connected to %s:%d as %s", settings.host, settings.port, settings.client_id
+            )
             if settings.birth is not None:
                 await client.publish(
                     settings.birth.topic,
