@@ -30,7 +30,7 @@ from cloud.pos_provider.errors import (
 from cloud.pos_provider.resources import ORDERS_LOCATIONS_PER_REQUEST, RESOURCES, Resource
 from cloud.services.pos.configs import ACCESS_TOKEN
 from cloud.services.pos.links import ProviderLinks
-from cloud.services.pos.mirror_rows import high_water, mirror_rows
+from cloud.services.pos.mirror_rows import high_water, mirror_row
 from cloud.services.pos.secrets import PosSecrets
 from cloud.store import pos_configs, pos_jobs, pos_mirror
 from cloud.store.db import Database
@@ -102,8 +102,9 @@ async def _fetch_page(
     chunk: list[str],
 ) -> _Fetched:
     page = await client.page(resource, cursor, since, chunk)
-    rows = mirror_rows(resource.name, page.items)
-    return _Fetched(page.cursor, rows, MirrorColumns.of(rows))
+    aligned = [mirror_row(resource.name, obj) for obj in page.items]
+    columns = MirrorColumns.of_page(page.text, resource.key, aligned)
+    return _Fetched(page.cursor, [r for r in aligned if r is not None], columns)
 
 
 class SyncRunner:
