@@ -96,8 +96,10 @@ def _one_per_object(rows: Sequence[MirrorRow | None]) -> list[MirrorRow | None]:
             continue
         before = rows[held]
         assert before is not None
-        if before.updated_at is None or row.updated_at is None or (
-            row.updated_at >= before.updated_at
+        if (
+            before.updated_at is None
+            or row.updated_at is None
+            or (row.updated_at >= before.updated_at)
         ):
             kept[row.object_id] = n
     positions = set(kept.values())
