@@ -197,7 +197,7 @@ async def _apply_records(
     seqs += [seq for _, block in rollup_blocks for seq in block.seqs]
     fresh = await sync_agents.claim_receipts(conn, agent_id, acked_seq, seqs)
 
-    blocks: list[tuple[Record, ReadingBlock]] = []
+    blocks: list[tuple[Record, ReadingBlock, UUID]] = []
     rollups: list[tuple[Record, sync_mirror.RollupRow]] = []
     for record in records:
         if record.kind == ROLLUP_BLOCK or record.seq not in fresh:
@@ -207,7 +207,8 @@ async def _apply_records(
             refuse(record, reason)
         elif record.kind == READINGS:
             try:
-                blocks.append((record, _block(record)))
+                block = decode_readings(record.data)
+                blocks.append((record, block, UUID(block.device_id)))
             except (BatchRejected, ValueError) as err:
                 refuse(record, f"malformed reading block: {err}")
         elif record.kind in ROLLUPS:
@@ -220,17 +221,17 @@ async def _apply_records(
             if reason is not None:
                 refuse(record, reason)
     rollups += _fresh_rollups(rollup_blocks, fresh)
-    devices = [UUID(b.device_id) for _, b in blocks] + [r.device_id for _, r in rollups]
+    devices = [device_id for _, _, device_id in blocks] + [r.device_id for _, r in rollups]
     mine = await sync_mirror.own_devices(conn, agent_id, devices) if devices else {}
     not_mine = "device is not on one of the agent's farms"
     readings = sync_mirror.ReadingRows([], [], [], [], [])
     applied_blocks = []
-    for record, block in blocks:
-        if UUID(block.device_id) not in mine:
+    for record, block, device_id in blocks:
+        if device_id not in mine:
             refuse(record, not_mine)
             continue
-        applied_blocks.append((record, block))
-        _add_block(record, block, readings)
+        applied_blocks.append((record, block, device_id))
+        _add_block(record, block, device_id, readings)
     applied_rollups = []
     refused_blocks: set[int] = set()
     for record, rollup in rollups:
@@ -242,11 +243,11 @@ async def _apply_records(
         applied_rollups.append((record, rollup))
     if readings.device_ids:
         reason = await _in_savepoint(conn, sync_mirror.insert_readings(conn, agent_id, readings))
-        for record, block in applied_blocks:
+        for record, block, device_id in applied_blocks:
             if reason:
                 refuse(record, reason)
             else:
-                _tell_readings(live, str(mine[UUID(block.device_id)]), record, block)
+                _tell_readings(live, str(mine[device_id]), record, block)
     if applied_rollups:
         merge = sync_mirror.merge_rollups(conn, agent_id, [r for _, r in applied_rollups])
         reason = await _in_savepoint(conn, merge)
@@ -284,15 +285,10 @@ async def _in_savepoint(conn: Connection, work: Coroutine[Any, Any, None]) -> st
     return None
 
 
-def _block(record: Record) -> ReadingBlock:
-    block = decode_readings(record.data)
-    UUID(block.device_id)
-    return block
-
-
-def _add_block(record: Record, block: ReadingBlock, into: sync_mirror.ReadingRows) -> None:
+def _add_block(
+    record: Record, block: ReadingBlock, device_id: UUID, into: sync_mirror.ReadingRows
+) -> None:
     """Add a reading block's rows."""
-    device_id = UUID(block.device_id)
     unit = str(record.data.get("u", ""))
     for ts, value in zip(block.timestamps_ms, block.values, strict=True):
         into.device_ids.append(device_id)
