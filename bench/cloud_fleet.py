@@ -11,9 +11,9 @@ real uploader; agents run concurrently, sent to the processes in turn (a round-r
 
 The baseline COPYs ``--copy-readings`` of the same readings (all of them if fewer; a day's
 backlog for a tenth of 200 agents is 86 million) into the same emptied table, triggers (the
-rollups, the devices' check) included, over as many connections as the upload has batches in flight, timed
-from first to last with the rows made beforehand. The history for the read is generated in
-PostgreSQL (see ``_seed_history``).
+rollups, the devices' check) included, over as many connections as the upload has batches in
+flight, timed from first to last with the rows made beforehand. The history for the read is
+generated in PostgreSQL (see ``_seed_history``).
 
 Prints aggregate readings/s, COPY readings/s and their ratio (target >= 50 %), batch apply
 latency p50/p99, readings lost and doubled (0 and 0), and the median and p99 of
