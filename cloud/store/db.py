@@ -11,9 +11,10 @@ Both roles are checked at connect time: neither may be a superuser, bypass RLS, 
 act as farm_authz, and the user role may not act as the system role.
 
 A database that cannot be reached, or that drops the connection (a restart, a failover), is a
-:class:`DatabaseUnavailable`: 503 SERVICE_UNAVAILABLE in the envelope, never a 500. The pools
-reconnect on their own: a connection found closed is replaced at the next acquire, so requests
-after the database is back succeed without restarting the process.
+:class:`DatabaseUnavailable`: 503 SERVICE_UNAVAILABLE in the envelope, never a 500; so is a
+transaction PostgreSQL aborted to break a deadlock with another one (:class:`TransientConflict`).
+The pools reconnect on their own: a connection found closed is replaced at the next acquire, so
+requests after the database is back succeed without restarting the process.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from protocol.errors import ServiceUnavailable
 
-__all__ = ["Database", "DatabaseUnavailable", "UnsafeRoleError"]
+__all__ = ["Database", "DatabaseUnavailable", "TransientConflict", "UnsafeRoleError"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,19 @@ class DatabaseUnavailable(ServiceUnavailable):
     default_message = "The database is unavailable; try again shortly"
 
 
+class TransientConflict(ServiceUnavailable):
+    """PostgreSQL ended the transaction to break a deadlock or a serialization conflict with a
+    concurrent one: nothing of it was applied, and the same request may simply be retried."""
+
+    default_message = "A concurrent change got in the way; nothing was changed, try again"
+
+
+# What PostgreSQL raises when it aborts a transaction only because of another one (SQLSTATE
+# 40P01, 40001).
+_CONCURRENCY_ABORT: tuple[type[BaseException], ...] = (
+    asyncpg.DeadlockDetectedError,
+    asyncpg.SerializationError,
+)
 # What only a lost or refused database connection raises, at any point of a transaction.
 _CONNECTION_LOST: tuple[type[BaseException], ...] = (
     asyncpg.ConnectionDoesNotExistError,
@@ -212,6 +226,9 @@ class Database:
                         yield conn
         except _CONNECTION_LOST as err:
             raise DatabaseUnavailable() from err
+        except _CONCURRENCY_ABORT as err:
+            logger.warning("transaction aborted by a concurrent one, not applied: %s", err)
+            raise TransientConflict() from err
         except _CONNECT_FAILED as err:
             if opened:
                 raise

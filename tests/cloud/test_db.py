@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
@@ -10,7 +11,8 @@ from uuid import UUID
 import asyncpg
 import pytest
 
-from cloud.store.db import Database, UnsafeRoleError
+from cloud.store.db import Database, TransientConflict, UnsafeRoleError
+from protocol.errors import ServiceUnavailable
 from tests.cloud.conftest import CloudDatabase
 from tests.cloud.seed import add_farm_tree, add_user
 
@@ -65,6 +67,36 @@ async def test_as_user_rolls_back_when_the_block_fails(database: Database) -> No
             raise Boom
     async with database.as_user(alice) as conn:
         assert await conn.fetchval("SELECT name FROM farms") == "Alice's farm"
+
+
+async def test_a_transaction_aborted_to_break_a_deadlock_is_a_503_and_changes_nothing(
+    database: Database,
+) -> None:
+    """Two transactions that lock the same two farms in opposite orders: PostgreSQL aborts one;
+    that one is a retryable 503 (not a 500) and none of its work stays."""
+    await seed_two_farms(database)
+    async with database.as_system() as conn:
+        first, second = [r["id"] for r in await conn.fetch("SELECT id FROM farms ORDER BY name")]
+    both_locked = asyncio.Barrier(2)
+
+    async def rename(one: UUID, other: UUID, name: str) -> None:
+        async with database.as_system() as conn:
+            await conn.execute("UPDATE farms SET name = $2 WHERE id = $1", one, name)
+            await both_locked.wait()
+            await conn.execute("UPDATE farms SET name = $2 WHERE id = $1", other, name)
+
+    outcomes = await asyncio.gather(
+        rename(first, second, "by the first"),
+        rename(second, first, "by the second"),
+        return_exceptions=True,
+    )
+    refused = [o for o in outcomes if isinstance(o, Exception)]
+    assert len(refused) == 1, outcomes
+    assert isinstance(refused[0], TransientConflict)
+    assert isinstance(refused[0], ServiceUnavailable) and refused[0].status == 503
+    winner = "by the first" if outcomes[0] is None else "by the second"
+    async with database.as_system() as conn:
+        assert {r["name"] for r in await conn.fetch("SELECT name FROM farms")} == {winner}
 
 
 async def test_json_columns_come_back_as_python_values(database: Database) -> None:

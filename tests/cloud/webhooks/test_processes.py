@@ -5,66 +5,34 @@ and an id comes again only if the receiver had answered it before the kill."""
 from __future__ import annotations
 
 import asyncio
-import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from protocol.secretbox import new_key_text
 from tests.agent.runtime.conftest import eventually
 from tests.cloud.api.conftest import PASSWORD
-from tests.cloud.api.test_cli import REPO, cloud_env, free_port, owned_by_migrator
+from tests.cloud.cloud_process import Start, cloud_processes
 from tests.cloud.conftest import CloudDatabase
-from tests.cloud.pos.test_processes import CloudProcess
 from tests.cloud.seed import add_farm_tree, add_user
 from tests.cloud.webhooks.conftest import Conn, insert_events
 from tests.support.webhook_receiver import WebhookReceiver
 
 EVENTS = 600
-Start = Callable[[], Awaitable[CloudProcess]]
 
 
 @pytest.fixture
 async def start_cloud(cloud_db: CloudDatabase, tmp_path: Path) -> AsyncIterator[Start]:
-    await owned_by_migrator(cloud_db)
-    key = new_key_text()
-    started: list[CloudProcess] = []
-
-    async def start() -> CloudProcess:
-        port = free_port()
-        env = cloud_env(
-            owner_dsn=cloud_db.owner_dsn,
-            app_dsn=cloud_db.app_dsn,
-            sync_dsn=cloud_db.system_dsn,
-            signing_key_path=str(tmp_path / "key.pem"),
-            secret_key=key,
-            port=str(port),
-            admin_email="",
-            rate_limit_per_user="0",
-            rate_limit_per_address="0",
-            webhook_allow_private_targets="true",
-            webhook_poll_s="0.05",
-            webhook_workers="3",
-            webhook_batch="20",
-            db_pool_max="6",
-        )
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            *("-m", "cloud", "run"),
-            cwd=REPO,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        cloud = CloudProcess(process, port)
-        started.append(cloud)
-        await cloud.wait_listening()
-        return cloud
-
-    yield start
-    for cloud in started:
-        await cloud.stop(kill=True)
+    async with cloud_processes(
+        cloud_db,
+        tmp_path,
+        webhook_allow_private_targets="true",
+        webhook_poll_s="0.05",
+        webhook_workers="3",
+        webhook_batch="20",
+        db_pool_max="6",
+    ) as start:
+        yield start
 
 
 async def test_two_processes_share_deliveries_and_survive_a_kill_9(
