@@ -10,10 +10,10 @@ readings, the agent's own cap). An agent uploads its batches in order, one at a 
 real uploader; agents run concurrently, sent to the processes in turn (a round-robin balancer).
 
 The baseline COPYs ``--copy-readings`` of the same readings (all of them if fewer; a day's
-backlog for a tenth of 200 agents is 86 million) into the same emptied table, triggers and
-foreign keys included, over as many connections as the upload has batches in flight, timed
-from first to last with the rows made beforehand. The history for the read is generated in
-PostgreSQL (see ``_seed_history``).
+backlog for a tenth of 200 agents is 86 million) into the same emptied table, triggers (the
+rollups, the devices' check) included, over as many connections as the upload has batches in
+flight, timed from first to last with the rows made beforehand. The history for the read is
+generated in PostgreSQL (see ``_seed_history``).
 
 Prints aggregate readings/s, COPY readings/s and their ratio (target >= 50 %), batch apply
 latency p50/p99, readings lost and doubled (0 and 0), and the median and p99 of
@@ -270,7 +270,7 @@ def _sample(plans: list[Plan], readings: int) -> list[list[tuple[Any, ...]]]:
 async def _copy_baseline(
     cluster: PostgresCluster, batches: list[list[tuple[Any, ...]]], concurrency: int
 ) -> tuple[float, int]:
-    """COPY ``batches`` into the same (emptied) table, rollup trigger and foreign-key checks
+    """COPY ``batches`` into the same (emptied) table, rollup and device-check triggers
     included, over as many connections at once as the upload has batches in flight; the wall
     time of the whole and the readings copied. The rows are made beforehand, so only
     PostgreSQL's work (and asyncpg's binary encoding) is timed."""
@@ -333,8 +333,8 @@ async def _seed_history(cluster: PostgresCluster, agent: SimAgent, readings: int
 
     Generated in PostgreSQL a sensor-month per statement, with the session's triggers off
     (``session_replication_role = replica``): the rows reference the agent's own devices and
-    farm by construction, so the per-row foreign-key checks and the rollup trigger (whose work
-    the statement does itself, once) would only cost time - 50 million rows took most of an
+    farm by construction, so the device check and the rollup trigger (whose work the
+    statement does itself, once) would only cost time - 50 million rows took most of an
     hour that way."""
     per_sensor = 365 * 24 * 360
     month = 360 * 24 * 30

@@ -62,12 +62,16 @@ class _Group:
 class _Job(Generic[T]):
     """One :meth:`Database.write` waiting for its turn, then for its commit."""
 
-    def __init__(self, work: Work[T], *, savepoint: bool = True, hot: bool = False) -> None:
+    def __init__(
+        self, work: Work[T], *, savepoint: bool = True, hot: bool = False, bulk: bool = False
+    ) -> None:
         self.work = work
         self.savepoint = savepoint
         """False for one SQL statement: SQLite undoes a failing statement by itself."""
         self.hot = hot
         """The work writes nothing a read cache shows (see :meth:`Database.write`)."""
+        self.bulk = bulk
+        """Large background work (a batch of readings): it waits behind the small writes."""
         self.outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
 
@@ -111,6 +115,15 @@ def _run_batch(conn: sqlite3.Connection, jobs: list[_Job[Any]], begin: bool) -> 
     return outcomes
 
 
+def _take_all(queue: deque[_Job[Any]]) -> list[_Job[Any]]:
+    """Every job in ``queue``; the event loop appends meanwhile: take what is there."""
+    jobs = []
+    with suppress(IndexError):
+        while True:
+            jobs.append(queue.popleft())
+    return jobs
+
+
 def _first_row(sql: str, params: Params, conn: sqlite3.Connection) -> sqlite3.Row | None:
     cursor = conn.execute(sql, params)
     try:
@@ -142,6 +155,9 @@ class Database:
         self._group: _Group | None = None
         self._commits: set[asyncio.Task[None]] = set()
         self._queued: deque[_Job[Any]] = deque()
+        """Small writes (requests, command records, stamps), committed first."""
+        self._bulk: deque[_Job[Any]] = deque()
+        """Large background writes (reading batches), committed once no small write waits."""
         self._others = 0
         """Coroutines waiting for the write lock besides the queued writes."""
         self._drainer: asyncio.Task[None] | None = None
@@ -296,7 +312,7 @@ class Database:
             self._schedule_commit(group)
         await asyncio.shield(group.committed)
 
-    async def write(self, work: Work[T], *, hot: bool = False) -> T:
+    async def write(self, work: Work[T], *, hot: bool = False, bulk: bool = False) -> T:
         """Run ``work`` as one write transaction; durable when this returns its result.
 
         ``work`` runs on the database's own thread with the plain ``sqlite3`` connection, so it
@@ -308,8 +324,12 @@ class Database:
         outbox, a device's reported state and stamps, command records), so its commit leaves
         ``generation`` alone: a flood of readings does not empty the caches of the farm list
         and the sessions. A failed commit still counts.
+
+        ``bulk``: large background work (a batch of thousands of readings). Small writes queued
+        meanwhile are committed first, in a batch of their own: a person's request or a
+        command record does not wait for a flood's batch and its triggers.
         """
-        return await self._queue(_Job(work, hot=hot))
+        return await self._queue(_Job(work, hot=hot, bulk=bulk))
 
     async def write_statement(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
         """Run one SQL statement as a write transaction; its first row (``RETURNING``), durable
@@ -323,7 +343,7 @@ class Database:
         return await self._queue(_Job(partial(_first_row, sql, params), savepoint=False))
 
     async def _queue(self, job: _Job[T]) -> T:
-        self._queued.append(job)
+        (self._bulk if job.bulk else self._queued).append(job)
         if self._drainer is None:
             self._drainer = asyncio.create_task(self._drain())
         # A cancelled caller cancels only its wait: the job still runs (it may already have).
@@ -332,7 +352,7 @@ class Database:
     async def _drain(self) -> None:
         """Run the queued writes in batches until none is waiting."""
         try:
-            while self._queued:
+            while self._queued or self._bulk:
                 async with self._write_lock:
                     await self._run_batches()
         finally:
@@ -351,11 +371,9 @@ class Database:
 
         def run(conn: sqlite3.Connection) -> None:
             nonlocal group
-            while self._queued:
-                jobs = []
-                with suppress(IndexError):  # the event loop appends meanwhile: take what is there
-                    while True:
-                        jobs.append(self._queued.popleft())
+            while self._queued or self._bulk:
+                # Small writes first, in a commit of their own; a bulk job only when none waits.
+                jobs = _take_all(self._queued) or _take_all(self._bulk)
                 try:
                     outcomes: list[Any] | BaseException = _run_batch(conn, jobs, group is None)
                 except BaseException as err:  # BEGIN or COMMIT failed, or the group is gone

@@ -160,7 +160,7 @@ class ReadingStore:
         if not readings:
             return WriteOutcome((), 0, 0)
         batch = _Batch(readings, dict(self._series), dict(self._stamps))
-        outcome = await self._db.write(batch.run, hot=True)
+        outcome = await self._db.write(batch.run, hot=True, bulk=True)
         # Only after COMMIT: ids created by a rolled-back transaction do not exist.
         for key in batch.stale:
             self._series.pop(key, None)

@@ -13,7 +13,15 @@ from agent.services.readings.sensor_readings import SensorReadings
 from agent.services.readings.writer import ReadingWriter
 from agent.settings import AgentSettings
 from agent.store.readings import ReadingStore
-from agent.web.keys import CALIBRATION, DATABASE, DEVICES, HEALTH, READINGS, SENSORS
+from agent.web.keys import (
+    CALIBRATION,
+    DATABASE,
+    DEVICES,
+    FOREGROUND,
+    HEALTH,
+    READINGS,
+    SENSORS,
+)
 from agent.wiring.context import CleanupContext
 from agent.wiring.scheduler import SCHEDULER
 
@@ -43,6 +51,7 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
             batch_interval=settings.reading_batch_interval_s,
             min_commit_interval=settings.reading_min_commit_interval_s,
             max_batch=settings.reading_max_batch,
+            busy=app[FOREGROUND].busy,
             max_queue=settings.reading_queue_size,
             clock_skew_ms=round(settings.reading_clock_skew_s * 1000),
             max_ahead_ms=round(settings.reading_max_clock_ahead_s * 1000),

@@ -128,7 +128,9 @@ class SyncService:
             if not await sync_agents.remember_batch(conn, agent_id, UUID(batch.batch_id)):
                 raise Conflict("Batch already applied (replay)")
             live = LiveBatch()
-            refused = await _apply_records(conn, agent_id, agent["owner_id"], batch.records, live)
+            refused = await _apply_records(
+                conn, agent_id, agent["owner_id"], int(agent["acked_seq"]), batch.records, live
+            )
             if refused:
                 await sync_mirror.dead_letter(
                     conn, agent_id, [(r.seq, r.kind, r.key, r.reason, d) for r, d in refused]
@@ -171,24 +173,19 @@ async def _apply_records(
     conn: Connection,
     agent_id: UUID,
     owner_id: UUID | None,
+    acked_seq: int,
     records: tuple[Record, ...],
     live: LiveBatch,
 ) -> Refused:
     """Apply a batch kind by kind, each in a savepoint: a record that cannot be applied is
     refused alone (with its reason) and the rest commits. What changed is told to ``live``."""
-    # A rollup block carries a number per rollup and is claimed rollup by rollup below.
-    plain = [r for r in records if r.kind != ROLLUP_BLOCK]
-    fresh = await sync_mirror.claim_receipts(
-        conn, agent_id, [r.seq for r in plain], [r.kind for r in plain]
-    )
     refused: Refused = []
 
     def refuse(record: Record, reason: str) -> None:
         refused.append((Refusal(seq=record.seq, kind=record.kind, key=record.key, reason=reason),
                         record.data))  # fmt: skip
 
-    blocks: list[tuple[Record, ReadingBlock]] = []
-    rollups: list[tuple[Record, sync_mirror.RollupRow]] = []
+    # A rollup block carries a number per rollup and is claimed rollup by rollup.
     rollup_blocks: list[tuple[Record, RollupBlock]] = []
     for record in records:
         if record.kind == ROLLUP_BLOCK:
@@ -196,15 +193,22 @@ async def _apply_records(
                 rollup_blocks.append((record, decode_rollups(record.data)))
             except BatchRejected as err:
                 refuse(record, str(err))
-            continue
-        if record.seq not in fresh:
+    seqs = [r.seq for r in records if r.kind != ROLLUP_BLOCK]
+    seqs += [seq for _, block in rollup_blocks for seq in block.seqs]
+    fresh = await sync_agents.claim_receipts(conn, agent_id, acked_seq, seqs)
+
+    blocks: list[tuple[Record, ReadingBlock, UUID]] = []
+    rollups: list[tuple[Record, sync_mirror.RollupRow]] = []
+    for record in records:
+        if record.kind == ROLLUP_BLOCK or record.seq not in fresh:
             continue
         reason = screen(record)
         if reason is not None:
             refuse(record, reason)
         elif record.kind == READINGS:
             try:
-                blocks.append((record, _block(record)))
+                block = decode_readings(record.data)
+                blocks.append((record, block, UUID(block.device_id)))
             except (BatchRejected, ValueError) as err:
                 refuse(record, f"malformed reading block: {err}")
         elif record.kind in ROLLUPS:
@@ -216,18 +220,18 @@ async def _apply_records(
             reason = await _apply_entity(conn, agent_id, owner_id, record, live)
             if reason is not None:
                 refuse(record, reason)
-    rollups += await _fresh_rollups(conn, agent_id, rollup_blocks)
-    devices = [UUID(b.device_id) for _, b in blocks] + [r.device_id for _, r in rollups]
+    rollups += _fresh_rollups(rollup_blocks, fresh)
+    devices = [device_id for _, _, device_id in blocks] + [r.device_id for _, r in rollups]
     mine = await sync_mirror.own_devices(conn, agent_id, devices) if devices else {}
     not_mine = "device is not on one of the agent's farms"
     readings = sync_mirror.ReadingRows([], [], [], [], [])
     applied_blocks = []
-    for record, block in blocks:
-        if UUID(block.device_id) not in mine:
+    for record, block, device_id in blocks:
+        if device_id not in mine:
             refuse(record, not_mine)
             continue
-        applied_blocks.append((record, block))
-        _add_block(record, block, readings)
+        applied_blocks.append((record, block, device_id))
+        _add_block(record, block, device_id, readings)
     applied_rollups = []
     refused_blocks: set[int] = set()
     for record, rollup in rollups:
@@ -239,11 +243,11 @@ async def _apply_records(
         applied_rollups.append((record, rollup))
     if readings.device_ids:
         reason = await _in_savepoint(conn, sync_mirror.insert_readings(conn, agent_id, readings))
-        for record, block in applied_blocks:
+        for record, block, device_id in applied_blocks:
             if reason:
                 refuse(record, reason)
             else:
-                _tell_readings(live, str(mine[UUID(block.device_id)]), record, block)
+                _tell_readings(live, str(mine[device_id]), record, block)
     if applied_rollups:
         merge = sync_mirror.merge_rollups(conn, agent_id, [r for _, r in applied_rollups])
         reason = await _in_savepoint(conn, merge)
@@ -253,18 +257,10 @@ async def _apply_records(
     return refused
 
 
-async def _fresh_rollups(
-    conn: Connection, agent_id: UUID, blocks: list[tuple[Record, RollupBlock]]
+def _fresh_rollups(
+    blocks: list[tuple[Record, RollupBlock]], fresh: set[int]
 ) -> list[tuple[Record, sync_mirror.RollupRow]]:
     """The rollups of ``blocks`` not applied before (each claimed by its own number)."""
-    if not blocks:
-        return []
-    fresh = await sync_mirror.claim_receipts(
-        conn,
-        agent_id,
-        [seq for _, block in blocks for seq in block.seqs],
-        [ROLLUP_BLOCK for _, block in blocks for _ in block.seqs],
-    )
     rows = []
     for record, block in blocks:
         device_id = UUID(block.device_id)
@@ -289,15 +285,10 @@ async def _in_savepoint(conn: Connection, work: Coroutine[Any, Any, None]) -> st
     return None
 
 
-def _block(record: Record) -> ReadingBlock:
-    block = decode_readings(record.data)
-    UUID(block.device_id)
-    return block
-
-
-def _add_block(record: Record, block: ReadingBlock, into: sync_mirror.ReadingRows) -> None:
+def _add_block(
+    record: Record, block: ReadingBlock, device_id: UUID, into: sync_mirror.ReadingRows
+) -> None:
     """Add a reading block's rows."""
-    device_id = UUID(block.device_id)
     unit = str(record.data.get("u", ""))
     for ts, value in zip(block.timestamps_ms, block.values, strict=True):
         into.device_ids.append(device_id)

@@ -6,17 +6,21 @@ itself calls runs on the system path, since an agent is no user (docs/cloud-rls.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from uuid import UUID
 
 import asyncpg
 
 from cloud.store.db import Connection
+from protocol.sync import merge_ranges
 
 __all__ = [
     "add_coverage",
     "agent_exists",
     "agent_for_sync",
+    "claim_receipts",
     "create_agent",
     "list_agents",
     "prune_batches",
@@ -146,3 +150,32 @@ async def set_progress(
     )
     await conn.execute("DELETE FROM sync_coverage WHERE agent_id = $1", agent_id)
     await add_coverage(conn, agent_id, pending)
+
+
+async def claim_receipts(
+    conn: Connection, agent_id: UUID, acked_seq: int, seqs: Iterable[int]
+) -> set[int]:
+    """Those of ``seqs`` not applied before, now recorded as applied (idempotence): a number at
+    or below the agent's ``acked_seq`` or inside one of its receipt ranges was. The ranges are
+    kept merged, and those the ack has passed are dropped (the caller holds the agent's lock)."""
+    rows = await conn.fetch(
+        "DELETE FROM sync_receipt_ranges WHERE agent_id = $1 RETURNING lo, hi", agent_id
+    )
+    held = merge_ranges((int(r["lo"]), int(r["hi"])) for r in rows if r["hi"] > acked_seq)
+    fresh = {seq for seq in seqs if seq > acked_seq and not _within(seq, held)}
+    kept = merge_ranges([*held, *((seq - 1, seq) for seq in fresh)])
+    if kept:
+        await conn.execute(
+            "INSERT INTO sync_receipt_ranges (agent_id, lo, hi)"
+            " SELECT $1, r.lo, r.hi FROM unnest($2::bigint[], $3::bigint[]) AS r (lo, hi)",
+            agent_id,
+            [lo for lo, _ in kept],
+            [hi for _, hi in kept],
+        )
+    return fresh
+
+
+def _within(seq: int, ranges: list[tuple[int, int]]) -> bool:
+    """Whether ``seq`` lies in one of the merged, ordered ranges ``(lo, hi]``."""
+    at = bisect.bisect_left(ranges, (seq, seq)) - 1
+    return at >= 0 and ranges[at][0] < seq <= ranges[at][1]

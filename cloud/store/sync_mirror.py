@@ -27,7 +27,6 @@ from cloud.store.db import Connection
 __all__ = [
     "ReadingRows",
     "RollupRow",
-    "claim_receipts",
     "dead_letter",
     "dead_letters",
     "delete_entity",
@@ -552,18 +551,3 @@ async def dead_letters(
         "SELECT count(*) FROM sync_dead_letters WHERE agent_id = $1", agent_id
     )
     return list(rows), int(total)
-
-
-async def claim_receipts(
-    conn: Connection, agent_id: UUID, seqs: Sequence[int], kinds: Sequence[str]
-) -> set[int]:
-    """Record receipts for ``seqs``; return those not applied before (idempotence)."""
-    rows = await conn.fetch(
-        "INSERT INTO sync_receipts (agent_id, seq, kind)"
-        " SELECT $1, r.seq, r.kind FROM unnest($2::bigint[], $3::text[]) AS r (seq, kind)"
-        " ON CONFLICT DO NOTHING RETURNING seq",
-        agent_id,
-        list(seqs),
-        list(kinds),
-    )
-    return {int(r["seq"]) for r in rows}

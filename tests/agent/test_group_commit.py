@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -165,3 +166,35 @@ async def test_a_cancelled_writer_leaves_the_others_answered(db: Database) -> No
     waiting[3].cancel()
     await asyncio.gather(*waiting[:3], *waiting[4:])
     assert _committed(db, "SELECT count(*) FROM notes WHERE id <> 3") == [(9,)]
+
+
+async def test_a_small_write_is_committed_ahead_of_a_queued_bulk_write(db: Database) -> None:
+    """A command record queued behind a batch of readings gets its own commit first."""
+    started, gate = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def hold(conn: sqlite3.Connection) -> None:
+        ran.append("hold")
+        started.set()
+        gate.wait(10)  # keeps the writer's thread busy while the other writes queue
+
+    def bulk(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
+        ran.append("bulk")
+        conn.execute("INSERT INTO notes VALUES (1, 'bulk')")
+        return _committed(db, "SELECT text FROM notes")
+
+    def small(conn: sqlite3.Connection) -> None:
+        ran.append("small")
+        conn.execute("INSERT INTO notes VALUES (2, 'small')")
+
+    holding = asyncio.create_task(db.write(hold))
+    await asyncio.to_thread(started.wait, 10)
+    queued_bulk = asyncio.create_task(db.write(bulk, bulk=True))
+    queued_small = asyncio.create_task(db.write(small))
+    await asyncio.sleep(0)  # both are queued now, the bulk write first
+    gate.set()
+    await asyncio.gather(holding, queued_small)
+    seen_by_bulk = await queued_bulk
+    assert ran == ["hold", "small", "bulk"]
+    assert seen_by_bulk == [("small",)]  # committed (visible elsewhere) before the bulk work ran
+    assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,)]

@@ -148,6 +148,8 @@ class ReadingWriter:
         batch_interval: float = 1.0,
         min_commit_interval: float = 0.02,
         max_batch: int = 2000,
+        busy_batch: int = 200,
+        busy: Callable[[], bool] | None = None,
         max_queue: int = 20_000,
         clock_skew_ms: int = 2000,
         max_age_ms: int = 30 * _DAY_MS,
@@ -164,6 +166,11 @@ class ReadingWriter:
         # this after it began, which bounds the fsync rate an SD card has to sustain.
         self._min_interval = min_commit_interval
         self._max_batch = max_batch
+        # While a request is being answered (``busy``), batches are cut at ``busy_batch``: a
+        # write of that request (a command record) then waits for a short batch, not for
+        # thousands of readings and their triggers on the database's thread.
+        self._busy_batch = min(busy_batch, max_batch)
+        self._busy = busy
         self._max_queue = max_queue
         self._skew_ms = clock_skew_ms
         # Older readings would land where raw rows are already pruned, so a duplicate could no
@@ -440,7 +447,7 @@ class ReadingWriter:
                 markers.append(item)
                 return batch, markers  # a flush or stop commits what came before it, now
             batch.append(item)
-            if len(batch) >= self._max_batch:
+            if len(batch) >= self._batch_limit():
                 return batch, markers
             try:
                 item = self._queue.get_nowait()
@@ -453,6 +460,10 @@ class ReadingWriter:
                         item = await self._queue.get()
                 except TimeoutError:
                     return batch, markers
+
+    def _batch_limit(self) -> int:
+        busy = self._busy
+        return self._busy_batch if busy is not None and busy() else self._max_batch
 
     async def _commit(self, batch: list[NewReading]) -> bool:
         """Commit with retries; False if the batch was lost."""

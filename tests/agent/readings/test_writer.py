@@ -98,6 +98,23 @@ async def test_one_commit_per_interval_and_early_when_the_batch_is_full(
     assert full.stats.commits == 3 and full.stats.committed == 25
 
 
+async def test_batches_are_cut_small_while_a_request_is_answered(
+    farm: Farm, make_writer: Any
+) -> None:
+    answering = [True]
+    writer = await make_writer(
+        batch_interval=60.0, max_batch=2000, busy_batch=10, busy=lambda: answering[0]
+    )
+    writer.submit_many(reading(farm.sensor, 6.0, T0 + i) for i in range(25))
+    await writer.flush()
+    assert writer.stats.commits == 3 and writer.stats.committed == 25
+
+    answering[0] = False
+    writer.submit_many(reading(farm.other, 6.0, T0 + i) for i in range(25))
+    await writer.flush()
+    assert writer.stats.commits == 4 and writer.stats.committed == 50
+
+
 async def test_commit_waits_at_most_one_interval(farm: Farm, make_writer: Any) -> None:
     writer = await make_writer(batch_interval=0.05)
     with writer.subscribe() as listener:

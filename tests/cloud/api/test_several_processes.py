@@ -134,11 +134,6 @@ async def test_one_resent_record_racing_into_two_processes_is_applied_once(
         agent.device_ids,
     )
     assert hourly == 120
-    receipts = await system.fetchval(
-        "SELECT count(*) FROM sync_receipts WHERE seq = ANY($1::bigint[])",
-        [r.seq for r in records],
-    )
-    assert receipts == len(records)
 
 
 async def test_a_dropped_database_connection_is_survived(
