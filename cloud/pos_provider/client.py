@@ -55,10 +55,13 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class Page:
-    """One page of a list: its objects and the cursor of the next page (None: the last)."""
+    """One page of a list: its objects, the cursor of the next page (None: the last), and the
+    answer's body as it came (the mirror stores the objects from it without encoding them
+    again)."""
 
     items: list[dict[str, Any]]
     cursor: str | None
+    text: str = "{}"
 
 
 class PosClient:
@@ -105,10 +108,14 @@ class PosClient:
     ) -> Page:
         """One page of ``resource`` from ``cursor`` (None: the first)."""
         params, body = resource.request(cursor, since, location_ids)
-        answer = await self.request(resource.method, resource.path, params=params, body=body)
+        answer, raw = await self._call(resource.method, resource.path, params, body)
         items = answer.get(resource.key) or []
         next_cursor = answer.get("cursor") if resource.paged else None
-        return Page(list(items), str(next_cursor) if next_cursor else None)
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:  # JSON in UTF-16 or UTF-32, which json.loads also reads
+            text = json.dumps(answer)
+        return Page(list(items), str(next_cursor) if next_cursor else None, text)
 
     async def adjust_inventory(
         self, idempotency_key: str, changes: list[dict[str, Any]]
@@ -131,6 +138,17 @@ class PosClient:
         body: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One call with retries; the decoded JSON object it answered."""
+        answer, _ = await self._call(method, path, params, body)
+        return answer
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str] | None,
+        body: dict[str, Any] | None,
+    ) -> tuple[dict[str, Any], bytes]:
+        """One call with retries; the decoded JSON object it answered and its raw body."""
         attempt = 0
         while True:
             attempt += 1
@@ -156,7 +174,7 @@ class PosClient:
         path: str,
         params: dict[str, str] | None,
         body: dict[str, Any] | None,
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], bytes]:
         timeout = aiohttp.ClientTimeout(total=self._retry.timeout_s)
         try:
             async with self._session.request(
@@ -179,7 +197,7 @@ class PosClient:
         except ValueError:
             decoded = None
         if 200 <= status < 300 and isinstance(decoded, dict):
-            return decoded
+            return decoded, raw
         errors = ProviderErrorItem.parse(decoded)
         message = f"{method} {path} answered {status}"
         if status == 401:

@@ -25,6 +25,8 @@ __all__ = [
     "owners_due_for_schedule",
     "record_page",
     "release_job",
+    "take_page_turn",
+    "wait_page_turn",
 ]
 
 _COLUMNS = (
@@ -91,6 +93,26 @@ async def claim_job(conn: Connection, worker: UUID, lease_s: float) -> asyncpg.R
     )
 
 
+async def take_page_turn(conn: Connection, job_id: UUID, pages_before: int) -> None:
+    """Hold, until this transaction ends, the turn of the page that follows ``pages_before``
+    committed pages of the job; taken before the page's rows."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('pos job ' || $1::uuid::text), $2)",
+        job_id,
+        pages_before,
+    )
+
+
+async def wait_page_turn(conn: Connection, job_id: UUID, pages_before: int) -> None:
+    """Wait until the transaction of the page before (which took its turn before its rows) has
+    ended; a wait PostgreSQL sees, so a cycle with a row lock is a deadlock it breaks."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('pos job ' || $1::uuid::text), $2)",
+        job_id,
+        pages_before - 1,
+    )
+
+
 async def record_page(
     conn: Connection,
     job_id: UUID,
@@ -104,9 +126,12 @@ async def record_page(
     resource: str,
     records: int,
     pages: int = 1,
+    pages_before: int | None = None,
 ) -> bool:
     """Commit a page's progress in the page's transaction and renew the lease; ``False`` when
-    the lease is no longer this worker's (the caller must roll the page back)."""
+    the lease is no longer this worker's, or when ``pages_before`` is given and the job has not
+    that many pages committed (the page before was rolled back): the caller must roll the page
+    back."""
     status: str = await conn.execute(
         """
         UPDATE pos_jobs SET step = $3, position = $4, since = $5, step_high_water = $6,
@@ -116,6 +141,7 @@ async def record_page(
                 'records', coalesce((progress -> $7 ->> 'records')::int, 0) + $8)),
             lease_until = now() + make_interval(secs => $10), updated_at = now()
         WHERE id = $1 AND lease_owner = $2 AND state = 'running'
+          AND ($11::int IS NULL OR pages = $11)
         """,
         job_id,
         worker,
@@ -127,6 +153,7 @@ async def record_page(
         records,
         pages,
         lease_s,
+        pages_before,
     )
     return status == "UPDATE 1"
 

@@ -10,7 +10,7 @@ from cloud.pos_provider.resources import ResourceName, mirror_key
 from cloud.store.pos_mirror import MirrorRow
 from protocol.timefmt import parse_iso
 
-__all__ = ["high_water", "mirror_rows"]
+__all__ = ["high_water", "mirror_row", "mirror_rows"]
 
 
 def _time(value: Any) -> datetime | None:
@@ -22,28 +22,28 @@ def _time(value: Any) -> datetime | None:
         return None
 
 
+def mirror_row(resource: ResourceName, obj: dict[str, Any]) -> MirrorRow | None:
+    """The row of an object; None when it carries no id (nothing to key it on)."""
+    key = mirror_key(resource, obj)
+    if key is None:
+        return None
+    created = _time(obj.get("created_at")) or _time(obj.get("calculated_at"))
+    updated = _time(obj.get("updated_at")) or _time(obj.get("calculated_at")) or created
+    location = obj.get("location_id")
+    if resource == "locations":
+        location = key
+    return MirrorRow(
+        object_id=key,
+        location_id=str(location) if location else None,
+        created_at=created,
+        updated_at=updated,
+        data=obj,
+    )
+
+
 def mirror_rows(resource: ResourceName, objects: Iterable[dict[str, Any]]) -> list[MirrorRow]:
-    """Rows for the objects that carry an id (others are skipped: nothing to key them on)."""
-    rows = []
-    for obj in objects:
-        key = mirror_key(resource, obj)
-        if key is None:
-            continue
-        created = _time(obj.get("created_at")) or _time(obj.get("calculated_at"))
-        updated = _time(obj.get("updated_at")) or _time(obj.get("calculated_at")) or created
-        location = obj.get("location_id")
-        if resource == "locations":
-            location = key
-        rows.append(
-            MirrorRow(
-                object_id=key,
-                location_id=str(location) if location else None,
-                created_at=created,
-                updated_at=updated,
-                data=obj,
-            )
-        )
-    return rows
+    """Rows for the objects that carry an id (others are skipped)."""
+    return [row for obj in objects if (row := mirror_row(resource, obj)) is not None]
 
 
 def high_water(current: datetime | None, rows: Iterable[MirrorRow]) -> datetime | None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import Coroutine
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -30,7 +32,7 @@ from cloud.pos_provider.errors import (
 from cloud.pos_provider.resources import ORDERS_LOCATIONS_PER_REQUEST, RESOURCES, Resource
 from cloud.services.pos.configs import ACCESS_TOKEN
 from cloud.services.pos.links import ProviderLinks
-from cloud.services.pos.mirror_rows import high_water, mirror_rows
+from cloud.services.pos.mirror_rows import high_water, mirror_row
 from cloud.services.pos.secrets import PosSecrets
 from cloud.store import pos_configs, pos_jobs, pos_mirror
 from cloud.store.db import Database
@@ -56,6 +58,9 @@ class JobPolicy:
     max_attempts: int = 8
     retry_initial_s: float = 5.0
     retry_max_s: float = 300.0
+    page_writers: int = 2
+    """Pages of a job written at once, each on its own connection (their positions are still
+    recorded in the provider's order)."""
 
     def retry_in(self, attempts: int) -> float:
         """Seconds before a job that failed transiently runs again."""
@@ -102,8 +107,9 @@ async def _fetch_page(
     chunk: list[str],
 ) -> _Fetched:
     page = await client.page(resource, cursor, since, chunk)
-    rows = mirror_rows(resource.name, page.items)
-    return _Fetched(page.cursor, rows, MirrorColumns.of(rows))
+    aligned = [mirror_row(resource.name, obj) for obj in page.items]
+    columns = MirrorColumns.of_page(page.text, resource.key, aligned)
+    return _Fetched(page.cursor, [r for r in aligned if r is not None], columns)
 
 
 class SyncRunner:
@@ -189,10 +195,12 @@ class SyncRunner:
             high_water=job["step_high_water"],
             started=job["position"] is not None,
         )
-        # The next page is fetched, and made into rows, while the current one is written: the
-        # provider's latency, our encoding and the database's write overlap instead of adding up.
+        # The next page is fetched, and made into rows, while the pages before it are written,
+        # several at once: the provider's latency, our work and the database's overlap.
         ahead: asyncio.Task[_Fetched] | None = None
         chunks: list[list[str]] | None = None
+        writes = _PageWrites(self._policy.page_writers)
+        pages_before: int = job["pages"]
         try:
             while at.step < len(steps):
                 resource = RESOURCES[steps[at.step]]  # type: ignore[index]
@@ -204,25 +212,36 @@ class SyncRunner:
                 if chunks is None:
                     chunks = await self._location_chunks(config, resource)
                 if resource.by_location and not chunks:
-                    await self._commit(job, at, resource, _Fetched.empty(), done=True)
-                    continue
-                if ahead is not None:
-                    page, ahead = await ahead, None
+                    page, done = _Fetched.empty(), True
                 else:
-                    page = await _fetch(client, resource, at, chunks)
-                at.high_water = high_water(at.high_water, page.rows)
-                if page.cursor:
-                    at.cursor = page.cursor
-                    done = False
-                elif resource.by_location and at.chunk + 1 < len(chunks):
-                    at.chunk, at.cursor = at.chunk + 1, None
-                    done = False
-                else:
-                    done = True
-                if not done:
-                    ahead = asyncio.create_task(_fetch(client, resource, at, chunks))
-                await self._commit(job, at, resource, page, done=done, config=config)
+                    if ahead is not None:
+                        page, ahead = await ahead, None
+                    else:
+                        page = await _fetch(client, resource, at, chunks)
+                    at.high_water = high_water(at.high_water, page.rows)
+                    if page.cursor:
+                        at.cursor = page.cursor
+                        done = False
+                    elif resource.by_location and at.chunk + 1 < len(chunks):
+                        at.chunk, at.cursor = at.chunk + 1, None
+                        done = False
+                    else:
+                        done = True
+                    if not done:
+                        ahead = asyncio.create_task(_fetch(client, resource, at, chunks))
+                write = functools.partial(
+                    self._write, job, replace(at), resource, page, done, config, pages_before
+                )
+                await writes.start(write, frozenset(r.object_id for r in page.rows))
+                pages_before += 1
+                if done:
+                    await writes.drain()
+                    at.step += 1
+                    at.started = False
+                    if at.step >= len(steps):
+                        await self._finish(job, None)
         finally:
+            await writes.cancel()
             if ahead is not None:
                 with contextlib.suppress(Exception):  # a failure of the page ahead is moot now
                     await cancel_and_wait(ahead)
@@ -237,24 +256,31 @@ class SyncRunner:
         size = ORDERS_LOCATIONS_PER_REQUEST
         return [ids[i : i + size] for i in range(0, len(ids), size)]
 
-    async def _commit(
+    async def _write(
         self,
         job: asyncpg.Record,
         at: _Position,
         resource: Resource,
         page: _Fetched,
-        *,
         done: bool,
-        config: asyncpg.Record | None = None,
+        config: asyncpg.Record,
+        pages_before: int,
+        turn: asyncio.Event,
     ) -> None:
-        """Apply a page and the job's new position atomically (fenced on the lease)."""
+        """Apply a page and the job's new position atomically, fenced on the lease. The
+        position is recorded only once the page before has committed: its transaction holds
+        its turn from before its rows to its end, and this one waits for it before recording
+        (when the page before was rolled back, this one is rolled back too)."""
         config_id, owner_id = job["config_id"], job["owner_id"]
         async with self._db.as_system() as conn:
+            await pos_jobs.take_page_turn(conn, job["id"], pages_before)
+            turn.set()
             await pos_mirror.upsert_objects(conn, config_id, owner_id, resource.name, page.columns)
-            if resource.name == "locations" and page.rows and config is not None:
+            if resource.name == "locations" and page.rows:
                 merchant = page.rows[0].data.get("merchant_id")
                 if merchant:
                     await pos_configs.set_merchant(conn, config_id, str(merchant))
+            await pos_jobs.wait_page_turn(conn, job["id"], pages_before)
             if done:
                 await pos_mirror.advance_cursor(
                     conn, config_id, owner_id, resource.name, at.high_water
@@ -270,11 +296,54 @@ class SyncRunner:
                 step_high_water=None if done else at.high_water,
                 resource=resource.name,
                 records=len(page.rows),
+                pages_before=pages_before,
             )
             if not kept:
                 raise LeaseLost()  # rolls the page back
-        if done:
-            at.step += 1
-            at.started = False
-            if at.step >= len(job["steps"]):
-                await self._finish(job, None)
+
+
+class _PageWrites:
+    """The page writes of a job in flight, oldest first, at most ``limit`` at once; a failure
+    surfaces in page order."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = max(1, limit)
+        self._flight: deque[tuple[asyncio.Task[None], frozenset[str]]] = deque()
+
+    async def start(
+        self, write: Callable[[asyncio.Event], Coroutine[Any, Any, None]], ids: frozenset[str]
+    ) -> None:
+        """Start ``write`` once there is room; return when it holds its turn (or has ended)."""
+        if any(ids & held for _, held in self._flight):
+            # A row in a page in flight: its transaction must end before this one touches the
+            # row, or each would wait for the other until PostgreSQL breaks the deadlock.
+            await self.drain()
+        while len(self._flight) >= self._limit:
+            await self._oldest()
+        turn = asyncio.Event()
+        task = asyncio.create_task(write(turn))
+        self._flight.append((task, ids))
+        waiter = asyncio.create_task(turn.wait())
+        try:
+            await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_and_wait(waiter)
+
+    async def drain(self) -> None:
+        """Wait for every write in flight."""
+        while self._flight:
+            await self._oldest()
+
+    async def _oldest(self) -> None:
+        task, _ = self._flight[0]
+        try:
+            await task
+        finally:
+            self._flight.popleft()
+
+    async def cancel(self) -> None:
+        """Stop the writes still in flight (their transactions roll back)."""
+        while self._flight:
+            task, _ = self._flight.popleft()
+            with contextlib.suppress(Exception):  # the first failure is the one reported
+                await cancel_and_wait(task)
