@@ -224,14 +224,15 @@ async def _apply_records(
     devices = [device_id for _, _, device_id in blocks] + [r.device_id for _, r in rollups]
     mine = await sync_mirror.own_devices(conn, agent_id, devices) if devices else {}
     not_mine = "device is not on one of the agent's farms"
-    readings = sync_mirror.ReadingRows([], [], [], [], [])
+    readings = sync_mirror.ReadingRows([], [], [], [], [], [])
     applied_blocks = []
     for record, block, device_id in blocks:
         if device_id not in mine:
             refuse(record, not_mine)
             continue
         applied_blocks.append((record, block, device_id))
-        _add_block(record, block, device_id, readings)
+        unit = str(record.data.get("u", ""))
+        readings.add(device_id, block.metric, unit, block.timestamps_ms, block.values)
     applied_rollups = []
     refused_blocks: set[int] = set()
     for record, rollup in rollups:
@@ -283,19 +284,6 @@ async def _in_savepoint(conn: Connection, work: Coroutine[Any, Any, None]) -> st
     except (asyncpg.PostgresError, ValueError) as err:
         return f"{type(err).__name__}: {err}"
     return None
-
-
-def _add_block(
-    record: Record, block: ReadingBlock, device_id: UUID, into: sync_mirror.ReadingRows
-) -> None:
-    """Add a reading block's rows."""
-    unit = str(record.data.get("u", ""))
-    for ts, value in zip(block.timestamps_ms, block.values, strict=True):
-        into.device_ids.append(device_id)
-        into.metrics.append(block.metric)
-        into.stamps_ms.append(ts)
-        into.values.append(value)
-        into.units.append(unit)
 
 
 def _tell_readings(live: LiveBatch, farm_id: str, record: Record, block: ReadingBlock) -> None:

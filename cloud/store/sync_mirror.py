@@ -423,13 +423,34 @@ async def delete_entity(conn: Connection, agent_id: UUID, entity: str, entity_id
 
 @dataclass
 class ReadingRows:
-    """Raw readings in columns, ready for one ``unnest`` insert."""
+    """Raw readings as blocks (device, metric, unit, how many) over one run of times and values,
+    ready for one insert: five times fewer array elements for asyncpg to encode than a column
+    per field of every reading."""
 
     device_ids: list[UUID]
     metrics: list[str]
+    units: list[str]
+    counts: list[int]
     stamps_ms: list[int]
     values: list[float]
-    units: list[str]
+
+    def add(
+        self,
+        device_id: UUID,
+        metric: str,
+        unit: str,
+        stamps_ms: Sequence[int],
+        values: Sequence[float],
+    ) -> None:
+        """Add one block's readings (as many times as values)."""
+        if len(stamps_ms) != len(values):
+            raise ValueError("a block has as many times as values")
+        self.device_ids.append(device_id)
+        self.metrics.append(metric)
+        self.units.append(unit)
+        self.counts.append(len(values))
+        self.stamps_ms.extend(stamps_ms)
+        self.values.extend(values)
 
 
 async def own_devices(
@@ -447,21 +468,31 @@ async def own_devices(
 async def insert_readings(conn: Connection, agent_id: UUID, rows: ReadingRows) -> None:
     """Insert readings of the agent's devices (a re-sent reading changes nothing; the caller
     refused the records of other devices beforehand)."""
+    # Block b's readings are elements first+1 .. first+n of the time and value arrays; an
+    # element of a one-dimensional array of fixed-width values without nulls is found by its
+    # offset, so the subscripts cost no search.
     await conn.execute(
         f"""
+        WITH block AS (
+            SELECT b.device_id, b.metric, b.unit, b.n, sum(b.n) OVER (ORDER BY b.i) - b.n AS first
+            FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int[])
+                WITH ORDINALITY AS b (device_id, metric, unit, n, i)
+        )
         INSERT INTO readings (device_id, metric, ts, farm_id, agent_id, value, unit)
-        SELECT r.device_id, r.metric, to_timestamp(r.ts / 1000.0), d.farm_id, $1, r.value, r.unit
-        FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::float8[], $6::text[])
-            AS r (device_id, metric, ts, value, unit)
-        JOIN devices AS d ON d.id = r.device_id AND d.farm_id IN {_MINE}
+        SELECT b.device_id, b.metric, to_timestamp(($6::bigint[])[g.k] / 1000.0), d.farm_id, $1,
+               ($7::float8[])[g.k], b.unit
+        FROM block AS b
+        JOIN devices AS d ON d.id = b.device_id AND d.farm_id IN {_MINE}
+        CROSS JOIN LATERAL generate_series(b.first + 1, b.first + b.n) AS g (k)
         ON CONFLICT DO NOTHING
         """,
         agent_id,
         rows.device_ids,
         rows.metrics,
+        rows.units,
+        rows.counts,
         rows.stamps_ms,
         rows.values,
-        rows.units,
     )
 
 
