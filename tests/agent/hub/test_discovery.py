@@ -124,7 +124,9 @@ async def test_a_command_on_the_advertised_topic_moves_a_fan_and_is_confirmed(ri
         await sim.wait_ready(10)
         await rig.online(fan_id)
         config = (await eventually(lambda: _async(hub.configs(fan_id)))).popitem()[1]
-        assert hub.seen.get("farm-agent/status") == "online"
+        # The availability topic's "online" comes from the telemetry connection, the discovery
+        # configs from the control connection: either may reach the hub first.
+        await eventually(lambda: _async(hub.seen.get("farm-agent/status") == "online"))
 
         await hub.publish(config["percentage_command_topic"], "67")
 
