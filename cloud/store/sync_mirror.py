@@ -514,7 +514,9 @@ class RollupRow:
 async def merge_rollups(conn: Connection, agent_id: UUID, rollups: Sequence[RollupRow]) -> None:
     """Merge rollups of the agent's devices into the mirror. The agent never sends a reading
     twice, so every rollup adds to what its bucket holds; two rollups of one bucket in the same
-    batch are summed first (one upsert may touch a row only once)."""
+    batch are summed first (one upsert may touch a row only once). A mean is held to [min, max]:
+    floating point can put a computed mean a hair outside (three readings of 0.1 sum to
+    0.30000000000000004), and the table's check would refuse the rollup."""
     await conn.execute(
         f"""
         WITH input AS (
@@ -528,12 +530,13 @@ async def merge_rollups(conn: Connection, agent_id: UUID, rollups: Sequence[Roll
         INSERT INTO rollups AS t (device_id, metric, resolution, bucket, farm_id, agent_id,
                                   min, max, mean, count, unit)
         SELECT i.device_id, i.metric, i.resolution, to_timestamp(i.ts / 1000.0), d.farm_id, $1,
-               i.vmin, i.vmax, i.vsum / i.n, i.n, i.unit
+               i.vmin, i.vmax, least(greatest(i.vsum / i.n, i.vmin), i.vmax), i.n, i.unit
         FROM input AS i JOIN devices AS d ON d.id = i.device_id AND d.farm_id IN {_MINE}
         ON CONFLICT (device_id, metric, resolution, bucket) DO UPDATE SET
             min = least(t.min, excluded.min), max = greatest(t.max, excluded.max),
-            mean = (t.mean * t.count + excluded.mean * excluded.count)
-                   / (t.count + excluded.count),
+            mean = least(greatest(
+                (t.mean * t.count + excluded.mean * excluded.count) / (t.count + excluded.count),
+                least(t.min, excluded.min)), greatest(t.max, excluded.max)),
             count = t.count + excluded.count
         """,
         agent_id,

@@ -184,6 +184,36 @@ async def test_two_rollups_of_one_minute_in_one_batch_end_exact_in_the_cloud(
     assert [tuple(r) for r in rows] == [(60, 7.5, 1.0, 9.0)]
 
 
+async def test_a_rollup_whose_computed_mean_rounds_past_its_max_still_lands(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    """Three readings of 0.1 sum to 0.30000000000000004 in floating point, so their mean comes
+    out a hair above their max: the cloud keeps the rollup (mean held to [min, max]) instead of
+    refusing it, on insert and on merge alike."""
+    state = tmp_path / "state"
+    await paired_state(cloud, state)
+    agent: Agent = await make_agent(**FAST_SYNC)
+    _, device_id = await _farm_with_device(agent)
+    await _mirrored(cloud, device_id)
+    total = 0.1 + 0.1 + 0.1
+    assert total / 3 > 0.1  # the case itself
+
+    def tenths(seq: int) -> Record:
+        data = {"device_id": device_id, "metric": "ph", "unit": "", "ts": T0,
+                "min": 0.1, "max": 0.1, "sum": total, "n": 3}  # fmt: skip
+        return Record(seq=seq, lane=Lane.BULK, kind="readings_1m", op="upsert",
+                      key=f"{device_id}/ph/{T0}", data=data)  # fmt: skip
+
+    high = 1 << 40
+    for seq in (high + 1, high + 2):  # the first inserts the minute, the second merges into it
+        status, ack = await _post(cloud, state, [tenths(seq)])
+        assert status == 200, ack
+        assert Ack.model_validate(ack).rejected == 0 and not Ack.model_validate(ack).refused
+    rows = await cloud.sql("SELECT count, mean, min, max FROM rollups WHERE device_id = $1",
+                           UUID(device_id))  # fmt: skip
+    assert [tuple(r) for r in rows] == [(6, 0.1, 0.1, 0.1)]
+
+
 def _rollup_block(device_id: str, seqs: list[int], n: int, total: float) -> Record:
     block = RollupBlock(device_id, "ph", "", "1m", seqs, [T0] * len(seqs), [1.0] * len(seqs),
                         [9.0] * len(seqs), [total] * len(seqs), [n] * len(seqs))  # fmt: skip
