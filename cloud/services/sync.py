@@ -242,19 +242,31 @@ async def _apply_records(
                 refused_blocks.add(record.seq)
             continue
         applied_rollups.append((record, rollup))
+    # Each kind goes in as one statement; should the database refuse it, its records go in one
+    # by one, so that only the records it refuses are refused and the rest of the batch lands.
     if readings.device_ids:
-        reason = await _in_savepoint(conn, sync_mirror.insert_readings(conn, agent_id, readings))
+        insert = sync_mirror.insert_readings(conn, agent_id, readings)
+        whole = await _in_savepoint(conn, insert) is None
         for record, block, device_id in applied_blocks:
-            if reason:
-                refuse(record, reason)
-            else:
-                _tell_readings(live, str(mine[device_id]), record, block)
+            if not whole:
+                alone = sync_mirror.ReadingRows([], [], [], [], [], [])
+                alone.add(device_id, block.metric, str(record.data.get("u", "")),
+                          block.timestamps_ms, block.values)  # fmt: skip
+                insert = sync_mirror.insert_readings(conn, agent_id, alone)
+                if (reason := await _in_savepoint(conn, insert)) is not None:
+                    refuse(record, reason)
+                    continue
+            _tell_readings(live, str(mine[device_id]), record, block)
     if applied_rollups:
         merge = sync_mirror.merge_rollups(conn, agent_id, [r for _, r in applied_rollups])
-        reason = await _in_savepoint(conn, merge)
-        merged = {record.seq: record for record, _ in applied_rollups}
-        for record in merged.values() if reason else ():
-            refuse(record, reason or "")
+        if await _in_savepoint(conn, merge) is not None:
+            by_record: dict[int, tuple[Record, list[sync_mirror.RollupRow]]] = {}
+            for record, rollup in applied_rollups:
+                by_record.setdefault(record.seq, (record, []))[1].append(rollup)
+            for record, rows in by_record.values():
+                merge = sync_mirror.merge_rollups(conn, agent_id, rows)
+                if (reason := await _in_savepoint(conn, merge)) is not None:
+                    refuse(record, reason)
     return refused
 
 

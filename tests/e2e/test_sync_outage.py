@@ -214,6 +214,31 @@ async def test_a_rollup_whose_computed_mean_rounds_past_its_max_still_lands(
     assert [tuple(r) for r in rows] == [(6, 0.1, 0.1, 0.1)]
 
 
+async def test_a_rollup_the_database_refuses_is_refused_alone_and_the_rest_lands(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    """One rollup of a batch breaks the table's rule (its min above its max): the cloud refuses
+    that record only; the batch's other rollups are stored."""
+    state = tmp_path / "state"
+    await paired_state(cloud, state)
+    agent: Agent = await make_agent(**FAST_SYNC)
+    _, device_id = await _farm_with_device(agent)
+    await _mirrored(cloud, device_id)
+    high = 1 << 40
+    broken = _rollup(high + 1, device_id, 30, 150.0)
+    broken = broken.model_copy(update={"data": {**broken.data, "min": 9.5, "max": 1.0}})
+    later = _rollup(high + 2, device_id, 30, 150.0)
+    later = later.model_copy(update={"key": f"{device_id}/ph/{T0 + 60_000}",
+                                     "data": {**later.data, "ts": T0 + 60_000}})  # fmt: skip
+    status, body = await _post(cloud, state, [broken, later])
+    assert status == 200, body
+    ack = Ack.model_validate(body)
+    assert ack.rejected == 1 and [r.seq for r in ack.refused] == [high + 1]
+    rows = await cloud.sql("SELECT count, mean FROM rollups WHERE device_id = $1",
+                           UUID(device_id))  # fmt: skip
+    assert [tuple(r) for r in rows] == [(30, 5.0)]
+
+
 def _rollup_block(device_id: str, seqs: list[int], n: int, total: float) -> Record:
     block = RollupBlock(device_id, "ph", "", "1m", seqs, [T0] * len(seqs), [1.0] * len(seqs),
                         [9.0] * len(seqs), [total] * len(seqs), [n] * len(seqs))  # fmt: skip
