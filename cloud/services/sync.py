@@ -224,7 +224,7 @@ async def _apply_records(
     devices = [device_id for _, _, device_id in blocks] + [r.device_id for _, r in rollups]
     mine = await sync_mirror.own_devices(conn, agent_id, devices) if devices else {}
     not_mine = "device is not on one of the agent's farms"
-    readings = sync_mirror.ReadingRows([], [], [], [], [], [])
+    readings = sync_mirror.ReadingRows()
     applied_blocks = []
     for record, block, device_id in blocks:
         if device_id not in mine:
@@ -249,7 +249,7 @@ async def _apply_records(
         whole = await _in_savepoint(conn, insert) is None
         for record, block, device_id in applied_blocks:
             if not whole:
-                alone = sync_mirror.ReadingRows([], [], [], [], [], [])
+                alone = sync_mirror.ReadingRows()
                 alone.add(device_id, block.metric, str(record.data.get("u", "")),
                           block.timestamps_ms, block.values)  # fmt: skip
                 insert = sync_mirror.insert_readings(conn, agent_id, alone)

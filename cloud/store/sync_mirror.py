@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -427,12 +427,12 @@ class ReadingRows:
     ready for one insert: five times fewer array elements for asyncpg to encode than a column
     per field of every reading."""
 
-    device_ids: list[UUID]
-    metrics: list[str]
-    units: list[str]
-    counts: list[int]
-    stamps_ms: list[int]
-    values: list[float]
+    device_ids: list[UUID] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)
+    units: list[str] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    stamps_ms: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
 
     def add(
         self,

@@ -27,14 +27,12 @@ import json
 import os
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from home_hub.areas import REGISTRY_COMMANDS
 from home_hub.client import HubClient
@@ -42,6 +40,8 @@ from home_hub.errors import HubBadServiceData, HubEntityNotFound, HubUnauthorize
 from home_hub.fake import FakeHub
 from home_hub.live import HubStateStream
 from home_hub.settings import HubConfig
+from tests.support.hub_fixtures import Serve
+from tests.support.hub_fixtures import serve as serve
 
 CONFIG = """homeassistant:
   name: Compare
@@ -140,21 +140,6 @@ async def _onboard(base: str) -> str:
             return token
 
 
-@pytest.fixture
-async def served() -> AsyncIterator[Callable[[web.Application], Awaitable[str]]]:
-    servers: list[TestServer] = []
-
-    async def start(app: web.Application) -> str:
-        server = TestServer(app)
-        await server.start_server()
-        servers.append(server)
-        return str(server.make_url("/")).rstrip("/")
-
-    yield start
-    for server in servers:
-        await server.close()
-
-
 def _shape(value: Any) -> Any:
     """What is compared of a body: the message or text itself; of a state, its keys."""
     if isinstance(value, list):
@@ -244,14 +229,10 @@ async def _answers(base: str, token: str, light: str) -> dict[str, Any]:
     return answers
 
 
-async def test_the_fake_answers_as_home_assistant_does(
-    home_assistant: str, served: Callable[[web.Application], Awaitable[str]]
-) -> None:
+async def test_the_fake_answers_as_home_assistant_does(home_assistant: str, serve: Serve) -> None:
     token = await _token(home_assistant)
     real = await _answers(home_assistant, token, HA_LIGHT)
-    fake = await _answers(
-        await served(FakeHub.sample("fake-token").app()), "fake-token", FAKE_LIGHT
-    )
+    fake = await _answers(await serve(FakeHub.sample("fake-token").app()), "fake-token", FAKE_LIGHT)
     assert fake == real
 
 

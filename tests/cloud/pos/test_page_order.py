@@ -96,9 +96,12 @@ async def _second_page_waits(cloud_db: CloudDatabase) -> None:
         await wait_for(waiting, "the second page waiting for the first")
 
 
-async def test_the_second_page_counts_once_the_first_commits(
+async def _two_pages_in_flight(
     cloud_db: CloudDatabase, database: Database, system: Conn
-) -> None:
+) -> tuple[UUID, _Page, asyncio.Task[bool], asyncio.Task[bool]]:
+    """A claimed job whose first page has written its rows and holds before its commit, and
+    whose second page waits for it to record its position: the job, the first page, and both
+    writes."""
     worker = uuid4()
     job, config, owner = await _claimed_job(system, worker)
     first, second = _Page(database, job, config, owner), _Page(database, job, config, owner)
@@ -107,6 +110,15 @@ async def test_the_second_page_counts_once_the_first_commits(
     second.go.set()
     writing_second = asyncio.create_task(second.write(worker, 1, ("O3", "O4")))
     await _second_page_waits(cloud_db)
+    return job, first, writing_first, writing_second
+
+
+async def test_the_second_page_counts_once_the_first_commits(
+    cloud_db: CloudDatabase, database: Database, system: Conn
+) -> None:
+    job, first, writing_first, writing_second = await _two_pages_in_flight(
+        cloud_db, database, system
+    )
     assert not writing_second.done()
     first.go.set()
     assert await writing_first
@@ -120,14 +132,9 @@ async def test_the_second_page_counts_once_the_first_commits(
 async def test_a_first_page_killed_before_its_commit_rolls_the_second_back(
     cloud_db: CloudDatabase, database: Database, system: Conn
 ) -> None:
-    worker = uuid4()
-    job, config, owner = await _claimed_job(system, worker)
-    first, second = _Page(database, job, config, owner), _Page(database, job, config, owner)
-    writing_first = asyncio.create_task(first.write(worker, 0, ("O1", "O2")))
-    await first.wrote.wait()
-    second.go.set()
-    writing_second = asyncio.create_task(second.write(worker, 1, ("O3", "O4")))
-    await _second_page_waits(cloud_db)
+    job, first, writing_first, writing_second = await _two_pages_in_flight(
+        cloud_db, database, system
+    )
     # The process writing the first page dies (kill -9): its connection drops uncommitted.
     async with connected(cloud_db.superuser_dsn) as su:
         assert await su.fetchval("SELECT pg_terminate_backend($1)", first.pid)
