@@ -11,7 +11,7 @@ range reads the same whichever form the sync used.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 from uuid import UUID
 
 from cloud.store.db import Connection
@@ -21,13 +21,20 @@ __all__ = ["BucketSize", "bucket_points", "capped_count", "metrics_of", "raw_poi
 BucketSize = Literal["1m", "1h"]
 # Buckets of every reading received, whichever form it came in (raw or the agent's rollups):
 # kept by triggers as batches are applied (0055_readings_partitioned.sql), so a year of hours is
-# 8,760 rows of one index range, however many raw readings it holds or held. Parameters: $1
-# device, $2 metric, $3 start, $4 end, $5 resolution.
-_BUCKET_POINTS = """
+# 8,760 rows of one index range, however many raw readings it holds or held. The resolution is
+# written into each statement rather than passed: hours are read from their own covering index
+# (0097_reading_rollups_hours_covering.sql), partial on resolution = '1h', which a prepared
+# statement's generic plan may use only when the resolution is part of its text. Parameters: $1
+# device, $2 metric, $3 start, $4 end.
+_BUCKET_POINTS = {
+    size: f"""
     SELECT bucket AS at, total / count AS value, min, max, count
     FROM reading_rollups
-    WHERE device_id = $1 AND metric = $2 AND resolution = $5 AND bucket >= $3 AND bucket < $4
+    WHERE device_id = $1 AND metric = $2 AND resolution = '{size}' AND bucket >= $3
+      AND bucket < $4
 """
+    for size in get_args(BucketSize)
+}
 
 # Raw readings, and the stored 1-minute rollups that stand for the readings not sent raw.
 _RAW_POINTS = """
@@ -142,6 +149,6 @@ async def bucket_points(
     """Buckets of ``size`` starting in [start, end), oldest first, as a JSON array of points;
     ``start`` must be aligned."""
     points: str = await conn.fetchval(
-        _POINTS_JSON.format(points=_BUCKET_POINTS), device_id, metric, start, end, size
+        _POINTS_JSON.format(points=_BUCKET_POINTS[size]), device_id, metric, start, end
     )
     return points
