@@ -37,10 +37,10 @@ def _queued_in_flight(db_path: Path) -> int:
     return int(count)
 
 
-def _queued(db_path: Path) -> int:
+def _queued(db_path: Path, table: str = "outbox_readings") -> int:
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
     try:
-        return int(conn.execute("SELECT count(*) FROM outbox_readings").fetchone()[0])
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
     finally:
         conn.close()
 
@@ -62,6 +62,12 @@ async def test_kill_9_with_one_batch_at_the_cloud_and_the_next_prepared_ends_exa
     hold = await asyncpg.connect(cloud.db.superuser_dsn, timeout=10)
     try:
         await _mirrored(cloud, device_id)
+
+        async def idle() -> bool:
+            # Nothing of the set-up left to send: the next batch is the readings'.
+            return await asyncio.to_thread(_queued, db_path, "outbox") == 0
+
+        await eventually(idle, "the farm and device sent")
         agent_id = (await cloud.sql("SELECT id FROM agents"))[0][0]
         # The cloud's apply locks the agent's row first: holding it keeps the next batch (N)
         # at the cloud, unanswered, for as long as the test likes.
