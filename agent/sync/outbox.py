@@ -10,8 +10,9 @@ and deletes exactly those rows once the cloud's answer says they are committed. 
 flight is sent again unchanged until an answer is seen, and compaction never touches it, so a
 batch the cloud may already hold is never folded into a rollup (which would count its readings
 twice). While one batch waits for its answer the uploader may take the next beside it
-(:meth:`OutboxStore.take_beside`), above everything in flight. Compaction (:mod:`agent.sync.compactor`) runs as aggregate statements inside SQLite over
-bounded ranges, each in a short transaction.
+(:meth:`OutboxStore.take_beside`), above everything in flight. Compaction
+(:mod:`agent.sync.compactor`) runs as aggregate statements inside SQLite over bounded ranges,
+each in a short transaction.
 
 Sequence ranges: a batch claims, for each of its rows, ``(prev, next - 1]`` where ``prev`` is
 the highest number still queued below it and ``next`` the lowest above it (or the next number
