@@ -9,19 +9,25 @@ from collections.abc import Awaitable, Callable
 
 from tests.cloud.api.conftest import Cloud, Conn, World
 from tests.cloud.api.test_several_processes import _paired, _post, _readings_of
+from tests.cloud.conftest import CloudDatabase, connected
 
 T0 = 1_700_000_000_000
 
 
 async def test_a_batch_past_the_apply_concurrency_waits_its_turn_then_is_applied(
-    make_cloud: Callable[..., Awaitable[Cloud]], world: World, system: Conn
+    make_cloud: Callable[..., Awaitable[Cloud]],
+    world: World,
+    system: Conn,
+    cloud_db: CloudDatabase,
 ) -> None:
     cloud = await make_cloud(sync_apply_concurrency=1)
     first, second = await _paired(cloud, world), await _paired(cloud, world)
     batches = [a.sign(a.reading_records(T0, 10, 10_000), readings=30) for a in (first, second)]
-    async with system.transaction():
+    # (Watched from `system`, outside the locking transaction: a transaction sees one snapshot
+    # of pg_stat_activity.)
+    async with connected(cloud_db.system_dsn) as locker, locker.transaction():
         # The first agent's row locked here: its batch takes the one turn and waits inside.
-        await system.execute("SELECT 1 FROM agents WHERE id = $1 FOR UPDATE", first.agent_id)
+        await locker.execute("SELECT 1 FROM agents WHERE id = $1 FOR UPDATE", first.agent_id)
         held = asyncio.create_task(_post(cloud, batches[0].body, batches[0].headers()))
         while not await system.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
