@@ -36,7 +36,9 @@ def now_iso() -> str:
 
 def parse_iso(text: str) -> datetime:
     """Parse an ISO 8601 timestamp (``Z`` or offset) into an aware UTC datetime."""
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    moment = datetime.fromisoformat(text)  # Python 3.11 reads a trailing Z
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+        return moment.replace(tzinfo=UTC)
+    if moment.tzinfo is UTC:  # Z and +00:00 give this one; no conversion to make
+        return moment
     return moment.astimezone(UTC)

@@ -27,18 +27,18 @@ def mirror_row(resource: ResourceName, obj: dict[str, Any]) -> MirrorRow | None:
     key = mirror_key(resource, obj)
     if key is None:
         return None
-    created = _time(obj.get("created_at")) or _time(obj.get("calculated_at"))
-    updated = _time(obj.get("updated_at")) or _time(obj.get("calculated_at")) or created
+    created_text, updated_text = obj.get("created_at"), obj.get("updated_at")
+    created = _time(created_text)
+    # An object's first version was updated when it was created: one parse serves both.
+    updated = created if updated_text == created_text else _time(updated_text)
+    if created is None or updated is None:
+        calculated = _time(obj.get("calculated_at"))
+        created = created or calculated
+        updated = updated or calculated or created
     location = obj.get("location_id")
     if resource == "locations":
         location = key
-    return MirrorRow(
-        object_id=key,
-        location_id=str(location) if location else None,
-        created_at=created,
-        updated_at=updated,
-        data=obj,
-    )
+    return MirrorRow(key, str(location) if location else None, created, updated, obj)
 
 
 def mirror_rows(resource: ResourceName, objects: Iterable[dict[str, Any]]) -> list[MirrorRow]:
