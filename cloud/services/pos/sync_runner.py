@@ -108,7 +108,7 @@ async def _fetch_page(
 ) -> _Fetched:
     page = await client.page(resource, cursor, since, chunk)
     aligned = [mirror_row(resource.name, obj) for obj in page.items]
-    columns = MirrorColumns.of_page(page.text, resource.key, aligned)
+    columns = MirrorColumns.of_page(page.items_text, aligned)
     return _Fetched(page.cursor, [r for r in aligned if r is not None], columns)
 
 
