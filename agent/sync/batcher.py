@@ -23,7 +23,7 @@ from protocol.sync import (
 )
 from protocol.sync_kinds import upload_kinds
 
-__all__ = ["Outgoing", "build_records", "now_ms", "series_ids"]
+__all__ = ["Outgoing", "Series", "build_records", "now_ms", "series_ids"]
 
 Series = Mapping[int, tuple[str, str, str]]
 

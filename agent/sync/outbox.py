@@ -9,8 +9,10 @@ The uploader takes rows and marks them in flight in the same write transaction, 
 and deletes exactly those rows once the cloud's answer says they are committed. A row in
 flight is sent again unchanged until an answer is seen, and compaction never touches it, so a
 batch the cloud may already hold is never folded into a rollup (which would count its readings
-twice). Compaction (:mod:`agent.sync.compactor`) runs as aggregate statements inside SQLite over
-bounded ranges, each in a short transaction.
+twice). While one batch waits for its answer the uploader may take the next beside it
+(:meth:`OutboxStore.take_beside`), above everything in flight. Compaction
+(:mod:`agent.sync.compactor`) runs as aggregate statements inside SQLite over bounded ranges,
+each in a short transaction.
 
 Sequence ranges: a batch claims, for each of its rows, ``(prev, next - 1]`` where ``prev`` is
 the highest number still queued below it and ``next`` the lowest above it (or the next number
@@ -180,6 +182,14 @@ _NEXT = (
     " coalesce((SELECT min(seq) FROM outbox_readings WHERE seq > ?1), ?2),"
     " coalesce((SELECT min(seq) FROM outbox_rollups WHERE seq > ?1), ?2))"
 )
+# Whether a queued reading not in flight lies below an in-flight range: in a gap between two
+# ranges, or below the first (one probe of the readings' key per range).
+_QUEUED_BELOW_IN_FLIGHT = """
+    SELECT EXISTS (
+        SELECT 1 FROM (SELECT lag(hi, 1, 0) OVER (ORDER BY lo) AS above, lo AS upto
+                       FROM outbox_inflight) AS gap
+        WHERE EXISTS (SELECT 1 FROM outbox_readings WHERE seq > gap.above AND seq <= gap.upto))
+"""
 _STAGE = """
     CREATE TEMP TABLE IF NOT EXISTS outbox_stage (
         seq INTEGER, series_id INTEGER, width_ms INTEGER, ts INTEGER,
@@ -230,19 +240,21 @@ class OutboxStore:
 
     # Taking rows for a batch ----------------------------------------------------------------
 
-    async def in_flight(self, limit: int) -> Selection:
-        """Rows posted before whose answer was never seen (sent again first, unchanged)."""
+    async def in_flight(self, limit: int, *, above: int = 0) -> Selection:
+        """Rows posted before whose answer was never seen (sent again first, unchanged), or
+        taken and not yet posted; lowest numbers first, those above ``above`` only."""
         readings = _readings(
             await self._db.fetch_all(
                 f"SELECT {_R_COLUMNS} FROM outbox_inflight AS i JOIN outbox_readings AS r"
-                " ON r.seq > i.lo AND r.seq <= i.hi ORDER BY r.seq LIMIT ?",
-                (limit,),
+                " ON r.seq > i.lo AND r.seq <= i.hi WHERE r.seq > ? ORDER BY r.seq LIMIT ?",
+                (above, limit),
             )
         )
         rollups = _rollups(
             await self._db.fetch_all(
-                f"SELECT {_ROLLUP} FROM outbox_rollups WHERE inflight = 1 ORDER BY seq LIMIT ?",
-                (limit,),
+                f"SELECT {_ROLLUP} FROM outbox_rollups WHERE inflight = 1 AND seq > ?"
+                " ORDER BY seq LIMIT ?",
+                (above, limit),
             )
         )
         return Selection([], readings, rollups).head(limit)
@@ -273,6 +285,47 @@ class OutboxStore:
                 await _mark_oldest(conn, room)
         rest = await self.in_flight(room)
         return Selection(entities, rest.readings, rest.rollups)
+
+    async def take_beside(self, limit: int, posting: Selection) -> Selection | None:
+        """Mark the next rows in flight while ``posting`` (the lowest rows in flight) waits for
+        its answer, and return them: entity changes not in it, then the oldest readings and
+        rollups not in flight. ``None`` (nothing marked) while a queued reading lies below one
+        in flight, as the backfill behind a batch of the latest state does: those wait until
+        nothing is in flight.
+
+        So every reading taken here lies above every reading in flight. A resend after a
+        crash, lowest numbers first, may put rows of both batches into one block of a series;
+        the block's number (its highest) is then one of this batch's, which the cloud cannot
+        hold before it holds the block, so the block is applied and the readings it already
+        holds change nothing. Taken below, a backfill reading could share a block numbered by
+        a reading of ``posting`` the cloud already applied, and the cloud would skip it."""
+        skip = f"[{','.join(str(r.seq) for r in posting.entities)}]"
+        entities = _entities(
+            await self._db.fetch_all(
+                f"SELECT {_ENTITY} FROM outbox WHERE seq NOT IN (SELECT value FROM json_each(?))"
+                " ORDER BY lane, seq LIMIT ?",
+                (skip, limit),
+            )
+        )
+        room = limit - len(entities)
+        if room <= 0:
+            return Selection(entities)
+        async with self._db.transaction() as conn:
+            if await _value(conn, _QUEUED_BELOW_IN_FLIGHT, ()):
+                return None
+            floor = await _value(conn, "SELECT coalesce(max(hi), 0) FROM outbox_inflight", ())
+            span, rollups = await _mark_oldest(conn, room, floor=int(floor))
+        readings: list[QueuedReading] = []
+        if span is not None:
+            readings = _readings(
+                await self._db.fetch_all(
+                    f"SELECT {_READING} FROM outbox_readings WHERE seq > ? AND seq <= ?"
+                    " ORDER BY seq",
+                    span,
+                )
+            )
+        rollups.sort(key=lambda r: r.seq)
+        return Selection(entities, readings, rollups)
 
     async def claims(self, seqs: Sequence[int]) -> list[tuple[int, int]]:
         """The sequence ranges a batch of ``seqs`` accounts for (see the module docstring)."""
@@ -476,26 +529,34 @@ class OutboxStore:
             return await _merge_stage(conn, deleted, ROLLUP_BYTES)
 
 
-async def _mark_oldest(conn: aiosqlite.Connection, room: int) -> None:
-    """Mark the oldest ``room`` queued readings (one range: every reading from the first to
-    the last) and the oldest ``room`` rollups in flight."""
+async def _mark_oldest(
+    conn: aiosqlite.Connection, room: int, *, floor: int = 0
+) -> tuple[tuple[int, int] | None, list[QueuedRollup]]:
+    """Mark the oldest ``room`` queued readings above ``floor`` (one range: every reading from
+    the first to the last) and the oldest ``room`` rollups in flight; the range marked, and
+    the rollups."""
     bounds = list(
         await conn.execute_fetchall(
             "SELECT min(seq), max(seq) FROM (SELECT seq FROM outbox_readings AS r"
-            f" WHERE {_NOT_IN_FLIGHT} ORDER BY seq LIMIT ?)",
-            (room,),
+            f" WHERE r.seq > ? AND {_NOT_IN_FLIGHT} ORDER BY seq LIMIT ?)",
+            (floor, room),
         )
     )
+    span = None
     if bounds and bounds[0][1] is not None:
         lo, hi = int(bounds[0][0]), int(bounds[0][1])
         await conn.execute(
             "INSERT OR IGNORE INTO outbox_inflight (lo, hi) VALUES (?, ?)", (lo - 1, hi)
         )
-    await conn.execute(
-        "UPDATE outbox_rollups SET inflight = 1 WHERE seq IN (SELECT seq FROM outbox_rollups"
-        " WHERE inflight = 0 ORDER BY seq LIMIT ?)",
-        (room,),
+        span = (lo - 1, hi)
+    rollups = _rollups(
+        await conn.execute_fetchall(
+            "UPDATE outbox_rollups SET inflight = 1 WHERE seq IN (SELECT seq FROM outbox_rollups"
+            f" WHERE inflight = 0 ORDER BY seq LIMIT ?) RETURNING {_ROLLUP}",
+            (room,),
+        )
     )
+    return span, rollups
 
 
 async def _merge_stage(

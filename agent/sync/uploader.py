@@ -7,11 +7,18 @@ wire (its JSON and its gzip body), and one the cloud still refuses for its size 
 and sent again, never resent unchanged. Rows posted without a seen answer stay in flight and go
 first, unchanged, so a batch the cloud may hold is never sent in another form. While the cloud
 is unreachable a cheap probe notices its return within seconds, whatever the back-off.
+
+While a batch waits for the cloud's answer the next one is taken, encoded, compressed and
+signed (the encoding on a worker thread, off the event loop), so a drain costs the cloud's
+time per batch and little of the agent's. The next batch is only marked in flight, never
+deleted or acknowledged, before the answer to the one ahead of it is seen; it is thrown away
+(its rows stay in flight, or are released with the rest) whenever that answer is not an ack.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -22,7 +29,7 @@ from dataclasses import dataclass
 import aiohttp
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from agent.sync.batcher import build_records, now_ms, series_ids
+from agent.sync.batcher import Series, build_records, now_ms, series_ids
 from agent.sync.link import CloudLink
 from agent.sync.outbox import OutboxStore, Selection
 from agent.sync.replica import IdentityReplica
@@ -65,6 +72,20 @@ class SyncPolicy:
     stuck_after_failures: int = 3
     outbox_max_bytes: int = 256 * 1024 * 1024
     min_free_disk_bytes: int = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _Ready:
+    """A batch encoded and signed, ready to post."""
+
+    rows: Selection
+    body: bytes
+    signature: str
+    dropped: int
+    """Rows accounted for but not sent (see :class:`agent.sync.batcher.Outgoing`)."""
+    fresh: bool
+    """Taken for this batch and never posted: a post that never reached the cloud may
+    release them."""
 
 
 @dataclass
@@ -125,7 +146,7 @@ class Uploader:
         self._max_json = policy.batch_max_bytes
         self._max_body = policy.batch_max_body_bytes
         self._catching_up = True
-        self._dropped = 0
+        self._next: asyncio.Task[_Ready | None] | None = None
         self._first_failure_ms = 0
         self.status = SyncStatus()
         self._session: aiohttp.ClientSession | None = None
@@ -139,8 +160,10 @@ class Uploader:
                 try:
                     more = await self.step()
                 except asyncio.CancelledError:
+                    await self._drop_next(cancel=True)
                     raise
                 except Exception as err:  # supervised: any failure is logged and retried
+                    await self._drop_next()
                     await self._failed(err)
                     continue
                 self._succeeded()
@@ -215,37 +238,46 @@ class Uploader:
 
     async def step(self) -> bool:
         """One batch (or an identity refresh when idle); ``True`` if more is waiting."""
-        limit = self._policy.batch_max_records
-        rows = await self._outbox.in_flight(limit)
-        fresh = not rows
-        if fresh:
-            latest = self._catching_up and await self._outbox.bulk_waiting() > limit
-            self._catching_up = False
-            rows = await self._outbox.take(limit, latest_first=latest)
-        # With nothing to send, an empty batch every heartbeat asks for a newer identity delta
-        # (the cloud answers none when the replica's version is current).
-        if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:
-            return False
+        ready = await self._take_next()
+        if ready is None:
+            limit = self._policy.batch_max_records
+            rows = await self._outbox.in_flight(limit)
+            fresh = not rows
+            if fresh:
+                latest = self._catching_up and await self._outbox.bulk_waiting() > limit
+                self._catching_up = False
+                rows = await self._outbox.take(limit, latest_first=latest)
+            # With nothing to send, an empty batch every heartbeat asks for a newer identity
+            # delta (the cloud answers none when the replica's version is current).
+            if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:
+                return False
+            ready = await self._fit(rows, fresh=fresh)
         while True:
-            sent, body, signature = await self._fit(rows)
+            if len(ready.rows):
+                self._next = asyncio.create_task(self._prepare_after(ready.rows))
             try:
-                ack = await self._post(body, signature)
+                ack = await self._post(ready.body, ready.signature)
                 break
             except aiohttp.ClientConnectorError:
                 # The request never reached the cloud: what was taken may be compacted again.
-                # (Rows of an earlier post whose answer was lost stay in flight.)
-                if fresh:
+                # (Rows of an earlier post whose answer was lost stay in flight.) The next
+                # batch's marks go too: it is thrown away first.
+                await self._drop_next()
+                if ready.fresh:
                     await self._outbox.release()
                 raise
             except UploadRefused as err:
-                if err.status != 413 or len(sent) == 0:
+                await self._drop_next()
+                if err.status != 413 or len(ready.rows) == 0:
                     raise
-                self._learn(err.limits, refused=len(body))
+                self._learn(err.limits, refused=len(ready.body))
                 self.status.splits += 1
                 log.warning("cloud refused a %d-byte batch of %d records for its size:"
-                            " splitting it", len(body), len(sent))  # fmt: skip
-                rows = sent.head(max(1, len(sent) // 2))
-        await self._outbox.acknowledge(sent, ack.acked_seq, ack.rejected + self._dropped)
+                            " splitting it", len(ready.body), len(ready.rows))  # fmt: skip
+                ready = await self._fit(ready.rows.head(max(1, len(ready.rows) // 2)),
+                                        fresh=ready.fresh)  # fmt: skip
+        sent = ready.rows
+        await self._outbox.acknowledge(sent, ack.acked_seq, ack.rejected + ready.dropped)
         for refusal in ack.refused:
             log.warning("cloud refused %s %s (seq %d): %s",
                         refusal.kind, refusal.key, refusal.seq, refusal.reason)  # fmt: skip
@@ -253,7 +285,38 @@ class Uploader:
                      "max_body_bytes": ack.max_body_bytes or 0})  # fmt: skip
         if ack.identity is not None:
             await self._replica.apply(ack.identity)
-        return len(rows) > 0
+        return len(sent) > 0
+
+    async def _prepare_after(self, posting: Selection) -> _Ready | None:
+        """The batch after ``posting``, made while it is posted: the rest of what is in flight
+        above it if any (a batch cut to the limits leaves some), else fresh rows beside it;
+        ``None`` when there is nothing, or the next rows must wait for its answer."""
+        limit = self._policy.batch_max_records
+        above = max([r.seq for r in posting.readings] + [r.seq for r in posting.rollups],
+                    default=0)  # fmt: skip
+        rows: Selection | None = await self._outbox.in_flight(limit, above=above)
+        fresh = not rows
+        if fresh:
+            rows = await self._outbox.take_beside(limit, posting)
+        if not rows:
+            return None
+        return await self._fit(rows, fresh=fresh)
+
+    async def _take_next(self) -> _Ready | None:
+        """The batch prepared while the last one was posted, if its answer was an ack."""
+        task, self._next = self._next, None
+        return None if task is None else await task
+
+    async def _drop_next(self, *, cancel: bool = False) -> None:
+        """Throw the next batch away once it is made (or ``cancel`` it, on shutdown): rows it
+        marked stay in flight and go first, unchanged, unless the caller releases them."""
+        task, self._next = self._next, None
+        if task is None:
+            return
+        if cancel:
+            task.cancel()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await task
 
     def _learn(self, limits: dict[str, int], refused: int | None = None) -> None:
         """Adopt the cloud's announced limits (with a margin); without any, halve what was
@@ -267,24 +330,36 @@ class Uploader:
         if refused is not None and not (announced_json or announced_body):
             self._max_body = max(1024, min(self._max_body, refused // 2))
 
-    async def _fit(self, rows: Selection) -> tuple[Selection, bytes, str]:
+    async def _fit(self, rows: Selection, *, fresh: bool) -> _Ready:
         """The longest head of ``rows`` whose batch fits the limits, encoded and signed."""
         while True:
             series = await self._outbox.series(series_ids(rows))
-            outgoing = build_records(rows, series)
-            batch = Batch(
-                agent_id=self._link.agent_id,
-                sent_at=now_ms(),
-                records=tuple(outgoing.records),
-                ranges=tuple(await self._outbox.claims(rows.seqs)),
-                identity_version=await self._replica.version(),
+            ranges = tuple(await self._outbox.claims(rows.seqs))
+            version = await self._replica.version()
+            # CPU-bound (records, JSON, gzip, signature): off the event loop, so the farm's
+            # requests and ingest go on meanwhile (zlib gives up the GIL while it works).
+            size, body, signature, dropped = await asyncio.to_thread(
+                self._encode, rows, series, ranges, version
             )
-            size, body, signature = pack_batch(batch, self._key)
             over = max(size / self._max_json, len(body) / self._max_body)
             if over <= 1 or len(rows) <= 1:
-                self._dropped = outgoing.dropped
-                return rows, body, signature
+                return _Ready(rows, body, signature, dropped, fresh)
             rows = rows.head(max(1, int(len(rows) / over * 0.9)))
+
+    def _encode(
+        self, rows: Selection, series: Series, ranges: tuple[tuple[int, int], ...], version: int
+    ) -> tuple[int, bytes, str, int]:
+        """A batch of ``rows``: its JSON size, gzip body, signature and rows dropped."""
+        outgoing = build_records(rows, series)
+        batch = Batch(
+            agent_id=self._link.agent_id,
+            sent_at=now_ms(),
+            records=tuple(outgoing.records),
+            ranges=ranges,
+            identity_version=version,
+        )
+        size, body, signature = pack_batch(batch, self._key)
+        return size, body, signature, outgoing.dropped
 
     async def _post(self, body: bytes, signature: str) -> Ack:
         assert self._session is not None, "run() owns the HTTP session"

@@ -259,3 +259,28 @@ async def test_whatever_the_order_the_ack_never_passes_a_queued_row_and_reaches_
     newest = int(await db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'"))
     assert advance(0, cloud) == (newest, [])
     assert ((await outbox.figures()).records, (await outbox.figures()).bytes) == (0, 0)
+
+
+async def test_the_next_batch_taken_beside_one_in_flight_lies_above_it(db: Database) -> None:
+    # The uploader takes batch N+1 while N waits for the cloud. A resend after a crash puts
+    # both into blocks numbered by their highest reading: N+1's must all lie above N's, and the
+    # backfill behind a batch of the latest state must wait for its answer.
+    outbox = OutboxStore(db)
+    series = await _series(db)
+    await _readings(db, series, [T0 + s * 1000 for s in range(300)])
+    latest = await outbox.take(100, latest_first=True)
+    assert [r.ts for r in latest.readings] == [T0 + 299_000]
+    assert await outbox.take_beside(100, latest) is None
+    await outbox.acknowledge(latest, 0, 0)
+
+    first = await outbox.take(100)
+    second = await outbox.take_beside(100, first)
+    assert second is not None
+    assert len(second.readings) == 100 and not second.entities
+    assert min(r.seq for r in second.readings) > max(r.seq for r in first.readings)
+    # Each row goes in one batch: N's answer deletes exactly N's rows, N+1's the rest.
+    await outbox.acknowledge(first, 0, 0)
+    await outbox.acknowledge(second, 0, 0)
+    assert await _recount(db) == ((await outbox.figures()).records, (await outbox.figures()).bytes)
+    left = await db.fetch_value("SELECT count(*) FROM outbox_readings")
+    assert left == 300 - 1 - 200
