@@ -51,15 +51,27 @@ def tune_malloc(arenas: int = 2, mmap_threshold: int = 1024 * 1024) -> None:
         libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold)
 
 
+# Full collections only after this many young-generation (gen-1) collections, not the default
+# 10 (``gc.set_threshold``'s third value).
+_FULL_COLLECTION_EVERY = 100
+
+
 async def freeze_startup_objects(_: web.Application) -> None:
-    """Move everything built at start-up out of the garbage collector's sight (``gc.freeze``).
+    """Move everything built at start-up out of the garbage collector's sight (``gc.freeze``),
+    and make full collections rarer.
 
     The modules, models and services live as long as the process; scanning them in every full
     collection paused the event loop for up to ~50 ms under stream load, which a live reading
-    then waited out.
+    then waited out. Under a flood of readings, the objects in flight (messages and readings
+    waiting for their commit) outlive the young generations and fill the old one, so a full
+    collection still came every second or so and paused the loop for up to ~100 ms; with the
+    start-up heap frozen, CPython's own brake on full collections (a quarter of the old
+    generation must be new) no longer holds them back.
     """
     gc.collect()
     gc.freeze()
+    young, middle, _full = gc.get_threshold()
+    gc.set_threshold(young, middle, _FULL_COLLECTION_EVERY)
 
 
 def periodic_trim(interval_s: float) -> Callable[[web.Application], AsyncIterator[None]]:

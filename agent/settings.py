@@ -178,6 +178,11 @@ class AgentSettings(BaseSettings):
         1.0, gt=0, le=60, description="Longest wait before queued readings are committed"
     )
     reading_max_batch: int = Field(500, ge=1, description="Readings per commit at most")
+    reading_quiet_batch: int = Field(
+        2000,
+        ge=1,
+        description="Readings per commit at most while no API request came for a few seconds",
+    )
     reading_queue_size: int = Field(
         20_000, ge=1, description="Readings waiting for a commit before new ones are dropped"
     )

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def from_ms(ms: int) -> datetime:
+    """The aware UTC datetime of unix milliseconds, exact."""
+    # Positional (days, seconds, microseconds, milliseconds): a keyword timedelta costs more
+    # than twice as much, and this runs for every reading streamed.
+    return _EPOCH + timedelta(0, 0, 0, ms)
 
 
 def utcnow() -> datetime:

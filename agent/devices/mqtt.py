@@ -24,6 +24,7 @@ import fcntl
 import logging
 import random
 import socket
+import struct
 import sys
 import termios
 from collections import deque
@@ -67,6 +68,8 @@ PUBLISH_POLICY: dict[MessageKind, tuple[int, bool]] = {
 }
 
 _SUBSCRIBE_CHUNK = 50
+_PUBACK = struct.Struct("!BBH")
+_PUBACK_TYPE = 0x40
 # Packets read from the broker's socket in one event-loop turn at most.
 _READ_BURST = 64
 # The longest the dispatcher handles messages before it lets the rest of the agent run.
@@ -556,26 +559,57 @@ class MqttClient:
             await asyncio.sleep(_STEP_ASIDE_POLL_S)
 
     async def _acknowledge(self) -> None:
-        """Acknowledge QoS 1 messages in arrival order, each once its readings are committed."""
+        """Acknowledge QoS 1 messages in arrival order, each once its readings are committed.
+
+        A commit settles a few hundred messages at once: their PUBACKs go out in one write,
+        not one ``send`` (a system call, and on loopback the broker's wake-up) per message.
+        """
         while True:
             while not self._acks:
                 self._ack_ready.clear()
                 await self._ack_ready.wait()
-            delivery = self._acks[0]
-            assert delivery.handled is not None
-            outcome = await delivery.handled
+            head = self._acks[0]
+            assert head.handled is not None
+            outcome = await head.handled
             if isinstance(outcome, asyncio.Future):
-                outcome = await outcome
-            committed = outcome is not False  # None: the handler queued nothing to commit
-            self._acks.popleft()
-            client = delivery.client
-            # Only on the connection the message came on: after a reconnect the broker
-            # re-delivers what that connection left unacknowledged.
-            if committed and client is self._receiving:
-                client._client.ack(delivery.mid, delivery.message.qos)
-                self.stats.acknowledged += 1
-            else:
-                self.stats.unacknowledged += 1
+                await outcome
+            mids: list[int] = []
+            while self._acks and (committed := _outcome_now(self._acks[0])) is not None:
+                delivery = self._acks.popleft()
+                # Only on the connection the message came on: after a reconnect the broker
+                # re-delivers what that connection left unacknowledged.
+                if committed and delivery.client is self._receiving:
+                    mids.append(delivery.mid)
+                    self.stats.acknowledged += 1
+                else:
+                    self.stats.unacknowledged += 1
+            receiving = self._receiving
+            if mids and receiving is not None:
+                _send_pubacks(receiving, mids)
+
+
+def _outcome_now(delivery: _Delivery) -> bool | None:
+    """Whether a QoS 1 message's readings are committed (None: not known yet)."""
+    handled = delivery.handled
+    assert handled is not None
+    if not handled.done():
+        return None
+    outcome = handled.result()
+    if isinstance(outcome, asyncio.Future):
+        if not outcome.done():
+            return None
+        outcome = outcome.result()
+    return outcome is not False  # None: the handler queued nothing to commit
+
+
+def _send_pubacks(client: aiomqtt.Client, mids: list[int]) -> None:
+    """Queue the PUBACKs of ``mids``, in order, as one write on the connection.
+
+    The bytes are what paho's own ``ack`` queues for each (MQTT 3.1.1 and 5: type 4, length
+    2, the packet id; in 5 a missing reason code means success), joined.
+    """
+    packets = b"".join(_PUBACK.pack(_PUBACK_TYPE, 2, mid) for mid in mids)
+    client._client._packet_queue(_PUBACK_TYPE, packets, 0, 1)
 
 
 def _read_in_bursts(client: aiomqtt.Client) -> None:

@@ -23,6 +23,7 @@ __all__ = [
     "DeviceStore",
     "DuplicateDevice",
     "is_running",
+    "stamp_last_readings",
 ]
 
 _SHOWN = "CASE WHEN admin_status = 'active' THEN availability ELSE admin_status END"
@@ -87,6 +88,17 @@ class DeviceFilter:
     kind: str | None = None
     device_type: str | None = None
     status: str | None = None
+
+
+def stamp_last_readings(conn: sqlite3.Connection, latest: Mapping[str, str]) -> None:
+    """Move devices' ``last_reading`` and ``last_seen`` forward to ``latest`` (never back), in
+    the caller's transaction: one statement, a JSON object of device id to time (text, exact)."""
+    conn.execute(
+        "UPDATE devices SET last_reading = max(coalesce(last_reading, ''), l.value),"
+        " last_seen = max(coalesce(last_seen, ''), l.value)"
+        " FROM json_each(?) AS l WHERE devices.id = l.key",
+        (json.dumps(dict(latest)),),
+    )
 
 
 class DeviceStore:
@@ -223,23 +235,6 @@ class DeviceStore:
         async with self._db.transaction() as conn:
             await conn.execute("UPDATE devices SET availability = 'offline'")
             await _show_status(conn, "1 = 1", [])
-
-    async def record_readings(self, latest: Mapping[str, str]) -> None:
-        """Stamp ``last_reading`` and ``last_seen`` of several devices in one transaction.
-
-        One statement for all of them (a JSON object of device id to time: text, exact), so
-        the write is one hop on the database's thread, however many devices reported."""
-        stamps = json.dumps(dict(latest))
-
-        def work(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "UPDATE devices SET last_reading = max(coalesce(last_reading, ''), l.value),"
-                " last_seen = max(coalesce(last_seen, ''), l.value)"
-                " FROM json_each(?) AS l WHERE devices.id = l.key",
-                (stamps,),
-            )
-
-        await self._db.write(work, hot=True)
 
     async def record_info(
         self, device_id: str, firmware_version: str | None, battery_level: int | None

@@ -23,7 +23,8 @@ from enum import StrEnum
 from typing import Any
 
 from agent.store.db import Database
-from protocol.timefmt import now_iso
+from agent.store.devices import stamp_last_readings
+from protocol.timefmt import from_ms, iso, now_iso
 
 __all__ = [
     "HOUR_MS",
@@ -339,6 +340,14 @@ class _Batch:
                     for part in (sid, ts, r.value, r.raw, r.received_ts, r.device_ts)
                 ],
             )
+        # The devices' last_reading in the same transaction: a write of its own after each
+        # batch cost a second commit and a second hop to this thread per batch.
+        newest: dict[str, int] = {}
+        for reading in keyed.values():
+            if reading.ts > newest.get(reading.device_id, -1):
+                newest[reading.device_id] = reading.ts
+        if newest:
+            stamp_last_readings(conn, {d: iso(from_ms(ts)) for d, ts in newest.items()})
         return WriteOutcome(tuple(keyed.values()), duplicates, unknown)
 
     def _not_redelivered(

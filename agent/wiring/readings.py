@@ -16,7 +16,6 @@ from agent.store.readings import ReadingStore
 from agent.web.keys import (
     CALIBRATION,
     DATABASE,
-    DEVICES,
     FOREGROUND,
     HEALTH,
     READINGS,
@@ -28,6 +27,8 @@ from agent.wiring.scheduler import SCHEDULER
 __all__ = ["readings_context"]
 
 DAY_S = 86_400.0
+# No API request for this long: nobody is waiting on a command, reading batches may grow.
+_QUIET_S = 2.0
 
 
 def _days(days: float | None) -> float | None:
@@ -52,13 +53,15 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
             min_commit_interval=settings.reading_min_commit_interval_s,
             max_batch=settings.reading_max_batch,
             busy=app[FOREGROUND].busy,
+            quiet_batch=settings.reading_quiet_batch,
+            quiet=lambda: app[FOREGROUND].quiet(_QUIET_S),
             max_queue=settings.reading_queue_size,
             clock_skew_ms=round(settings.reading_clock_skew_s * 1000),
             max_ahead_ms=round(settings.reading_max_clock_ahead_s * 1000),
         )
         retention = ReadingRetention(reading_store, policy, chunk=settings.retention_chunk_rows)
         runtime = ReadingRuntime(
-            writer, retention, app[DEVICES], retention_interval_s=settings.retention_interval_s
+            writer, retention, retention_interval_s=settings.retention_interval_s
         )
         query = ReadingQuery(
             db,

@@ -56,3 +56,23 @@ async def test_a_request_counts_while_it_is_answered_and_a_stream_never(
         assert seen == [False]
         await ws.close()
     assert foreground.active == 0
+
+
+async def test_quiet_only_once_no_request_came_for_the_given_time(aiohttp_client: Any) -> None:
+    now = [100.0]
+    foreground = Foreground(clock=lambda: now[0])
+
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application(middlewares=[foreground_middleware(foreground)])
+    app.router.add_get("/", hello)
+    client = await aiohttp_client(app)
+    assert foreground.quiet(2.0)  # nothing asked since start-up
+
+    assert (await client.get("/")).status == 200
+    assert not foreground.quiet(2.0)
+    now[0] += 1.9
+    assert not foreground.quiet(2.0)
+    now[0] += 0.2
+    assert foreground.quiet(2.0)

@@ -346,11 +346,6 @@ class DeviceService:
         """An availability change observed by the runtime (LWT, status topic, silence, port)."""
         await self._devices.set_availability(device_id, online, iso(at))
 
-    async def record_readings(self, latest: Mapping[str, datetime]) -> None:
-        """The time of the newest stored reading per device (one call per written batch)."""
-        if latest:
-            await self._devices.record_readings({key: iso(at) for key, at in latest.items()})
-
     async def record_states(
         self, device_id: str, states: Mapping[str, bool | int], at: datetime
     ) -> None:

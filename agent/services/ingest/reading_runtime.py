@@ -1,5 +1,6 @@
 """The readings side of the running agent: the writer's commit task, scheduled retention, and
-what committed readings tell the registry (``last_reading``) and calibration (latest raw value).
+what committed readings tell calibration (the latest raw value). Devices' ``last_reading`` is
+stamped by the reading store, in the same transaction as the readings.
 """
 
 from __future__ import annotations
@@ -9,11 +10,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from agent.services.devices.registry import DeviceService
 from agent.services.periodic import PeriodicJob
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.services.readings.retention import ReadingRetention
@@ -24,7 +23,6 @@ __all__ = ["LatestReadings", "ReadingRuntime"]
 
 log = logging.getLogger(__name__)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Readings older than this are not offered as "the raw value now" to a calibration.
 _LATEST_RAW_MAX_AGE_MS = 5 * 60 * 1000
 _RECORD_TIMEOUT_S = 10.0
@@ -72,14 +70,12 @@ class ReadingRuntime:
         self,
         writer: ReadingWriter,
         retention: ReadingRetention,
-        devices: DeviceService,
         *,
         retention_interval_s: float,
     ) -> None:
         self.writer = writer
         self.retention = retention
         self.latest = LatestReadings()
-        self._devices = devices
         self._interval = retention_interval_s
         # The first run soon after start-up, not a whole interval later (after downtime).
         self._retention_job = PeriodicJob(
@@ -124,22 +120,9 @@ class ReadingRuntime:
             log.warning("reading retention did not finish within its interval")
 
     async def _record(self, subscription: ReadingSubscription) -> None:
+        # The devices' last_reading is stamped in each batch's own transaction (ReadingStore).
         while True:
-            newest: dict[str, int] = {}
             reading: CommittedReading | None = await subscription.get()
             while reading is not None:
                 self.latest.observe(reading)
-                if reading.ts > newest.get(reading.device_id, -1):
-                    newest[reading.device_id] = reading.ts
                 reading = subscription.get_nowait()
-            try:
-                async with asyncio.timeout(_RECORD_TIMEOUT_S):
-                    await self._devices.record_readings(
-                        {
-                            device: _EPOCH + timedelta(milliseconds=ts)
-                            for device, ts in newest.items()
-                        }
-                    )
-            except Exception:
-                log.exception("recording last_reading of %d devices failed", len(newest))
-                await asyncio.sleep(1.0)

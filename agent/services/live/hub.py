@@ -10,19 +10,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from agent.services.readings.listeners import CommittedReading
 from protocol.live.hub import HubStats, StreamHub
 from protocol.live.outbox import Stream, StreamEvent
-from protocol.timefmt import iso, utcnow
+from protocol.timefmt import from_ms, iso, utcnow
 
 __all__ = ["DeviceEventLike", "EventHub", "FarmStatusChange", "HubStats"]
 
 log = logging.getLogger(__name__)
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class DeviceEventLike(Protocol):
@@ -48,10 +46,6 @@ class FarmStatusChange:
     status: str
     data: Mapping[str, Any] = field(default_factory=dict)
     at: datetime = field(default_factory=utcnow)
-
-
-def _from_ms(ms: int) -> datetime:
-    return _EPOCH + timedelta(milliseconds=ms)
 
 
 class EventHub(StreamHub):
@@ -96,10 +90,10 @@ class EventHub(StreamHub):
                     "value": reading.value,
                     "raw": reading.raw,
                     "received_at": (
-                        None if reading.received_ts is None else iso(_from_ms(reading.received_ts))
+                        None if reading.received_ts is None else iso(from_ms(reading.received_ts))
                     ),
                 },
-                at=_from_ms(reading.ts),
+                at=from_ms(reading.ts),
                 device_id=reading.device_id,
                 metric=reading.metric,
             )

@@ -150,6 +150,8 @@ class ReadingWriter:
         max_batch: int = 2000,
         busy_batch: int = 200,
         busy: Callable[[], bool] | None = None,
+        quiet_batch: int | None = None,
+        quiet: Callable[[], bool] | None = None,
         max_queue: int = 20_000,
         clock_skew_ms: int = 2000,
         max_age_ms: int = 30 * _DAY_MS,
@@ -171,6 +173,12 @@ class ReadingWriter:
         # thousands of readings and their triggers on the database's thread.
         self._busy_batch = min(busy_batch, max_batch)
         self._busy = busy
+        # While nobody has asked the agent anything for a while (``quiet``), batches grow to
+        # ``quiet_batch``: fewer commits and fewer hops per reading, more ingest at saturation.
+        # Once requests come, a command record would wait behind such a batch: back to
+        # ``max_batch``.
+        self._quiet_batch = max(quiet_batch or max_batch, max_batch)
+        self._quiet = quiet
         self._max_queue = max_queue
         self._skew_ms = clock_skew_ms
         # Older readings would land where raw rows are already pruned, so a duplicate could no
@@ -462,8 +470,12 @@ class ReadingWriter:
                     return batch, markers
 
     def _batch_limit(self) -> int:
-        busy = self._busy
-        return self._busy_batch if busy is not None and busy() else self._max_batch
+        busy, quiet = self._busy, self._quiet
+        if busy is not None and busy():
+            return self._busy_batch
+        if quiet is not None and quiet():
+            return self._quiet_batch
+        return self._max_batch
 
     async def _commit(self, batch: list[NewReading]) -> bool:
         """Commit with retries; False if the batch was lost."""

@@ -6,7 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 from agent.services.devices.registry import DeviceBinding
-from agent.web.keys import DEVICES
+from agent.services.readings.writer import IncomingReading, to_ms
+from agent.web.keys import DEVICES, READINGS
 from protocol.timefmt import iso, utcnow
 from tests.agent.devices_api.conftest import create_farm, error_of, register, tasmota_sensor
 from tests.conftest import Agent
@@ -63,8 +64,10 @@ async def test_readings_stamp_last_reading(agent: Agent) -> None:
     farm_id = await create_farm(agent)
     device = await register(agent, tasmota_sensor(farm_id))
     at = utcnow().replace(microsecond=123000)
-    await agent.client.app[DEVICES].record_readings({device["id"]: at})
-    await agent.client.app[DEVICES].record_readings({device["id"]: at - timedelta(minutes=5)})
+    writer = agent.client.app[READINGS].writer
+    for moment in (at, at - timedelta(minutes=5)):
+        writer.submit(IncomingReading(device["id"], "temperature", "°C", 21.0, to_ms(moment)))
+        await writer.flush()
 
     resp = await agent.client.get("/api/v1/sensor-devices/", headers=agent.auth())
     [listed] = (await resp.json())["devices"]

@@ -16,6 +16,7 @@ from agent.devices.codec import Measurement
 from agent.services.readings.writer import IncomingReading, ReadingWriter, incoming, to_ms
 from agent.store.db import Database
 from agent.store.readings import NewReading, ReadingStore, Resolution, WriteOutcome
+from protocol.timefmt import iso
 from tests.agent.readings.conftest import DAY, MIN, T0, Farm, count
 
 WAIT = 10.0
@@ -113,6 +114,43 @@ async def test_batches_are_cut_small_while_a_request_is_answered(
     writer.submit_many(reading(farm.other, 6.0, T0 + i) for i in range(25))
     await writer.flush()
     assert writer.stats.commits == 4 and writer.stats.committed == 50
+
+
+async def test_batches_grow_while_no_request_came_for_a_while(farm: Farm, make_writer: Any) -> None:
+    quiet = [True]
+    writer = await make_writer(
+        batch_interval=60.0, max_batch=10, quiet_batch=100, quiet=lambda: quiet[0]
+    )
+    writer.submit_many(reading(farm.sensor, 6.0, T0 + i) for i in range(25))
+    await writer.flush()
+    assert writer.stats.commits == 1 and writer.stats.committed == 25
+
+    quiet[0] = False  # requests again: a command record must not wait behind a long batch
+    writer.submit_many(reading(farm.other, 6.0, T0 + i) for i in range(25))
+    await writer.flush()
+    assert writer.stats.commits == 4 and writer.stats.committed == 50
+
+
+async def test_a_batch_stamps_its_devices_last_reading_in_its_own_commit(farm: Farm) -> None:
+    await farm.store.write(
+        [
+            NewReading(farm.sensor, "ph", "pH", T0 + 5000, 6.0),
+            NewReading(farm.sensor, "ph", "pH", T0 + 1000, 6.1),
+            NewReading(farm.other, "ph", "pH", T0, 6.2),
+        ]
+    )
+    rows = await farm.db.fetch_all(
+        "SELECT id, last_reading, last_seen FROM devices WHERE id IN (?, ?)",
+        (farm.sensor, farm.other),
+    )
+    stamps = {row[0]: (row[1], row[2]) for row in rows}
+    newest = iso(datetime.fromtimestamp((T0 + 5000) / 1000, UTC))
+    assert stamps[farm.sensor] == (newest, newest)
+    assert stamps[farm.other][0] == iso(datetime.fromtimestamp(T0 / 1000, UTC))
+
+    await farm.store.write([NewReading(farm.sensor, "ph", "pH", T0 + 2000, 6.3)])
+    row = await farm.db.fetch_one("SELECT last_reading FROM devices WHERE id = ?", (farm.sensor,))
+    assert row is not None and row[0] == newest  # an older reading never moves it back
 
 
 async def test_commit_waits_at_most_one_interval(farm: Farm, make_writer: Any) -> None:
