@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -62,6 +63,7 @@ from cloud.web.keys import (
     SETTINGS,
     STREAMS,
     SYNC,
+    SYNC_TURNS,
 )
 from cloud.wiring.home_automation import home_automation_context
 from cloud.wiring.identity import identity_services, secret_key
@@ -252,6 +254,7 @@ def create_app(
             max_body_bytes=settings.max_body_bytes,
             clock=clock,
         )
+        app[SYNC_TURNS] = asyncio.Semaphore(settings.sync_apply_concurrency)
         if settings.admin_email is not None:
             password = settings.admin_password
             first = await AdminAccounts(db).ensure_first_admin(

@@ -75,6 +75,12 @@ class CloudSettings(BaseSettings):
     sync_max_skew_s: float = Field(
         300.0, gt=0, description="A batch signed longer ago than this is refused as a replay"
     )
+    sync_apply_concurrency: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Batches one process applies at once; more wait their turn, bodies read",
+    )
     sync_revoked_session_window_s: int = Field(
         30 * 86_400, ge=3600, description="How long revoked sessions are sent to agents"
     )

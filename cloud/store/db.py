@@ -246,6 +246,16 @@ class Database:
             yield conn
 
     @asynccontextmanager
+    async def statements_for_user(self) -> AsyncIterator[Connection]:
+        """A user-path connection outside a transaction, acting for nobody until a statement
+        names its user itself: for a function that calls ``set_config('app.user_id', ...,
+        true)`` first, so one round trip does the work of ``as_user``'s three or more (the
+        setting ends with the statement's own transaction). Row-level security applies as on
+        ``as_user``; a statement that names no user sees no farm's rows."""
+        async with self._connection(self._user_pool, None) as conn:
+            yield conn
+
+    @asynccontextmanager
     async def as_system(self) -> AsyncIterator[Connection]:
         """A transaction on the system role, for sync apply and pre-authentication lookups."""
         async with self._transaction(self._system_pool) as conn:

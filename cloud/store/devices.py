@@ -8,7 +8,7 @@ from uuid import UUID
 from cloud.store.db import Connection
 from cloud.store.records import plain
 
-__all__ = ["list_devices", "sensor_farm"]
+__all__ = ["list_devices"]
 
 _COLUMNS = """
     id, farm_id, name, kind, device_type, location, status, admin_status,
@@ -43,11 +43,3 @@ async def list_devices(
         offset,
     )
     return [plain(row) for row in rows], total
-
-
-async def sensor_farm(conn: Connection, sensor_id: UUID) -> UUID | None:
-    """The farm of a visible sensor (a device of kind sensor)."""
-    farm_id: UUID | None = await conn.fetchval(
-        "SELECT farm_id FROM devices WHERE id = $1 AND kind = 'sensor'", sensor_id
-    )
-    return farm_id

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from cloud.services.alerts import AlertService
@@ -52,6 +54,7 @@ CLIMATE = web.AppKey("climate", ClimateService)
 HEALTH = web.AppKey("health", HealthService)
 PAIRING = web.AppKey("pairing", PairingService)
 SYNC = web.AppKey("sync", SyncService)
+SYNC_TURNS = web.AppKey("sync_turns", asyncio.Semaphore)
 STREAMS = web.AppKey("streams", StreamService)
 # Identity flows (sessions, account flows, MFA).
 SESSIONS = web.AppKey("sessions", CloudSessions)

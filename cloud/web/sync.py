@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from cloud.web.keys import SYNC
+from cloud.web.keys import SYNC, SYNC_TURNS
 from protocol.errors import PayloadTooLarge
 from protocol.http.endpoints import Api
 from protocol.sync import AGENT_HEADER, SIGNATURE_HEADER, Ack
@@ -28,6 +28,11 @@ async def upload(request: web.Request) -> Ack:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(details=request.app[SYNC].limits()) from None
-    return await request.app[SYNC].apply(
-        request.headers.get(AGENT_HEADER), request.headers.get(SIGNATURE_HEADER), body
-    )
+    # A few batches applied at once (CLOUD_SYNC_APPLY_CONCURRENCY), the rest waiting their
+    # turn: each batch is CPU in this process's event loop and in PostgreSQL, and sixteen at
+    # once on two cores applied fewer readings a second than two per process, and made every
+    # other request wait behind them (docs/decisions.md, issue 14).
+    async with request.app[SYNC_TURNS]:
+        return await request.app[SYNC].apply(
+            request.headers.get(AGENT_HEADER), request.headers.get(SIGNATURE_HEADER), body
+        )

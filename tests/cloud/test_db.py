@@ -5,16 +5,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any, TypeAlias
 from uuid import UUID
 
 import asyncpg
 import pytest
 
+from cloud.store import readings
 from cloud.store.db import Database, TransientConflict, UnsafeRoleError
 from protocol.errors import ServiceUnavailable
 from tests.cloud.conftest import CloudDatabase
-from tests.cloud.seed import add_farm_tree, add_user
+from tests.cloud.seed import T0, add_farm_tree, add_user
 
 Conn: TypeAlias = "asyncpg.Connection[Any]"
 
@@ -57,6 +59,40 @@ async def test_as_user_acts_for_that_user_only_within_its_transaction(
         assert await conn.fetchval("SELECT count(*) FROM farms") == 0
     async with db.as_system() as conn:
         assert await conn.fetchval("SELECT count(*) FROM farms") == 2
+
+
+async def test_a_sensor_read_acts_for_its_user_only_within_its_statement(
+    single_connection_db: Database,
+) -> None:
+    # The sensor read names its user inside one statement instead of in a transaction
+    # (0098_sensor_series.sql): it must see that user's farms and nobody else's, and leave
+    # nothing of the user on the pooled connection.
+    db = single_connection_db
+    async with db.as_system() as conn:
+        alice = await add_user(conn, "alice@example.com", "farm_manager")
+        bob = await add_user(conn, "bob@example.com", "farm_manager")
+        alices = await add_farm_tree(conn, alice, "Alice's farm")
+        bobs = await add_farm_tree(conn, bob, "Bob's farm")
+
+    async def read(conn: Conn, user: UUID, sensor: UUID) -> readings.SensorSeries | None:
+        return await readings.sensor_series(
+            conn, user, sensor, None, T0 - timedelta(hours=1), T0 + timedelta(hours=1),
+            budget=100, raw_kept=True, minutes_fit=False,
+            minute_start=T0 - timedelta(hours=1), hour_start=T0 - timedelta(hours=1),
+        )  # fmt: skip
+
+    async with db.statements_for_user() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM farms") == 0  # acts for nobody
+        found = await read(conn, alice, alices.device_id)
+        assert found is not None and found.farm_id == alices.farm_id and found.writable
+        assert [s.metric for s in found.series] == ["temperature"]
+        assert await read(conn, alice, bobs.device_id) is None
+        assert await conn.fetchval("SELECT count(*) FROM farms") == 0
+    # Same pooled connection, later: nothing of Alice's identity is left on it.
+    async with db.statements_for_user() as conn:
+        assert await conn.fetchval("SELECT authz.caller_id()") is None
+        assert await conn.fetchval("SELECT count(*) FROM readings") == 0
+        assert await read(conn, bob, alices.device_id) is None
 
 
 async def test_as_user_rolls_back_when_the_block_fails(database: Database) -> None:
