@@ -286,12 +286,16 @@ class OutboxStore:
         rest = await self.in_flight(room)
         return Selection(entities, rest.readings, rest.rollups)
 
-    async def take_beside(self, limit: int, posting: Selection) -> Selection | None:
+    async def take_beside(
+        self, limit: int, posting: Selection, *, max_bytes: int | None = None
+    ) -> Selection | None:
         """Mark the next rows in flight while ``posting`` (the lowest rows in flight) waits for
         its answer, and return them: entity changes not in it, then the oldest readings and
         rollups not in flight. ``None`` (nothing marked) while a queued reading lies below one
         in flight, as the backfill behind a batch of the latest state does: those wait until
-        nothing is in flight.
+        nothing is in flight; and while the outbox has less than ``posting``'s size left under
+        ``max_bytes``: compaction cannot fold rows in flight, so a second batch is pinned only
+        where the cap still holds it, and the outbox passes its cap by one batch at most.
 
         So every reading taken here lies above every reading in flight. A resend after a
         crash, lowest numbers first, may put rows of both batches into one block of a series;
@@ -313,6 +317,10 @@ class OutboxStore:
         async with self._db.transaction() as conn:
             if await _value(conn, _QUEUED_BELOW_IN_FLIGHT, ()):
                 return None
+            if max_bytes is not None:
+                queued = await _value(conn, "SELECT bytes FROM outbox_stats WHERE id = 1", ())
+                if int(queued) + posting.bytes > max_bytes:
+                    return None
             floor = await _value(conn, "SELECT coalesce(max(hi), 0) FROM outbox_inflight", ())
             span, rollups = await _mark_oldest(conn, room, floor=int(floor))
         readings: list[QueuedReading] = []

@@ -297,7 +297,9 @@ class Uploader:
         rows: Selection | None = await self._outbox.in_flight(limit, above=above)
         fresh = not rows
         if fresh:
-            rows = await self._outbox.take_beside(limit, posting)
+            rows = await self._outbox.take_beside(
+                limit, posting, max_bytes=self._policy.outbox_max_bytes
+            )
         if not rows:
             return None
         return await self._fit(rows, fresh=fresh)

@@ -27,6 +27,7 @@ from cloud.pos_provider.errors import (
     ProviderRequestError,
     ProviderUnavailable,
 )
+from cloud.pos_provider.json_spans import decode_object
 from cloud.pos_provider.resources import Resource
 from protocol.backoff import Backoff
 
@@ -56,12 +57,37 @@ class RetryPolicy:
 @dataclass(frozen=True)
 class Page:
     """One page of a list: its objects, the cursor of the next page (None: the last), and the
-    answer's body as it came (the mirror stores the objects from it without encoding them
-    again)."""
+    list's JSON text as the provider wrote it (the mirror stores the objects from it without
+    encoding them again)."""
 
     items: list[dict[str, Any]]
     cursor: str | None
-    text: str = "{}"
+    items_text: str = "[]"
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A JSON object answered: decoded, its text, and where each member's value lies in it."""
+
+    body: dict[str, Any]
+    text: str
+    spans: dict[str, tuple[int, int]]
+
+
+def _decode(raw: bytes) -> tuple[Any, str, dict[str, tuple[int, int]]]:
+    """A body's JSON value (None if it is not JSON), its text, and its members' spans."""
+    try:
+        text = raw.decode() if raw else "{}"
+    except UnicodeDecodeError:  # JSON in UTF-16 or UTF-32, which json.loads also reads
+        try:
+            text = json.dumps(json.loads(raw))
+        except ValueError:
+            return None, "", {}
+    try:
+        value, spans = decode_object(text)
+    except ValueError:
+        return None, text, {}
+    return value, text, spans
 
 
 class PosClient:
@@ -108,14 +134,17 @@ class PosClient:
     ) -> Page:
         """One page of ``resource`` from ``cursor`` (None: the first)."""
         params, body = resource.request(cursor, since, location_ids)
-        answer, raw = await self._call(resource.method, resource.path, params, body)
-        items = answer.get(resource.key) or []
-        next_cursor = answer.get("cursor") if resource.paged else None
-        try:
-            text = raw.decode()
-        except UnicodeDecodeError:  # JSON in UTF-16 or UTF-32, which json.loads also reads
-            text = json.dumps(answer)
-        return Page(list(items), str(next_cursor) if next_cursor else None, text)
+        answer = await self._call(resource.method, resource.path, params, body)
+        items = answer.body.get(resource.key)
+        span = answer.spans.get(resource.key)
+        if not isinstance(items, list) or span is None:
+            items, span = [], None
+        next_cursor = answer.body.get("cursor") if resource.paged else None
+        return Page(
+            items,
+            str(next_cursor) if next_cursor else None,
+            answer.text[span[0] : span[1]] if span else "[]",
+        )
 
     async def adjust_inventory(
         self, idempotency_key: str, changes: list[dict[str, Any]]
@@ -138,8 +167,8 @@ class PosClient:
         body: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One call with retries; the decoded JSON object it answered."""
-        answer, _ = await self._call(method, path, params, body)
-        return answer
+        answer = await self._call(method, path, params, body)
+        return answer.body
 
     async def _call(
         self,
@@ -147,8 +176,8 @@ class PosClient:
         path: str,
         params: dict[str, str] | None,
         body: dict[str, Any] | None,
-    ) -> tuple[dict[str, Any], bytes]:
-        """One call with retries; the decoded JSON object it answered and its raw body."""
+    ) -> _Answer:
+        """One call with retries; the JSON object it answered."""
         attempt = 0
         while True:
             attempt += 1
@@ -174,7 +203,7 @@ class PosClient:
         path: str,
         params: dict[str, str] | None,
         body: dict[str, Any] | None,
-    ) -> tuple[dict[str, Any], bytes]:
+    ) -> _Answer:
         timeout = aiohttp.ClientTimeout(total=self._retry.timeout_s)
         try:
             async with self._session.request(
@@ -192,12 +221,9 @@ class PosClient:
             raise ProviderUnavailable("the provider did not answer in time") from None
         except aiohttp.ClientError as err:
             raise ProviderUnavailable(f"cannot reach the provider: {type(err).__name__}") from None
-        try:
-            decoded: Any = json.loads(raw) if raw else {}
-        except ValueError:
-            decoded = None
+        decoded, text, spans = _decode(raw)
         if 200 <= status < 300 and isinstance(decoded, dict):
-            return decoded, raw
+            return _Answer(decoded, text, spans)
         errors = ProviderErrorItem.parse(decoded)
         message = f"{method} {path} answered {status}"
         if status == 401:

@@ -22,7 +22,7 @@ from uuid import UUID
 
 import asyncpg
 
-from cloud.pos_provider.client import PosClient
+from cloud.pos_provider.client import Page, PosClient
 from cloud.pos_provider.errors import (
     ProviderAuthError,
     ProviderError,
@@ -71,13 +71,12 @@ class JobPolicy:
 class _Fetched:
     """A page of the provider made into mirror rows, ready to write."""
 
-    cursor: str | None
     rows: list[MirrorRow]
     columns: MirrorColumns
 
     @classmethod
     def empty(cls) -> _Fetched:
-        return cls(None, [], MirrorColumns.of([]))
+        return cls([], MirrorColumns.of([]))
 
 
 @dataclass
@@ -92,24 +91,18 @@ class _Position:
 
 def _fetch(
     client: PosClient, resource: Resource, at: _Position, chunks: list[list[str]]
-) -> Coroutine[Any, Any, _Fetched]:
+) -> Coroutine[Any, Any, Page]:
     """Fetch the page at ``at`` (its cursor and location chunk are taken now: ``at`` moves on
     while the fetch runs ahead)."""
     chunk = chunks[at.chunk] if resource.by_location else []
-    return _fetch_page(client, resource, at.cursor, at.since, chunk)
+    return client.page(resource, at.cursor, at.since, chunk)
 
 
-async def _fetch_page(
-    client: PosClient,
-    resource: Resource,
-    cursor: str | None,
-    since: datetime | None,
-    chunk: list[str],
-) -> _Fetched:
-    page = await client.page(resource, cursor, since, chunk)
+def _made_into_rows(resource: Resource, page: Page) -> _Fetched:
+    """The page's objects as mirror rows and the columns of their write."""
     aligned = [mirror_row(resource.name, obj) for obj in page.items]
-    columns = MirrorColumns.of_page(page.text, resource.key, aligned)
-    return _Fetched(page.cursor, [r for r in aligned if r is not None], columns)
+    columns = MirrorColumns.of_page(page.items_text, aligned)
+    return _Fetched([r for r in aligned if r is not None], columns)
 
 
 class SyncRunner:
@@ -195,9 +188,11 @@ class SyncRunner:
             high_water=job["step_high_water"],
             started=job["position"] is not None,
         )
-        # The next page is fetched, and made into rows, while the pages before it are written,
-        # several at once: the provider's latency, our work and the database's overlap.
-        ahead: asyncio.Task[_Fetched] | None = None
+        # The next page is fetched while this one is made into rows and the pages before it are
+        # written, several at once: the provider's latency, our work and the database's
+        # overlap. (The cursors chain the fetches: the next is asked for as soon as this one's
+        # cursor is known, before its rows are made.)
+        ahead: asyncio.Task[Page] | None = None
         chunks: list[list[str]] | None = None
         writes = _PageWrites(self._policy.page_writers)
         pages_before: int = job["pages"]
@@ -215,12 +210,11 @@ class SyncRunner:
                     page, done = _Fetched.empty(), True
                 else:
                     if ahead is not None:
-                        page, ahead = await ahead, None
+                        fetched, ahead = await ahead, None
                     else:
-                        page = await _fetch(client, resource, at, chunks)
-                    at.high_water = high_water(at.high_water, page.rows)
-                    if page.cursor:
-                        at.cursor = page.cursor
+                        fetched = await _fetch(client, resource, at, chunks)
+                    if fetched.cursor:
+                        at.cursor = fetched.cursor
                         done = False
                     elif resource.by_location and at.chunk + 1 < len(chunks):
                         at.chunk, at.cursor = at.chunk + 1, None
@@ -229,6 +223,9 @@ class SyncRunner:
                         done = True
                     if not done:
                         ahead = asyncio.create_task(_fetch(client, resource, at, chunks))
+                        await asyncio.sleep(0)  # the request goes out before the rows are made
+                    page = _made_into_rows(resource, fetched)
+                    at.high_water = high_water(at.high_water, page.rows)
                 write = functools.partial(
                     self._write, job, replace(at), resource, page, done, config, pages_before
                 )

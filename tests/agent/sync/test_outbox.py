@@ -284,3 +284,19 @@ async def test_the_next_batch_taken_beside_one_in_flight_lies_above_it(db: Datab
     assert await _recount(db) == ((await outbox.figures()).records, (await outbox.figures()).bytes)
     left = await db.fetch_value("SELECT count(*) FROM outbox_readings")
     assert left == 300 - 1 - 200
+
+
+async def test_no_second_batch_is_pinned_in_flight_past_the_outbox_cap(db: Database) -> None:
+    # Compaction cannot fold rows in flight: with batch N at the cloud, N+1 is taken only while
+    # the outbox has N's size left under its cap, so the cap is passed by one batch at most.
+    outbox = OutboxStore(db)
+    series = await _series(db)
+    await _readings(db, series, [T0 + s * 1000 for s in range(300)])
+    first = await outbox.take(100)
+    queued = (await outbox.figures()).bytes
+    full = queued + first.bytes - 1
+    assert await outbox.take_beside(100, first, max_bytes=full) is None
+    held = (await outbox.in_flight(1000)).readings
+    assert [r.seq for r in held] == [r.seq for r in first.readings]  # nothing more marked
+    second = await outbox.take_beside(100, first, max_bytes=full + 1)
+    assert second is not None and len(second.readings) == 100
