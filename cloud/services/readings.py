@@ -29,7 +29,6 @@ __all__ = [
     "MAX_HOURLY_POINTS",
     "ReadingService",
     "RenderedSensorData",
-    "RenderedSeries",
 ]
 
 DEFAULT_SPAN = timedelta(hours=24)
@@ -52,15 +51,6 @@ def bucket_count(start: datetime, end: datetime, seconds: int) -> int:
 
 
 @dataclass(frozen=True)
-class RenderedSeries:
-    """One metric's series, its points already a JSON array (``ReadingPoint`` objects)."""
-
-    metric: str
-    unit: str
-    points_json: str
-
-
-@dataclass(frozen=True)
 class RenderedSensorData:
     """A ``SensorData`` answer whose points PostgreSQL rendered: a year of hours is 8,760
     points, and building, validating and serializing them as models was most of the request's
@@ -71,7 +61,8 @@ class RenderedSensorData:
     start: str
     end: str
     resolution: Resolution
-    series: tuple[RenderedSeries, ...]
+    series: tuple[store.Series, ...]
+    """Each metric's points already a JSON array (``ReadingPoint`` objects)."""
 
     def json(self) -> bytes:
         """The answer as ``SensorData``'s JSON (same fields, same order)."""
@@ -141,5 +132,5 @@ class ReadingService:
             start=iso(start),
             end=iso(end),
             resolution=found.resolution,
-            series=tuple(RenderedSeries(s.metric, s.unit, s.points_json) for s in found.series),
+            series=found.series,
         )
