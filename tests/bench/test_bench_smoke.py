@@ -33,7 +33,9 @@ BENCHES = {
             r"ratio upload / COPY: [\d.]+%",
             r"batch apply: p50 \d+ ms, p99 \d+ ms",
             r"readings lost: 0  doubled: 0",
-            r"year read \(hourly, 3 requests\): median [\d.]+ ms, p99 [\d.]+ ms",
+            r"year read \(during the upload, one a second(; hourly, \d+ requests)?\): ",
+            r"year read \(after it, [\d,]+ readings in the cloud; hourly, 3 requests\):"
+            r" median [\d.]+ ms, p99 [\d.]+ ms",
         ],
     ),
     "hub": (
