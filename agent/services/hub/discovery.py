@@ -48,6 +48,8 @@ MAX_COMMANDS_IN_FLIGHT = 32
 PUBLISH_TIMEOUT_S = 5.0
 #: The shortest time between two relayed readings on one state topic (the newest one wins).
 READING_RELAY_INTERVAL_S = 1.0
+# Relayed readings published in one event-loop step at most.
+_RELAY_PUBLISHES_PER_STEP = 16
 
 
 class Publisher(Protocol):
@@ -238,8 +240,13 @@ class HaDiscovery:
                 await self._publish(OutgoingMessage(topic, value, qos=0, retain=True))
             if readings and loop.time() >= flush_at:
                 due, readings = readings, {}
-                for topic, value in due.items():
+                for count, (topic, value) in enumerate(due.items(), 1):
                     await self._publish(OutgoingMessage(topic, value, qos=0, retain=True))
+                    # A QoS 0 publish is written at once and never suspends: a farm's thousand
+                    # series would hold the event loop for tens of milliseconds in one step,
+                    # and a person's request arriving then would wait it out.
+                    if count % _RELAY_PUBLISHES_PER_STEP == 0:
+                        await asyncio.sleep(0)
                 flush_at = loop.time() + READING_RELAY_INTERVAL_S
 
     # Commands from Home Assistant ----------------------------------------------------------------

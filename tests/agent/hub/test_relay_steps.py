@@ -1,0 +1,102 @@
+"""The relay of readings to Home Assistant shares the event loop with the farm's requests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from agent.devices.codec import OutgoingMessage
+from agent.devices.mqtt import MessageHandler
+from agent.devices.profiles import load_profiles
+from agent.services.devices.registry import DeviceBinding
+from agent.services.hub.discovery import Commander, HaDiscovery
+from agent.services.hub.discovery_configs import DiscoveryTopics
+from agent.services.live.hub import EventHub
+from agent.settings import DEFAULT_PROFILES_DIR
+from protocol.live.outbox import Stream, StreamEvent
+
+SENSORS = 200
+
+
+class _Side:
+    async def listen(self, topics: Iterable[str], handler: MessageHandler) -> None:
+        return None
+
+    async def unlisten(self, topics: Iterable[str]) -> None:
+        return None
+
+    def on_connect(self, hook: Callable[[], Awaitable[None]]) -> None:
+        return None
+
+
+class _Publisher:
+    """Publishes at once, as a QoS 0 publish does: never suspends."""
+
+    def __init__(self, log: list[str], topics: set[str]) -> None:
+        self.log = log
+        self.topics = topics
+        self.relayed = asyncio.Event()
+
+    async def publish(self, message: OutgoingMessage, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        if message.topic in self.topics:
+            self.log.append("publish")
+            self.topics.discard(message.topic)
+            if not self.topics:
+                self.relayed.set()
+
+
+async def test_a_flush_of_many_series_lets_the_farm_s_requests_run_between_publishes() -> None:
+    # A QoS 0 publish never suspends: a flush of a farm's series in one event-loop step would
+    # hold every request that arrives meanwhile (tens of milliseconds at a thousand series).
+    profile = load_profiles(DEFAULT_PROFILES_DIR)["generic-json"]
+    topics = DiscoveryTopics("homeassistant", "farm")
+    ids = [f"sensor-{n}" for n in range(SENSORS)]
+    log: list[str] = []
+    publisher = _Publisher(log, {topics.state(device, "temperature") for device in ids})
+    discovery = HaDiscovery(
+        cast(Any, _Side()),
+        publisher,
+        cast(Commander, None),
+        lambda device_id: asyncio.sleep(0, result=device_id),
+        topics=topics,
+        origin={"name": "farm-agent"},
+    )
+    bindings = [
+        DeviceBinding(device, "farm", "sensor", profile, f"farm/{device}", {}, None, {})
+        for device in ids
+    ]
+    events = EventHub()
+    await discovery.start(bindings, [events.subscribe(Stream.SENSOR_DATA, 10 * SENSORS)])
+
+    async def other_work() -> None:
+        while True:
+            log.append("other")
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_work())
+    try:
+        for device in ids:
+            events.publish(
+                StreamEvent(
+                    stream=Stream.SENSOR_DATA,
+                    type="reading",
+                    farm_id="farm",
+                    data={"device_id": device, "metric": "temperature", "value": 21.5},
+                    at=datetime.now(UTC),
+                    device_id=device,
+                    metric="temperature",
+                )
+            )
+        await asyncio.wait_for(publisher.relayed.wait(), 10)
+    finally:
+        other.cancel()
+        await discovery.stop()
+
+    longest = run = 0
+    for entry in log:
+        run = run + 1 if entry == "publish" else 0
+        longest = max(longest, run)
+    assert log.count("publish") == SENSORS
+    assert longest <= 32, f"{longest} publishes in one step of the event loop"
