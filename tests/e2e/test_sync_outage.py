@@ -136,6 +136,19 @@ async def _healthz(agent: Agent) -> dict[str, str]:
     return checks
 
 
+async def _paired_device(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path, **settings: Any
+) -> tuple[Path, Agent, str, str]:
+    """A paired agent (fast sync, ``settings`` on top) with a farm and a device the cloud holds:
+    its state directory, the agent, the farm's id and the device's id."""
+    state = tmp_path / "state"
+    await paired_state(cloud, state)
+    agent: Agent = await make_agent(**FAST_SYNC, **settings)
+    farm_id, device_id = await _farm_with_device(agent)
+    await _mirrored(cloud, device_id)
+    return state, agent, farm_id, device_id
+
+
 async def _post(cloud: LiveCloud, state: Path, records: list[Record]) -> tuple[int, Any]:
     link = CloudLink.load(state)
     assert link is not None
@@ -166,11 +179,7 @@ async def test_two_rollups_of_one_minute_in_one_batch_end_exact_in_the_cloud(
 ) -> None:
     """The cloud alone: an agent that sends two rollups of the same minute in one batch (two
     compactions cut through the minute) gets both counted, once each."""
-    state = tmp_path / "state"
-    await paired_state(cloud, state)
-    agent: Agent = await make_agent(**FAST_SYNC)
-    _, device_id = await _farm_with_device(agent)
-    await _mirrored(cloud, device_id)
+    state, _, _, device_id = await _paired_device(cloud, make_agent, tmp_path)
     high = 1 << 40  # far above the agent's own numbers
     status, ack = await _post(
         cloud,
@@ -190,11 +199,7 @@ async def test_a_rollup_whose_computed_mean_rounds_past_its_max_still_lands(
     """Three readings of 0.1 sum to 0.30000000000000004 in floating point, so their mean comes
     out a hair above their max: the cloud keeps the rollup (mean held to [min, max]) instead of
     refusing it, on insert and on merge alike."""
-    state = tmp_path / "state"
-    await paired_state(cloud, state)
-    agent: Agent = await make_agent(**FAST_SYNC)
-    _, device_id = await _farm_with_device(agent)
-    await _mirrored(cloud, device_id)
+    state, _, _, device_id = await _paired_device(cloud, make_agent, tmp_path)
     total = 0.1 + 0.1 + 0.1
     assert total / 3 > 0.1  # the case itself
 
@@ -219,11 +224,7 @@ async def test_a_rollup_the_database_refuses_is_refused_alone_and_the_rest_lands
 ) -> None:
     """One rollup of a batch breaks the table's rule (its min above its max): the cloud refuses
     that record only; the batch's other rollups are stored."""
-    state = tmp_path / "state"
-    await paired_state(cloud, state)
-    agent: Agent = await make_agent(**FAST_SYNC)
-    _, device_id = await _farm_with_device(agent)
-    await _mirrored(cloud, device_id)
+    state, _, _, device_id = await _paired_device(cloud, make_agent, tmp_path)
     high = 1 << 40
     broken = _rollup(high + 1, device_id, 30, 150.0)
     broken = broken.model_copy(update={"data": {**broken.data, "min": 9.5, "max": 1.0}})
@@ -251,11 +252,7 @@ async def test_a_rollup_block_sent_again_in_another_grouping_counts_each_rollup_
 ) -> None:
     """Rollups of one minute in one block are summed; after a lost answer the agent may send
     them again grouped otherwise: each rollup still counts once."""
-    state = tmp_path / "state"
-    await paired_state(cloud, state)
-    agent: Agent = await make_agent(**FAST_SYNC)
-    _, device_id = await _farm_with_device(agent)
-    await _mirrored(cloud, device_id)
+    state, _, _, device_id = await _paired_device(cloud, make_agent, tmp_path)
     high = 1 << 40
     status, _ = await _post(cloud, state, [_rollup_block(device_id, [high + 1, high + 2], 30, 150)])
     assert status == 200
@@ -270,11 +267,7 @@ async def test_a_rollup_block_sent_again_in_another_grouping_counts_each_rollup_
 async def test_a_record_the_cloud_cannot_apply_is_refused_alone_and_the_rest_lands(
     cloud: LiveCloud, make_agent: Any, tmp_path: Path
 ) -> None:
-    state = tmp_path / "state"
-    await paired_state(cloud, state)
-    agent: Agent = await make_agent(**FAST_SYNC)
-    _, device_id = await _farm_with_device(agent)
-    await _mirrored(cloud, device_id)
+    state, _, _, device_id = await _paired_device(cloud, make_agent, tmp_path)
     high = 1 << 40
     good = encode_readings(ReadingBlock(device_id, "probe", [T0, T0 + 1000], [1.5, 2.5]))
     stranger = encode_readings(ReadingBlock(str(uuid.uuid4()), "probe", [T0], [1.0]))
@@ -343,12 +336,10 @@ async def test_a_batch_over_the_clouds_limit_is_split_and_lands(
 async def test_the_outbox_cap_holds_while_readings_keep_arriving(
     cloud: LiveCloud, make_agent: Any, tmp_path: Path
 ) -> None:
-    state = tmp_path / "state"
-    await paired_state(cloud, state)
     cap = 20_000
-    agent: Agent = await make_agent(**FAST_SYNC, outbox_max_bytes=cap)
-    _, device_id = await _farm_with_device(agent)
-    await _mirrored(cloud, device_id)
+    state, agent, _, device_id = await _paired_device(
+        cloud, make_agent, tmp_path, outbox_max_bytes=cap
+    )
     await cloud.stop()
     for chunk in range(8):
         start = T0 + chunk * 600_000
@@ -366,11 +357,9 @@ async def test_the_outbox_cap_holds_while_readings_keep_arriving(
 async def test_compaction_between_out_of_order_priority_sends_keeps_the_ack_advancing(
     cloud: LiveCloud, make_agent: Any, tmp_path: Path
 ) -> None:
-    state = tmp_path / "state"
-    await paired_state(cloud, state)
-    agent: Agent = await make_agent(**FAST_SYNC, outbox_max_bytes=8_000, sync_batch_max_records=50)
-    farm_id, device_id = await _farm_with_device(agent)
-    await _mirrored(cloud, device_id)
+    state, agent, farm_id, device_id = await _paired_device(
+        cloud, make_agent, tmp_path, outbox_max_bytes=8_000, sync_batch_max_records=50
+    )
     await cloud.stop()
     await _write(state / "agent.db", device_id, [T0 + i * 1000 for i in range(900)])
     # Priority records land between bulk readings: each is sent before the readings below it,
@@ -402,11 +391,7 @@ async def test_compaction_between_out_of_order_priority_sends_keeps_the_ack_adva
 async def test_a_stuck_sync_shows_in_healthz_and_raises_an_alert(
     cloud: LiveCloud, make_agent: Any, tmp_path: Path
 ) -> None:
-    state = tmp_path / "state"
-    await paired_state(cloud, state)
-    agent: Agent = await make_agent(**FAST_SYNC)
-    farm_id, device_id = await _farm_with_device(agent)
-    await _mirrored(cloud, device_id)
+    state, agent, farm_id, device_id = await _paired_device(cloud, make_agent, tmp_path)
     # The cloud starts refusing every batch (here: the agent was revoked by mistake).
     await cloud.sql("UPDATE agents SET revoked_at = now()")
     await _write(state / "agent.db", device_id, [T0])

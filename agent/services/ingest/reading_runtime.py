@@ -25,7 +25,6 @@ log = logging.getLogger(__name__)
 
 # Readings older than this are not offered as "the raw value now" to a calibration.
 _LATEST_RAW_MAX_AGE_MS = 5 * 60 * 1000
-_RECORD_TIMEOUT_S = 10.0
 _RECORDER_QUEUE = 50_000
 
 
