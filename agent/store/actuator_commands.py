@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from agent.store.db import Database
@@ -52,6 +53,11 @@ class ActuatorCommandStore:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    def ahead_of_readings(self, max_s: float) -> AbstractContextManager[None]:
+        """While a command is in progress (``max_s`` at most), no reading batch starts: its
+        record is then committed without waiting for one (``Database.ahead_of_bulk``)."""
+        return self._db.ahead_of_bulk(max_s)
 
     async def record(self, command: NewCommand) -> sqlite3.Row:
         """Store a finished command and return its row (one hop on the database's thread)."""

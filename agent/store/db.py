@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager, suppress
 from functools import partial
 from importlib import resources
 from pathlib import Path
@@ -160,6 +161,12 @@ class Database:
         """Large background writes (reading batches), committed once no small write waits."""
         self._others = 0
         """Coroutines waiting for the write lock besides the queued writes."""
+        self._holds = 0
+        self._held_until = 0.0
+        """While blocks of :meth:`ahead_of_bulk` run (until this ``time.monotonic()`` at the
+        latest), no bulk write starts."""
+        self._wake = asyncio.Event()
+        """Set when a small write is queued or a hold ends: a held drainer looks again."""
         self._drainer: asyncio.Task[None] | None = None
         self.generation = 0
         """Count of committed write transactions that may change what a read cache shows (see
@@ -342,8 +349,31 @@ class Database:
         """
         return await self._queue(_Job(partial(_first_row, sql, params), savepoint=False))
 
+    @contextmanager
+    def ahead_of_bulk(self, max_s: float) -> Iterator[None]:
+        """Start no bulk write while the block runs, for ``max_s`` at most: the block's small
+        writes then wait for no reading batch but the one already running.
+
+        For a person's command: its record is written once the device confirms it, a few
+        milliseconds on, and a batch of hundreds of readings begun meanwhile would hold the
+        record's commit for its whole run. The readings wait in their queue (and the broker's).
+        """
+        self._holds += 1
+        self._held_until = max(self._held_until, time.monotonic() + max_s)
+        try:
+            yield
+        finally:
+            self._holds -= 1
+            self._wake.set()
+
+    def _holding(self) -> bool:
+        """Whether bulk writes are held back now (read on the writer's thread too)."""
+        return self._holds > 0 and time.monotonic() < self._held_until
+
     async def _queue(self, job: _Job[T]) -> T:
         (self._bulk if job.bulk else self._queued).append(job)
+        if not job.bulk:
+            self._wake.set()
         if self._drainer is None:
             self._drainer = asyncio.create_task(self._drain())
         # A cancelled caller cancels only its wait: the job still runs (it may already have).
@@ -353,10 +383,20 @@ class Database:
         """Run the queued writes in batches until none is waiting."""
         try:
             while self._queued or self._bulk:
+                if not self._queued and self._holding():
+                    await self._held()
+                    continue
                 async with self._write_lock:
                     await self._run_batches()
         finally:
             self._drainer = None
+
+    async def _held(self) -> None:
+        """Wait while only bulk writes are queued and they are held back."""
+        self._wake.clear()
+        with suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, self._held_until - time.monotonic())):
+                await self._wake.wait()
 
     async def _run_batches(self) -> None:
         """On the writer's thread: take what is queued, run it as a batch, and again after its
@@ -371,8 +411,9 @@ class Database:
 
         def run(conn: sqlite3.Connection) -> None:
             nonlocal group
-            while self._queued or self._bulk:
-                # Small writes first, in a commit of their own; a bulk job only when none waits.
+            while self._queued or (self._bulk and not self._holding()):
+                # Small writes first, in a commit of their own; a bulk job only when none waits
+                # and none is expected (ahead_of_bulk).
                 jobs = _take_all(self._queued) or _take_all(self._bulk)
                 try:
                     outcomes: list[Any] | BaseException = _run_batch(conn, jobs, group is None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -197,4 +197,22 @@ async def test_a_small_write_is_committed_ahead_of_a_queued_bulk_write(db: Datab
     seen_by_bulk = await queued_bulk
     assert ran == ["hold", "small", "bulk"]
     assert seen_by_bulk == [("small",)]  # committed (visible elsewhere) before the bulk work ran
+    assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,)]
+
+
+async def test_held_bulk_writes_wait_for_small_writes_and_not_beyond_the_hold(
+    db: Database,
+) -> None:
+    """While a command holds reading batches back, other small writes still go through, and a
+    device that never answers holds the readings back only for the hold's bound."""
+
+    def insert(id_: int) -> Callable[[sqlite3.Connection], None]:
+        return lambda conn: conn.execute("INSERT INTO notes VALUES (?, 'x' || ?)", (id_, id_))
+
+    with db.ahead_of_bulk(1.0):
+        batch = asyncio.create_task(db.write(insert(1), bulk=True))
+        await db.write(insert(2))
+        assert not batch.done()
+        assert _committed(db, "SELECT id FROM notes") == [(2,)]
+        await asyncio.wait_for(batch, 10)  # the hold lapsed while the block still runs
     assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,)]

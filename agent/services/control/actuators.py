@@ -52,6 +52,10 @@ ACTUATOR_COMMANDS: dict[str, frozenset[str]] = {
 """Command kinds that make sense per device kind; the firmware profile must also encode them."""
 
 _SWITCHES = frozenset({"power", "valve"})
+# How long a command in progress may hold back reading batches, so that its record is committed
+# without waiting for one: a device confirms within milliseconds; a slow one does not stall
+# ingest for the whole command timeout.
+_AHEAD_OF_READINGS_S = 0.25
 
 
 class CommandSender(Protocol):
@@ -140,26 +144,27 @@ class ActuatorService:
             _notify(self._manual, device_id)
         requested_at = self._now()
         outcome: CommandOutcome
-        try:
-            result = await self._sender.send(device_id, command, self._timeout)
-            outcome, detail, observed = result.outcome, result.detail, dict(result.observed)
-        except DeviceUnavailable as err:
-            outcome, detail, observed = "unavailable", str(err), {}
-        stored = await self._store.record(
-            NewCommand(
-                id=str(uuid.uuid4()),
-                device_id=device_id,
-                source=source,
-                requested_by=principal.user_id if principal is not None else None,
-                command=command.kind,
-                value=int(command.value),
-                outcome=outcome,
-                detail=detail,
-                observed=observed,
-                requested_at=iso(requested_at),
-                finished_at=iso(self._now()),
+        with self._store.ahead_of_readings(_AHEAD_OF_READINGS_S):
+            try:
+                result = await self._sender.send(device_id, command, self._timeout)
+                outcome, detail, observed = result.outcome, result.detail, dict(result.observed)
+            except DeviceUnavailable as err:
+                outcome, detail, observed = "unavailable", str(err), {}
+            stored = await self._store.record(
+                NewCommand(
+                    id=str(uuid.uuid4()),
+                    device_id=device_id,
+                    source=source,
+                    requested_by=principal.user_id if principal is not None else None,
+                    command=command.kind,
+                    value=int(command.value),
+                    outcome=outcome,
+                    detail=detail,
+                    observed=observed,
+                    requested_at=iso(requested_at),
+                    finished_at=iso(self._now()),
+                )
             )
-        )
         log.info(
             "device %s: %s command %s=%s %s",
             device_id,

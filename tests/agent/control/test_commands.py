@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from typing import Any
 
-from agent.web.keys import ACTUATORS
+from agent.devices.codec import Command
+from agent.devices.gateway import CommandResult
+from agent.services.control.actuators import ActuatorService
+from agent.store.actuator_commands import ActuatorCommandStore
+from agent.store.db import Database
+from agent.store.devices import DeviceStore
+from agent.web.keys import ACTUATORS, DATABASE, DEVICES
 from tests.agent.control.conftest import Rig
 from tests.agent.devices_api.conftest import create_farm, error_of, login_as, register
 from tests.conftest import Agent
@@ -142,3 +150,48 @@ async def test_a_manual_command_tells_the_manual_listeners_first(rig: Rig) -> No
     rig.agent.client.app[ACTUATORS].add_manual_listener(heard.append)
     await _command(rig, fan_id, {"kind": "fan_speed", "value": 10})
     assert heard == [fan_id]
+
+
+class _ReadingsArriveMeanwhile:
+    """A device that confirms after a round trip during which a reading batch was queued, as
+    a flood's next batch is; the batch counts the command records committed before it ran."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self.batch: asyncio.Task[int] | None = None
+
+    async def send(self, device_id: str, command: Command, timeout: float) -> CommandResult:  # noqa: ASYNC109
+        self.batch = asyncio.create_task(self._db.write(_count_commands, bulk=True))
+        await asyncio.sleep(0.05)  # the device's round trip: the database's writer is free
+        return CommandResult("confirmed", {"power": True}, {"power": True})
+
+
+def _count_commands(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM actuator_commands").fetchone()[0])
+
+
+async def test_a_command_is_recorded_before_a_reading_batch_queued_while_it_ran(
+    agent: Agent,
+) -> None:
+    """A person's command is answered once its record is committed; a batch of readings that
+    came in while the device was confirming waits for it (it would otherwise hold the record
+    back for its whole run, hundreds of readings)."""
+    farm_id = await create_farm(agent)
+    body = {
+        "name": "Fan",
+        "kind": "fan",
+        "farm_id": farm_id,
+        "profile": "esphome-fan",
+        "address": {"transport": "mqtt", "topic_base": "flooded"},
+    }
+    fan_id = (await register(agent, body))["id"]
+    app = agent.client.app
+    db = app[DATABASE]
+    device = _ReadingsArriveMeanwhile(db)
+    actuators = ActuatorService(
+        app[DEVICES], DeviceStore(db), ActuatorCommandStore(db), device, timeout=1.0
+    )
+    record = await actuators.command(None, fan_id, Command("power", True), source="schedule")
+    assert record.outcome == "confirmed"
+    assert device.batch is not None
+    assert await device.batch == 1  # the record was committed before the batch ran
