@@ -12,15 +12,18 @@ from agent.services.hub.discovery import HaDiscovery
 from agent.services.hub.discovery_configs import DiscoveryTopics
 from agent.settings import AgentSettings
 from agent.store.devices import DeviceStore
-from agent.web.keys import ACTUATORS, DATABASE, DEVICE_RUNTIME, DEVICES, EVENT_HUB
+from agent.web.keys import ACTUATORS, DATABASE, DEVICE_RUNTIME, DEVICES, EVENT_HUB, READINGS
 from agent.wiring.context import CleanupContext
 from protocol.live.outbox import Stream
 from protocol.version import distribution_version
 
 __all__ = ["agent_status_messages", "discovery_topics", "hub_context"]
 
-# Readings and states waiting to be relayed to Home Assistant; beyond it some are dropped.
+# States waiting to be relayed to Home Assistant; beyond it some are dropped.
 _RELAY_QUEUE = 1000
+# Committed readings waiting to be folded into the newest value per series (a commit delivers
+# up to a few thousand at once); beyond it some are dropped.
+_RELAY_READINGS_QUEUE = 10_000
 
 
 def discovery_topics(settings: AgentSettings) -> DiscoveryTopics:
@@ -61,17 +64,17 @@ def hub_context(settings: AgentSettings) -> CleanupContext:
             origin={"name": "farm-agent", "sw_version": distribution_version()},
         )
         registry, events = app[DEVICES], app[EVENT_HUB]
+        readings = app[READINGS].writer.subscribe(_RELAY_READINGS_QUEUE)
         await discovery.start(
             await registry.bindings(),
-            [
-                events.subscribe(Stream.SENSOR_DATA, _RELAY_QUEUE),
-                events.subscribe(Stream.DEVICE_EVENTS, _RELAY_QUEUE),
-            ],
+            [events.subscribe(Stream.DEVICE_EVENTS, _RELAY_QUEUE)],
+            readings,
         )
         registry.add_listener(discovery)
         try:
             yield
         finally:
             await discovery.stop()
+            readings.close()
 
     return hub

@@ -31,6 +31,7 @@ from agent.services.hub.discovery_configs import (
     command_topics,
     device_configs,
 )
+from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from protocol.errors import ApiError
 from protocol.identity import Principal
 from protocol.live.outbox import Missed, Outbox
@@ -115,8 +116,14 @@ class HaDiscovery:
 
     # Lifecycle ---------------------------------------------------------------------------------
 
-    async def start(self, bindings: Iterable[DeviceBinding], relay: Iterable[Outbox]) -> None:
-        """Advertise ``bindings``, listen to Home Assistant, relay what ``relay`` carries."""
+    async def start(
+        self,
+        bindings: Iterable[DeviceBinding],
+        relay: Iterable[Outbox],
+        readings: ReadingSubscription | None = None,
+    ) -> None:
+        """Advertise ``bindings``, listen to Home Assistant, relay the reported states that
+        ``relay`` carries and the committed ``readings``."""
         for binding in bindings:
             await self.device_bound(binding)
         await self._side.listen([self.topics.hub_status], self._hub_status)
@@ -124,6 +131,10 @@ class HaDiscovery:
         self._relays = [
             asyncio.create_task(self._relay(outbox), name="ha-discovery-relay") for outbox in relay
         ]
+        if readings is not None:
+            self._relays.append(
+                asyncio.create_task(self._relay_readings(readings), name="ha-discovery-readings")
+            )
 
     async def stop(self) -> None:
         """Stop relaying and cancel commands still waiting for their device."""
@@ -212,34 +223,43 @@ class HaDiscovery:
             await self._connected()
 
     async def _relay(self, outbox: Outbox) -> None:
-        """Relay committed readings and reported states to the entities' state topics.
-
-        The state topics are retained, so only the newest value of each counts: reported states
-        go out at once, readings at most once per ``READING_RELAY_INTERVAL_S`` per topic (the
-        newest one). A burst of readings (a broker handing over a session's backlog, a catch-up)
-        then costs Home Assistant and the agent one publish per series, not one per reading.
-        """
-        loop = asyncio.get_running_loop()
-        readings: dict[str, str] = {}
-        flush_at = loop.time()
+        """Relay reported states to the entities' state topics as they come."""
         while True:
-            if readings:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout_at(flush_at):
-                        await outbox.wait()
-            else:
-                await outbox.wait()
+            await outbox.wait()
             states: dict[str, str] = {}
             while (event := outbox.get_nowait()) is not None:
                 if isinstance(event, Missed) or event.device_id not in self._devices:
                     continue
-                latest = readings if event.type == "reading" else states
                 for field, value in _state_values(event.type, event.data).items():
-                    latest[self.topics.state(event.device_id, field)] = value
+                    states[self.topics.state(event.device_id, field)] = value
             for topic, value in states.items():
                 await self._publish(OutgoingMessage(topic, value, qos=0, retain=True))
-            if readings and loop.time() >= flush_at:
-                due, readings = readings, {}
+
+    async def _relay_readings(self, readings: ReadingSubscription) -> None:
+        """Relay committed readings to the entities' state topics.
+
+        The state topics are retained, so only the newest value of each counts: at most one
+        publish per topic every ``READING_RELAY_INTERVAL_S`` (the newest reading). A burst of
+        readings (a broker handing over a session's backlog, a catch-up) then costs Home
+        Assistant and the agent one publish per series, not one per reading. The readings come
+        straight from the writer: under a flood, a stream event built per reading only to be
+        folded here cost more than the relay itself.
+        """
+        loop = asyncio.get_running_loop()
+        latest: dict[str, str] = {}
+        flush_at = loop.time()
+        while True:
+            reading: CommittedReading | None = None
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(flush_at if latest else None):
+                    reading = await readings.get()
+            while reading is not None:
+                if reading.device_id in self._devices:
+                    topic = self.topics.state(reading.device_id, reading.metric)
+                    latest[topic] = str(reading.value)
+                reading = readings.get_nowait()
+            if latest and loop.time() >= flush_at:
+                due, latest = latest, {}
                 for count, (topic, value) in enumerate(due.items(), 1):
                     await self._publish(OutgoingMessage(topic, value, qos=0, retain=True))
                     # A QoS 0 publish is written at once and never suspends: a farm's thousand
@@ -301,9 +321,7 @@ def _command_value(kind: CommandKind, payload: bytes) -> bool | int:
 
 
 def _state_values(event_type: str, data: Mapping[str, Any]) -> dict[str, str]:
-    """The state topics' payloads an event updates: a reading's value, or reported states."""
-    if event_type == "reading":
-        return {str(data["metric"]): str(data["value"])}
+    """The state topics' payloads a device event updates: its reported states."""
     if event_type == "status-update" and data.get("event") == "state":
         return {
             str(field): (ON if value else OFF) if isinstance(value, bool) else str(value)

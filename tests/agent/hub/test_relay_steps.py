@@ -13,9 +13,8 @@ from agent.devices.profiles import load_profiles
 from agent.services.devices.registry import DeviceBinding
 from agent.services.hub.discovery import Commander, HaDiscovery
 from agent.services.hub.discovery_configs import DiscoveryTopics
-from agent.services.live.hub import EventHub
+from agent.services.readings.listeners import CommittedReading, ListenerSet
 from agent.settings import DEFAULT_PROFILES_DIR
-from protocol.live.outbox import Stream, StreamEvent
 
 SENSORS = 200
 
@@ -67,8 +66,8 @@ async def test_a_flush_of_many_series_lets_the_farm_s_requests_run_between_publi
         DeviceBinding(device, "farm", "sensor", profile, f"farm/{device}", {}, None, {})
         for device in ids
     ]
-    events = EventHub()
-    await discovery.start(bindings, [events.subscribe(Stream.SENSOR_DATA, 10 * SENSORS)])
+    listeners = ListenerSet()
+    await discovery.start(bindings, [], listeners.subscribe(10 * SENSORS))
 
     async def other_work() -> None:
         while True:
@@ -77,18 +76,10 @@ async def test_a_flush_of_many_series_lets_the_farm_s_requests_run_between_publi
 
     other = asyncio.create_task(other_work())
     try:
-        for device in ids:
-            events.publish(
-                StreamEvent(
-                    stream=Stream.SENSOR_DATA,
-                    type="reading",
-                    farm_id="farm",
-                    data={"device_id": device, "metric": "temperature", "value": 21.5},
-                    at=datetime.now(UTC),
-                    device_id=device,
-                    metric="temperature",
-                )
-            )
+        now_ms = int(datetime.now(UTC).timestamp() * 1000)
+        listeners.deliver(
+            CommittedReading(device, "temperature", "C", now_ms, 21.5) for device in ids
+        )
         await asyncio.wait_for(publisher.relayed.wait(), 10)
     finally:
         other.cancel()
