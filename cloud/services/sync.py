@@ -81,7 +81,9 @@ class SyncService:
         self._clock = clock
 
     async def _agent_key(self, agent_id: UUID) -> Ed25519PublicKey:
-        async with self._db.as_system() as conn:
+        # One statement, one round trip (no transaction around it); the apply's transaction
+        # checks the agent again under its lock.
+        async with self._db.statements_as_system() as conn:
             raw = await conn.fetchval(
                 "SELECT public_key FROM agents"
                 " WHERE id = $1 AND paired_at IS NOT NULL AND revoked_at IS NULL",
@@ -137,9 +139,8 @@ class SyncService:
                 )
             stored = await sync_agents.add_coverage(conn, agent_id, [])
             acked, pending = advance(int(agent["acked_seq"]), [*stored, *batch.ranges])
-            await sync_agents.set_progress(conn, agent_id, acked, pending)
             cutoff = datetime.now(UTC) - timedelta(seconds=2 * self._max_skew_s)
-            await sync_agents.prune_batches(conn, cutoff)
+            await sync_agents.set_progress(conn, agent_id, acked, pending, cutoff)
             # Delivered to every process's stream clients only once this transaction commits.
             counts = {stream.value: n for stream, n in missed_by_stream(live.events).items()}
             await live_feed.announce(conn, live.events, counts)
