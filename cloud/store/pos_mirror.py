@@ -20,6 +20,7 @@ __all__ = [
     "MirrorRow",
     "advance_cursor",
     "cursors",
+    "insert_new_objects",
     "list_objects",
     "location_ids",
     "mark_deleted",
@@ -108,6 +109,46 @@ def _one_per_object(rows: Sequence[MirrorRow | None]) -> list[MirrorRow | None]:
     return [row if n in positions else None for n, row in enumerate(rows)]
 
 
+_WRITE = """
+    INSERT INTO pos_objects AS t (config_id, owner_id, resource, object_id, location_id,
+                                  created_at, updated_at, deleted, data, synced_at)
+    SELECT $1, $2, $3, r.object_id, r.location_id, r.created_at, r.updated_at, false,
+           r.data, now()
+    FROM ROWS FROM (json_array_elements($4::text::json),
+                    json_array_elements_text($5::text::json),
+                    json_array_elements_text($6::text::json),
+                    unnest($7::timestamptz[]), unnest($8::timestamptz[]))
+         AS r (data, object_id, location_id, created_at, updated_at)
+    WHERE r.object_id IS NOT NULL
+"""
+_UPSERT = (
+    _WRITE
+    + """
+    ON CONFLICT (config_id, resource, object_id) DO UPDATE
+    SET location_id = excluded.location_id, created_at = excluded.created_at,
+        updated_at = excluded.updated_at, deleted = false, data = excluded.data,
+        synced_at = now()
+    WHERE t.updated_at IS NULL OR excluded.updated_at IS NULL
+       OR excluded.updated_at >= t.updated_at
+"""
+)
+
+
+def _arguments(
+    config_id: UUID, owner_id: UUID, resource: str, columns: MirrorColumns
+) -> tuple[Any, ...]:
+    return (
+        config_id,
+        owner_id,
+        resource,
+        columns.source,
+        columns.object_ids,
+        columns.location_ids,
+        columns.created_at,
+        columns.updated_at,
+    )
+
+
 async def upsert_objects(
     conn: Connection,
     config_id: UUID,
@@ -120,34 +161,30 @@ async def upsert_objects(
     columns = rows if isinstance(rows, MirrorColumns) else MirrorColumns.of(rows)
     if not columns:
         return
-    await conn.execute(
-        """
-        INSERT INTO pos_objects AS t (config_id, owner_id, resource, object_id, location_id,
-                                      created_at, updated_at, deleted, data, synced_at)
-        SELECT $1, $2, $3, r.object_id, r.location_id, r.created_at, r.updated_at, false,
-               r.data, now()
-        FROM ROWS FROM (json_array_elements($4::text::json),
-                        json_array_elements_text($5::text::json),
-                        json_array_elements_text($6::text::json),
-                        unnest($7::timestamptz[]), unnest($8::timestamptz[]))
-             AS r (data, object_id, location_id, created_at, updated_at)
-        WHERE r.object_id IS NOT NULL
-        ON CONFLICT (config_id, resource, object_id) DO UPDATE
-        SET location_id = excluded.location_id, created_at = excluded.created_at,
-            updated_at = excluded.updated_at, deleted = false, data = excluded.data,
-            synced_at = now()
-        WHERE t.updated_at IS NULL OR excluded.updated_at IS NULL
-           OR excluded.updated_at >= t.updated_at
-        """,
-        config_id,
-        owner_id,
-        resource,
-        columns.source,
-        columns.object_ids,
-        columns.location_ids,
-        columns.created_at,
-        columns.updated_at,
-    )
+    await conn.execute(_UPSERT, *_arguments(config_id, owner_id, resource, columns))
+
+
+async def insert_new_objects(
+    conn: Connection,
+    config_id: UUID,
+    owner_id: UUID,
+    resource: str,
+    columns: MirrorColumns,
+) -> bool:
+    """Insert objects the mirror is expected not to hold yet (a resource's first pull) without
+    ``ON CONFLICT``, whose check of every row before its insertion was a quarter of a page's
+    write; ``False``, with nothing written, when one of them is there already (an object a
+    webhook event brought, a page fetched again after a crash): the caller then upserts them.
+    Must run in a transaction (the attempt is rolled back to a savepoint)."""
+    if not columns:
+        return True
+    await conn.execute("SAVEPOINT pos_new_objects")
+    try:
+        await conn.execute(_WRITE, *_arguments(config_id, owner_id, resource, columns))
+    except asyncpg.UniqueViolationError:
+        await conn.execute("ROLLBACK TO SAVEPOINT pos_new_objects")
+        return False
+    return True
 
 
 async def mark_deleted(conn: Connection, config_id: UUID, resource: str, object_id: str) -> None:
