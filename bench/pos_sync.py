@@ -14,7 +14,9 @@ late answer also delays the next sends' figures (no coordinated omission): the p
 sees at that rate.
 
 The fake provider and the cloud (`farm-cloud run`) are separate processes on a private
-PostgreSQL cluster; the load generator and the bare loop run in this process.
+PostgreSQL cluster; the load generator and the bare loop run in this process. The CPU time the
+provider, the cloud and PostgreSQL spent in the sync, per 1,000 orders, is printed too: on a
+shared machine the ratio follows the other load, that figure far less.
 
     .venv/bin/python -m bench.pos_sync [--orders 100000] [--events 5000] [--connections 20]
         [--paced-rate 500]
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -37,6 +40,7 @@ from pathlib import Path
 
 import aiohttp
 import asyncpg
+import psutil
 from aiohttp import web
 
 from bench.support import ROOT, free_port, request_json, rss_mb, wait_http
@@ -95,6 +99,39 @@ def _wait_fake(url: str) -> None:
     raise SystemExit("the fake provider did not come up")
 
 
+def cpu_seconds(pid: int, *, tree: bool = False) -> float:
+    """User and system CPU seconds of a process so far; with ``tree``, of its children too
+    (PostgreSQL's postmaster: every backend, those gone included)."""
+    process = psutil.Process(pid)
+    times = process.cpu_times()
+    total = times.user + times.system
+    if tree:
+        total += times.children_user + times.children_system
+        for child in process.children():
+            # One ended meanwhile is counted among the parent's children's times.
+            with contextlib.suppress(psutil.Error):
+                child_times = child.cpu_times()
+                total += child_times.user + child_times.system
+    return total
+
+
+class CpuSpent:
+    """CPU seconds of the provider, the cloud and PostgreSQL from ``start`` to ``stop``: what
+    a page costs each, a figure the machine's other load changes far less than the ratio."""
+
+    def __init__(self, provider: int, cloud: int) -> None:
+        self._pids = {"provider": (provider, False), "cloud": (cloud, False)}
+        self.seconds: dict[str, float] = {}
+
+    def start(self, postmaster: int) -> None:
+        self._pids["postgres"] = (postmaster, True)
+        self.seconds = {k: -cpu_seconds(pid, tree=t) for k, (pid, t) in self._pids.items()}
+
+    def stop(self) -> None:
+        for key, (pid, tree) in self._pids.items():
+            self.seconds[key] += cpu_seconds(pid, tree=tree)
+
+
 async def _bare_download(fake_url: str) -> tuple[int, float]:
     """Every page of the orders, as the sync asks for them, downloaded and decoded only."""
     resource = RESOURCES["orders"]
@@ -134,9 +171,12 @@ class MemoryWatch:
         self._thread.join()
 
 
-async def _cloud_sync(cloud_url: str, cloud_pid: int, dsn: str) -> tuple[int, float, float]:
+async def _cloud_sync(
+    cloud_url: str, cloud_pid: int, dsn: str, cpu: CpuSpent
+) -> tuple[int, float, float]:
     """Create, activate and sync a configuration; records, seconds (the job's own timings) and
-    the cloud's peak RSS in MB."""
+    the cloud's peak RSS in MB; ``cpu`` gets the CPU seconds from the sync's request to its
+    end (the status polls included)."""
     conn = await asyncpg.connect(dsn)
     try:
         await conn.execute(
@@ -144,6 +184,7 @@ async def _cloud_sync(cloud_url: str, cloud_pid: int, dsn: str) -> tuple[int, fl
             " 'farm_manager')",
             hash_password(PASSWORD),
         )
+        postmaster = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()")).ppid()
     finally:
         await conn.close()
     async with aiohttp.ClientSession(raise_for_status=True) as session:
@@ -161,6 +202,7 @@ async def _cloud_sync(cloud_url: str, cloud_pid: int, dsn: str) -> tuple[int, fl
         }
         async with session.post(cloud_url + "/api/v1/pos/configs", json=body, headers=auth) as r:
             config = await r.json()
+        cpu.start(postmaster)
         with MemoryWatch(cloud_pid) as memory:
             path = f"/api/v1/pos/sync/orders/{config['id']}"
             async with session.post(cloud_url + path, headers=auth) as resp:
@@ -172,6 +214,7 @@ async def _cloud_sync(cloud_url: str, cloud_pid: int, dsn: str) -> tuple[int, fl
                 if job["state"] in ("succeeded", "failed"):
                     break
                 await asyncio.sleep(0.1)
+        cpu.stop()
     if job["state"] != "succeeded":
         raise SystemExit(f"the sync job failed: {job['error']}")
     began = datetime_of(job["started_at"])
@@ -328,8 +371,9 @@ async def main(orders: int, events: int, connections: int, paced_rate: float) ->
             cloud = _spawn(["run"], env)
             wait_http(cloud_url + "/health", 120)
             bare_records, bare_s = await _bare_download(fake_url)
+            cpu = CpuSpent(fake.pid, cloud.pid)
             sync_records, sync_s, peak_mb = await _cloud_sync(
-                cloud_url, cloud.pid, cluster.dsn(TEMPLATE)
+                cloud_url, cloud.pid, cluster.dsn(TEMPLATE), cpu
             )
             bodies = _events(events, "MLFAKE0001")
             bare_rate, bare_lat, bare_paced = await _bare_webhook(bodies, connections, paced_rate)
@@ -350,6 +394,12 @@ async def main(orders: int, events: int, connections: int, paced_rate: float) ->
     print(f"sync into the mirror:  {synced:,.0f} records/s ({sync_s:.1f} s)")
     print(f"ratio sync / bare:     {synced / bare:.1%} (target >= 50%)")
     print(f"cloud memory (RSS):    peak {peak_mb:.0f} MB during the sync (target <= 150 MB)")
+    per_page = 1000 * 1000 / max(1, sync_records)  # ms a 1,000-order page
+    print(
+        "sync CPU per 1,000:    "
+        + ", ".join(f"{k} {v * per_page:.1f} ms" for k, v in cpu.seconds.items())
+        + f" (load average {os.getloadavg()[0]:.1f})"
+    )
     print(
         f"webhook bare handler:  {bare_rate:,.0f} events/s,"
         f" p50 {statistics.median(bare_lat):.1f} ms,"
