@@ -19,11 +19,12 @@ from agent.ops.doctor import diagnose, render
 from agent.ops.install import InstallError, install, uninstall
 from agent.ops.serve import StartupFailed, serve
 from agent.ops.systemd_notify import notifier_from_environment, watchdog_interval
-from agent.process_memory import freeze_startup_objects, periodic_trim, tune_malloc
+from agent.process_memory import periodic_trim, tune_malloc
 from agent.settings import AgentSettings
 from agent.sync.pairing import PairingFailed, pair
 from agent.web.keys import HEALTH as HEALTH_KEY
 from protocol.logs import configure_logging
+from protocol.startup_heap import freeze_startup_objects
 from protocol.version import distribution_version
 
 __all__ = ["main"]

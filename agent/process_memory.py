@@ -1,4 +1,5 @@
-"""The agent process's memory: glibc malloc tuning, periodic trimming, and a frozen start-up heap.
+"""The agent process's memory: glibc malloc tuning and periodic trimming (its start-up heap is
+frozen by protocol/startup_heap.py, as the cloud's is).
 
 A Raspberry Pi with 1 GB runs the agent beside other services, so memory the agent has freed
 should go back to the system rather than stay resident. Everything here is a no-op where the C
@@ -10,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
-import gc
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -19,7 +19,7 @@ from aiohttp import web
 
 from protocol.tasks import cancel_and_wait
 
-__all__ = ["freeze_startup_objects", "periodic_trim", "tune_malloc"]
+__all__ = ["periodic_trim", "tune_malloc"]
 
 log = logging.getLogger(__name__)
 
@@ -49,29 +49,6 @@ def tune_malloc(arenas: int = 2, mmap_threshold: int = 1024 * 1024) -> None:
     if libc is not None:
         libc.mallopt(_M_ARENA_MAX, arenas)
         libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold)
-
-
-# Full collections only after this many young-generation (gen-1) collections, not the default
-# 10 (``gc.set_threshold``'s third value).
-_FULL_COLLECTION_EVERY = 100
-
-
-async def freeze_startup_objects(_: web.Application) -> None:
-    """Move everything built at start-up out of the garbage collector's sight (``gc.freeze``),
-    and make full collections rarer.
-
-    The modules, models and services live as long as the process; scanning them in every full
-    collection paused the event loop for up to ~50 ms under stream load, which a live reading
-    then waited out. Under a flood of readings, the objects in flight (messages and readings
-    waiting for their commit) outlive the young generations and fill the old one, so a full
-    collection still came every second or so and paused the loop for up to ~100 ms; with the
-    start-up heap frozen, CPython's own brake on full collections (a quarter of the old
-    generation must be new) no longer holds them back.
-    """
-    gc.collect()
-    gc.freeze()
-    young, middle, _full = gc.get_threshold()
-    gc.set_threshold(young, middle, _FULL_COLLECTION_EVERY)
 
 
 def periodic_trim(interval_s: float) -> Callable[[web.Application], AsyncIterator[None]]:

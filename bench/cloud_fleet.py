@@ -9,15 +9,20 @@ tenth of the agents first a backlog of ``--backlog-hours`` offline (batches of a
 readings, the agent's own cap). An agent uploads its batches in order, one at a time, like the
 real uploader; agents run concurrently, sent to the processes in turn (a round-robin balancer).
 
+The history for the read (a year of humidity on some of the first agent's sensors; the fleet
+uploads temperatures) is generated in PostgreSQL (see ``_seed_history``) before the upload, so
+that the year is read while the fleet uploads: one request a second from the upload's start to
+its end, from a process of its own (``ReaderProcess``).
+
 The baseline COPYs ``--copy-readings`` of the same readings (all of them if fewer; a day's
-backlog for a tenth of 200 agents is 86 million) into the same emptied table, triggers (the
-rollups, the devices' check) included, over as many connections as the upload has batches in
-flight, timed from first to last with the rows made beforehand. The history for the read (a
-year of humidity on some of the first agent's sensors; the fleet uploads temperatures) is
-generated in PostgreSQL (see ``_seed_history``) before the upload, so that the year is read
-while the fleet uploads: one request a second from the upload's start to its end, from a
-process of its own (``ReaderProcess``). The upload so writes into tables that already hold the
-history, and COPY into emptied ones.
+backlog for a tenth of 200 agents is 86 million) into the same tables in the state the upload
+met: once the upload is measured, what it wrote is deleted again (the fleet's readings, and
+every rollup of the fleet's metric: nothing else in the cloud is of that metric) and the tables
+it touched vacuumed, so the COPY also writes into tables holding the history, with the same
+triggers (the rollups, the devices' check), sent as the upload sends them (an agent's batches
+in order, one at a time; as many at once as the upload has in flight, each on a connection of
+its own), timed from first to last with the rows made beforehand. If anything, the COPY gains:
+the index pages the upload split are there, emptied, for the same keys.
 
 Prints aggregate readings/s, COPY readings/s and their ratio (target >= 50 %), batch apply
 latency p50/p99, readings lost and doubled (0 and 0), and the median and p99 of
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import multiprocessing
@@ -50,6 +56,7 @@ from typing import Any
 
 import aiohttp
 import asyncpg
+import psutil
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bench.support import free_port, wait_http
@@ -164,6 +171,55 @@ class Fleet:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+class CpuMeter:
+    """CPU seconds (user and system) spent by the cloud processes, by PostgreSQL (the
+    postmaster and every backend, those gone included) and by this process (the simulated
+    agents' signing and compression) since the meter was made: where a run's time went."""
+
+    def __init__(self, fleet: Fleet, postmaster: int) -> None:
+        self._clouds = [psutil.Process(proc.pid) for proc in fleet.procs]
+        self._postgres = psutil.Process(postmaster)
+        self._bench = psutil.Process()
+        self._start = self.now()
+
+    def now(self) -> tuple[float, float, float]:
+        """(cloud, PostgreSQL, bench) CPU seconds so far."""
+        cloud = sum(_cpu(p.cpu_times()) for p in self._clouds)
+        times = self._postgres.cpu_times()
+        postgres = _cpu(times) + times.children_user + times.children_system
+        for child in self._postgres.children():
+            # One ended meanwhile is counted among the postmaster's children's times.
+            with contextlib.suppress(psutil.Error):
+                postgres += _cpu(child.cpu_times())
+        return cloud, postgres, _cpu(self._bench.cpu_times())
+
+    def spent(self) -> tuple[float, float, float]:
+        """(cloud, PostgreSQL, bench) CPU seconds since the meter was made."""
+        now = self.now()
+        return now[0] - self._start[0], now[1] - self._start[1], now[2] - self._start[2]
+
+
+def _cpu(times: Any) -> float:
+    return float(times.user + times.system)
+
+
+async def _postmaster(cluster: PostgresCluster) -> int:
+    """The PostgreSQL server's process id (the parent of every backend)."""
+    conn = await asyncpg.connect(cluster.dsn(DATABASE), timeout=30)
+    try:
+        return psutil.Process(await conn.fetchval("SELECT pg_backend_pid()")).ppid()
+    finally:
+        await conn.close()
+
+
+def _print_cpu(what: str, spent: tuple[float, float, float], wall: float, readings: int) -> None:
+    cloud, postgres, bench = spent
+    per = 1e6 / max(1, readings)
+    print(f"CPU ({what}, {wall:.1f} s wall): cloud processes {cloud:.1f} s, PostgreSQL "
+          f"{postgres:.1f} s, agents {bench:.1f} s; per reading {cloud * per:.1f} / "
+          f"{postgres * per:.1f} / {bench * per:.1f} us", flush=True)  # fmt: skip
 
 
 async def _database(cluster: PostgresCluster) -> None:
@@ -283,50 +339,85 @@ def _rows(plan: Plan, start_ms: int, per_device: int) -> list[tuple[Any, ...]]:
     return rows
 
 
-def _sample(plans: list[Plan], readings: int) -> list[list[tuple[Any, ...]]]:
+def _sample(plans: list[Plan], readings: int) -> list[list[list[tuple[Any, ...]]]]:
     """At least ``readings`` of the uploaded readings (all of them if fewer), as COPY batches
     of the upload's batches, taken from the agents in turn (backlog and live mixed as in the
-    upload)."""
-    batches: list[list[tuple[Any, ...]]] = []
+    upload): per agent, its batches in order."""
+    batches: list[list[list[tuple[Any, ...]]]] = [[] for _ in plans]
     taken = 0
     for turn in itertools.zip_longest(*(p.batches for p in plans)):
-        for plan, batch in zip(plans, turn, strict=True):
+        for n, (plan, batch) in enumerate(zip(plans, turn, strict=True)):
             if batch is not None and taken < readings:
-                batches.append(_rows(plan, *batch))
-                taken += len(batches[-1])
-    return batches
+                batches[n].append(_rows(plan, *batch))
+                taken += len(batches[n][-1])
+    return [agent for agent in batches if agent]
+
+
+async def _remove_upload(cluster: PostgresCluster, since: datetime) -> None:
+    """Delete what the upload wrote into the readings (the fleet's metric from ``since`` on,
+    and its rollups) and vacuum the tables it wrote, so that they are again in the state the
+    upload met: holding the history, with room for the same rows."""
+    conn = await asyncpg.connect(cluster.dsn(DATABASE), timeout=30)
+    try:
+        await conn.execute(
+            "DELETE FROM readings WHERE metric = $1 AND ts >= $2", FLEET_METRIC, since, timeout=3600
+        )
+        await conn.execute(
+            "DELETE FROM reading_rollups WHERE metric = $1", FLEET_METRIC, timeout=3600
+        )
+        # The partitions the upload wrote (months from its first reading on), not the history's
+        # older ones, which neither touched.
+        partitions = await conn.fetchval(
+            "SELECT array_agg(DISTINCT 'readings_' || to_char(m, 'YYYYMM'))"
+            " FROM generate_series(date_trunc('month', $1::timestamptz, 'UTC'), now(),"
+            " interval '1 month') AS m",
+            since,
+        )
+        for name in partitions:
+            if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", name):
+                await conn.execute(f'VACUUM "{name}"', timeout=3600)
+        await conn.execute("VACUUM readings_default, reading_rollups", timeout=3600)
+    finally:
+        await conn.close()
 
 
 async def _copy_baseline(
-    cluster: PostgresCluster, batches: list[list[tuple[Any, ...]]], concurrency: int
+    cluster: PostgresCluster, agents: list[list[list[tuple[Any, ...]]]], concurrency: int
 ) -> tuple[float, int]:
-    """COPY ``batches`` into the same (emptied) table, rollup and device-check triggers
-    included, over as many connections at once as the upload has batches in flight; the wall
-    time of the whole and the readings copied. The rows are made beforehand, so only
-    PostgreSQL's work (and asyncpg's binary encoding) is timed."""
+    """COPY each agent's batches into the readings table as the upload met it (see
+    ``_remove_upload``), rollup and device-check triggers included, as the upload sends them:
+    an agent's batches in order, one at a time (two at once would upsert the same rollups and
+    could deadlock, which the agent's lock rules out for the upload), and as many at once as
+    the upload has in flight, each on a connection of its own; the wall time of the whole and
+    the readings copied. The rows are made beforehand, so only PostgreSQL's work (and asyncpg's
+    binary encoding) is timed."""
+    idle: asyncio.Queue[asyncpg.Connection] = asyncio.Queue()
     conns = [await asyncpg.connect(cluster.dsn(DATABASE), timeout=30) for _ in range(concurrency)]
     try:
-        await conns[0].execute("TRUNCATE readings, reading_rollups")
-        queue: asyncio.Queue[list[tuple[Any, ...]]] = asyncio.Queue()
-        for rows in batches:
-            queue.put_nowait(rows)
+        for conn in conns:
+            idle.put_nowait(conn)
 
-        async def copier(conn: asyncpg.Connection) -> None:
-            while not queue.empty():
-                await conn.copy_records_to_table(
-                    "readings",
-                    records=queue.get_nowait(),
-                    columns=["device_id", "metric", "ts", "farm_id", "agent_id", "value", "unit"],
-                    timeout=600,
-                )
+        async def agent_run(batches: list[list[tuple[Any, ...]]]) -> None:
+            for rows in batches:
+                conn = await idle.get()
+                try:
+                    await conn.copy_records_to_table(
+                        "readings",
+                        records=rows,
+                        columns=["device_id", "metric", "ts", "farm_id", "agent_id", "value",
+                                 "unit"],
+                        timeout=600,
+                    )  # fmt: skip
+                finally:
+                    idle.put_nowait(conn)
 
         started = time.perf_counter()
-        await asyncio.gather(*(copier(conn) for conn in conns))
+        await asyncio.gather(*(agent_run(batches) for batches in agents))
         elapsed = time.perf_counter() - started
     finally:
         for conn in conns:
             await conn.close()
-    return elapsed, sum(len(rows) for rows in batches)
+    return elapsed, sum(len(rows) for batches in agents for rows in batches)
 
 
 # One sensor-month of the seeded history (30 days of a reading every 10 s) and its rollups, in
@@ -538,14 +629,18 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"history: {args.history:,} readings in the cloud before the upload "
                       f"({len(sensors)} sensors with a year each)", flush=True)  # fmt: skip
                 reader = YearReader(fleet.urls(), token, sensors)
+                postmaster = await _postmaster(cluster)
+                meter = CpuMeter(fleet, postmaster)
                 elapsed, latencies, acked, loaded = await _upload(
                     session, fleet, plans, args.concurrency, reader
                 )
+                upload_cpu = meter.spent()
                 rate = acked / elapsed
                 print(
                     f"upload:          {rate:,.0f} readings/s ({acked:,} in {elapsed:.1f} s)",
                     flush=True,
                 )
+                _print_cpu("the upload", upload_cpu, elapsed, acked)
                 print(f"batch apply: p50 {_pct(latencies, 0.5) * 1000:.0f} ms, "
                       f"p99 {_pct(latencies, 0.99) * 1000:.0f} ms over {len(latencies):,} "
                       "batches", flush=True)  # fmt: skip
@@ -558,10 +653,14 @@ async def main(args: argparse.Namespace) -> None:
                 quiet = await ReaderProcess(reader, args.reads, 0.0).result()
                 _print_reads(f"after it, {args.history + stored:,} readings in the cloud", quiet)
                 sample = _sample(plans, args.copy_readings)
+                await _remove_upload(cluster, since)
+                meter = CpuMeter(fleet, postmaster)
                 copy_s, copied = await _copy_baseline(cluster, sample, args.concurrency)
+                copy_cpu = meter.spent()
                 copy_rate = copied / copy_s
                 print(f"PostgreSQL COPY: {copy_rate:,.0f} readings/s ({copied:,} of the same "
-                      f"readings, same table, {args.concurrency} connections)")  # fmt: skip
+                      f"readings, same tables, {args.concurrency} connections)")  # fmt: skip
+                _print_cpu("the COPY", copy_cpu, copy_s, copied)
                 print(f"ratio upload / COPY: {rate / copy_rate:.1%} (target >= 50%)", flush=True)
     finally:
         if fleet is not None:

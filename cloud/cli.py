@@ -25,8 +25,9 @@ from cloud.store.migrations import migrate
 from protocol.errors import Conflict
 from protocol.http.server import EnvelopeAppRunner, ListenError, listen
 from protocol.logs import configure_logging
+from protocol.startup_heap import freeze_startup_objects
 
-__all__ = ["main"]
+__all__ = ["main", "served_app"]
 
 log = logging.getLogger(__name__)
 
@@ -70,15 +71,22 @@ def _serve(settings: CloudSettings, *, signin: str | None = None) -> None:
         sys.exit(f"farm-cloud: {err}")
 
 
+def served_app(settings: CloudSettings) -> web.Application:
+    """The application ``farm-cloud run`` serves: the cloud, and its start-up heap frozen once
+    everything has opened (a process-wide setting, so not part of ``create_app``, which tests
+    build many times in one process)."""
+    app = create_app(settings, announce=_announce)
+    app.on_startup.append(freeze_startup_objects)
+    return app
+
+
 async def _serve_until_signal(settings: CloudSettings, signin: str | None) -> None:
     """Serve until SIGINT or SIGTERM; the address is announced only once it is open."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    runner = EnvelopeAppRunner(
-        create_app(settings, announce=_announce), access_log=None, shutdown_timeout=10
-    )
+    runner = EnvelopeAppRunner(served_app(settings), access_log=None, shutdown_timeout=10)
     try:
         await runner.setup()  # opens the database and makes the first admin
         urls = await listen(runner, settings.host, settings.port)

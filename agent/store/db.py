@@ -25,6 +25,7 @@ Params = Sequence[Any]
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], T]
 _OPEN_TIMEOUT_S = 30.0
+_BUSY_TIMEOUT_MS = 5000
 # Reader connections, each with its own thread: SQLite releases the GIL while it reads, so
 # concurrent requests' queries run side by side instead of queueing on one thread.
 _READERS = 2
@@ -64,11 +65,19 @@ class _Job(Generic[T]):
     """One :meth:`Database.write` waiting for its turn, then for its commit."""
 
     def __init__(
-        self, work: Work[T], *, savepoint: bool = True, hot: bool = False, bulk: bool = False
+        self,
+        work: Work[T],
+        *,
+        savepoint: bool = True,
+        hot: bool = False,
+        bulk: bool = False,
+        inline: bool = False,
     ) -> None:
         self.work = work
         self.savepoint = savepoint
         """False for one SQL statement: SQLite undoes a failing statement by itself."""
+        self.inline = inline
+        """A statement of a few rows' work: it may run on the event loop's thread."""
         self.hot = hot
         """The work writes nothing a read cache shows (see :meth:`Database.write`)."""
         self.bulk = bulk
@@ -85,6 +94,15 @@ def _run_batch(conn: sqlite3.Connection, jobs: list[_Job[Any]], begin: bool) -> 
     the group already open; each job's result or its exception."""
     if begin:
         conn.execute("BEGIN IMMEDIATE")
+    outcomes = _run_jobs(conn, jobs)
+    _end(conn, outcomes, begin)
+    return outcomes
+
+
+def _run_jobs(conn: sqlite3.Connection, jobs: list[_Job[Any]]) -> list[Any]:
+    """Each job in its own savepoint of the open transaction; each one's result or exception.
+
+    A failure that took the whole transaction with it rolls back and raises."""
     outcomes: list[Any] = []
     try:
         for job in jobs:
@@ -104,16 +122,34 @@ def _run_batch(conn: sqlite3.Connection, jobs: list[_Job[Any]], begin: bool) -> 
         if conn.in_transaction:  # the group fails as a whole: leave no transaction open
             conn.execute("ROLLBACK")
         raise
+    return outcomes
+
+
+def _end(conn: sqlite3.Connection, outcomes: list[Any], begin: bool) -> None:
+    """``COMMIT`` the batch (``ROLLBACK`` if it began it and every job failed)."""
     if begin and all(isinstance(outcome, Exception) for outcome in outcomes):
         conn.execute("ROLLBACK")  # nothing to commit
-    else:
-        try:
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+        return
+    try:
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _begin_at_once(conn: sqlite3.Connection) -> bool:
+    """``BEGIN IMMEDIATE`` without waiting for another process's write lock: False if busy."""
+    conn.execute("PRAGMA busy_timeout=0").close()
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as err:
+        if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
             raise
-    return outcomes
+        return False
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}").close()
+    return True
 
 
 def _take_all(queue: deque[_Job[Any]]) -> list[_Job[Any]]:
@@ -175,7 +211,9 @@ class Database:
     async def open(self) -> None:
         """Open the connections, check integrity, and apply pending migrations."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = await self._connect()
+        # The writer's connection also runs small writes on the event loop's thread
+        # (:meth:`_run_inline`), never while its own thread uses it.
+        self._writer = await self._connect(check_same_thread=False)
         if self._check_on_open:
             await self._check_integrity(self._writer)
         await self._migrate(self._writer)
@@ -197,16 +235,17 @@ class Database:
         self._writer = None
         self._inline = None
 
-    async def _connect(self) -> aiosqlite.Connection:
+    async def _connect(self, *, check_same_thread: bool = True) -> aiosqlite.Connection:
         conn = await asyncio.wait_for(
-            aiosqlite.connect(self.path, isolation_level=None), _OPEN_TIMEOUT_S
+            aiosqlite.connect(self.path, isolation_level=None, check_same_thread=check_same_thread),
+            _OPEN_TIMEOUT_S,
         )
         conn.row_factory = sqlite3.Row
         for pragma in (
             "PRAGMA journal_mode=WAL",
             "PRAGMA synchronous=FULL",
             "PRAGMA foreign_keys=ON",
-            "PRAGMA busy_timeout=5000",
+            f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}",
             # After a checkpoint the WAL file is cut back to this size (bounded on the SD card).
             "PRAGMA journal_size_limit=67108864",
         ):
@@ -338,7 +377,9 @@ class Database:
         """
         return await self._queue(_Job(work, hot=hot, bulk=bulk))
 
-    async def write_statement(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
+    async def write_statement(
+        self, sql: str, params: Params = (), *, small: bool = False
+    ) -> sqlite3.Row | None:
         """Run one SQL statement as a write transaction; its first row (``RETURNING``), durable
         when this returns.
 
@@ -346,8 +387,14 @@ class Database:
         itself, the changes of the triggers it fired included (the ``ABORT`` conflict
         resolution, https://www.sqlite.org/lang_conflict.html). Each savepoint costs two more
         statements on the writer's thread, each a hand-over of the GIL from the busy loop.
+
+        ``small``: the statement touches a few rows (one item and its outbox row, not a
+        cascade): when only such writes are queued, they run right here on the event loop's
+        thread and only their ``COMMIT`` (the fsync) goes to the writer's thread, one hop per
+        batch instead of GIL hand-overs per statement (see :meth:`_run_inline`).
         """
-        return await self._queue(_Job(partial(_first_row, sql, params), savepoint=False))
+        job = _Job(partial(_first_row, sql, params), savepoint=False, inline=small)
+        return await self._queue(job)
 
     @contextmanager
     def ahead_of_bulk(self, max_s: float) -> Iterator[None]:
@@ -399,13 +446,17 @@ class Database:
                 await self._wake.wait()
 
     async def _run_batches(self) -> None:
-        """On the writer's thread: take what is queued, run it as a batch, and again after its
+        """Small writes alone on the event loop's thread (:meth:`_run_inline`); otherwise, on
+        the writer's thread: take what is queued, run it as a batch, and again after its
         ``COMMIT`` while writes are queued and nothing else waits for the writer.
 
         Going back to the event loop between batches would leave the writer idle for the
         loop's round trip, and the loop is busiest then: answering the batch just committed.
         Each batch is answered as soon as it is committed, from the thread.
         """
+        only_small = self._queued and all(job.inline for job in self._queued)
+        if self._group is None and only_small and await self._run_inline():
+            return
         loop = asyncio.get_running_loop()
         group, self._group = self._group, None
 
@@ -427,6 +478,39 @@ class Database:
 
         with suppress(Exception):  # each batch's failure went to its writers
             await self._on_writer_thread(run)
+
+    async def _run_inline(self) -> bool:
+        """Run the queued small writes on the event loop's thread, and their ``COMMIT`` on the
+        writer's; False if another process holds the write lock (the writer's thread waits).
+
+        On the writer's thread each statement gave up the GIL while SQLite ran and then waited
+        for the busy loop to hand it back; a small statement costs the loop less than those
+        waits (as the point reads of :meth:`lookup`). The loop holds the write lock meanwhile,
+        so the writer's thread never uses the connection at the same time, and the fsync of
+        the ``COMMIT`` never blocks the loop. The callers are answered once it returned.
+        """
+        raw: sqlite3.Connection = self._write_conn._conn
+        if not _begin_at_once(raw):
+            return False
+        jobs = _take_all(self._queued)
+        try:
+            outcomes = _run_jobs(raw, jobs)
+        except Exception as err:
+            self._settle(None, jobs, err)
+            return True
+        loop = asyncio.get_running_loop()
+
+        def commit(conn: sqlite3.Connection) -> None:
+            try:
+                _end(conn, outcomes, True)
+            except BaseException as err:
+                loop.call_soon_threadsafe(self._settle, None, jobs, err)
+                raise
+            loop.call_soon_threadsafe(self._settle, None, jobs, outcomes)
+
+        with suppress(Exception):  # the failure went to the writers
+            await self._on_writer_thread(commit)
+        return True
 
     def _settle(
         self, group: _Group | None, jobs: list[_Job[Any]], outcomes: list[Any] | BaseException

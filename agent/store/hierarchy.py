@@ -188,7 +188,7 @@ class HierarchyStore:
             missing=missing,
             broken_rule=_PLANT_RULE,
         ):
-            row = await self._db.write_statement(*_insert(level, parent_id, values))
+            row = await self._db.write_statement(*_insert(level, parent_id, values), small=True)
         if row is None:
             raise NotFound(missing)
         return row
@@ -207,6 +207,7 @@ class HierarchyStore:
             return await self._db.write_statement(
                 f"UPDATE {level.table} SET {assignments} WHERE id = ? RETURNING {level.returning}",
                 [*params, item_id],
+                small=True,
             )
 
     async def delete(self, level: Level, item_id: str) -> None:

@@ -52,23 +52,32 @@ async def announce(
         return
     body = json.dumps(events, separators=(",", ":"))
     inline = len(body.encode()) + 40 <= MAX_INLINE_BYTES
-    feed_id = await conn.fetchval(
-        "INSERT INTO live_feed (counts, body) VALUES ($1, $2) RETURNING id",
-        dict(counts),
-        None if inline else events,
-    )
     tail = f',"events":{body}' if inline else f',"counts":{json.dumps(dict(counts))}'
-    payload = f'{{"id":{feed_id}{tail}}}'
-    await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
-    await conn.execute(f"DELETE FROM live_feed WHERE created_at < now() - interval '{_KEEP}'")
+    # One round trip: the row (the body as the text just encoded, 0099), its notification, and
+    # the pruning of rows past keeping.
+    await conn.execute(
+        f"""
+        WITH feed AS (
+            INSERT INTO live_feed (counts, body) VALUES ($1, $2) RETURNING id
+        ), pruned AS (
+            DELETE FROM live_feed WHERE created_at < now() - interval '{_KEEP}'
+        )
+        SELECT pg_notify($3, '{{"id":' || feed.id || $4 || '}}') FROM feed
+        """,
+        dict(counts),
+        None if inline else body,
+        CHANNEL,
+        tail,
+    )
 
 
 async def body_of(conn: Connection, feed_id: int) -> list[dict[str, Any]] | None:
     """The events kept for a notification too large to carry them (None once pruned)."""
-    body: list[dict[str, Any]] | None = await conn.fetchval(
-        "SELECT body FROM live_feed WHERE id = $1", feed_id
-    )
-    return body
+    body: str | None = await conn.fetchval("SELECT body FROM live_feed WHERE id = $1", feed_id)
+    if body is None:
+        return None
+    events: list[dict[str, Any]] = json.loads(body)
+    return events
 
 
 async def unseen_since(conn: Connection, since: datetime, seen: Iterable[int]) -> Counter[str]:

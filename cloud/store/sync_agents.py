@@ -23,7 +23,6 @@ __all__ = [
     "claim_receipts",
     "create_agent",
     "list_agents",
-    "prune_batches",
     "redeem_pairing",
     "remember_batch",
     "revoke_agent",
@@ -119,11 +118,6 @@ async def remember_batch(conn: Connection, agent_id: UUID, batch_id: UUID) -> bo
     return bool(inserted)
 
 
-async def prune_batches(conn: Connection, older_than: datetime) -> None:
-    """Forget batch ids whose batches are too old to be accepted anyway."""
-    await conn.execute("DELETE FROM sync_batches WHERE received_at < $1", older_than)
-
-
 async def add_coverage(
     conn: Connection, agent_id: UUID, ranges: list[tuple[int, int]]
 ) -> list[tuple[int, int]]:
@@ -142,14 +136,37 @@ async def add_coverage(
 
 
 async def set_progress(
-    conn: Connection, agent_id: UUID, acked_seq: int, pending: list[tuple[int, int]]
+    conn: Connection,
+    agent_id: UUID,
+    acked_seq: int,
+    pending: list[tuple[int, int]],
+    forget_before: datetime,
 ) -> None:
-    """Advance the contiguous ack, keep only the ranges still above it, stamp last_seen_at."""
+    """Advance the contiguous ack, keep only the ranges still above it, stamp last_seen_at, and
+    forget batch ids received before ``forget_before`` (their batches are too old to be
+    accepted anyway): one statement, one round trip. The ranges kept are not deleted and those
+    deleted are not inserted, so no row is touched twice."""
     await conn.execute(
-        "UPDATE agents SET acked_seq = $2, last_seen_at = now() WHERE id = $1", agent_id, acked_seq
+        """
+        WITH kept AS (
+            SELECT r.lo, r.hi FROM unnest($3::bigint[], $4::bigint[]) AS r (lo, hi)
+        ), progress AS (
+            UPDATE agents SET acked_seq = $2, last_seen_at = now() WHERE id = $1
+        ), passed AS (
+            DELETE FROM sync_coverage AS c WHERE c.agent_id = $1
+                AND NOT EXISTS (SELECT 1 FROM kept AS k WHERE k.lo = c.lo AND k.hi = c.hi)
+        ), forgotten AS (
+            DELETE FROM sync_batches WHERE received_at < $5
+        )
+        INSERT INTO sync_coverage (agent_id, lo, hi) SELECT $1, k.lo, k.hi FROM kept AS k
+        ON CONFLICT DO NOTHING
+        """,
+        agent_id,
+        acked_seq,
+        [lo for lo, _ in pending],
+        [hi for _, hi in pending],
+        forget_before,
     )
-    await conn.execute("DELETE FROM sync_coverage WHERE agent_id = $1", agent_id)
-    await add_coverage(conn, agent_id, pending)
 
 
 async def claim_receipts(

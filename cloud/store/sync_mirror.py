@@ -465,12 +465,17 @@ async def own_devices(
     return {r["id"]: r["farm_id"] for r in rows}
 
 
-async def insert_readings(conn: Connection, agent_id: UUID, rows: ReadingRows) -> None:
-    """Insert readings of the agent's devices (a re-sent reading changes nothing; the caller
-    refused the records of other devices beforehand)."""
+async def insert_readings(
+    conn: Connection, agent_id: UUID, rows: ReadingRows, *, skip_stored: bool = True
+) -> None:
+    """Insert readings of the agent's devices (the caller refused the records of other devices
+    beforehand). With ``skip_stored``, a reading stored before (re-sent) changes nothing;
+    without it, the statement fails on one (unique_violation), having inserted nothing once
+    its transaction or savepoint rolls back, and spares every row the ON CONFLICT check."""
     # Block b's readings are elements first+1 .. first+n of the time and value arrays; an
     # element of a one-dimensional array of fixed-width values without nulls is found by its
-    # offset, so the subscripts cost no search.
+    # offset, so the subscripts cost no search. Dividing by a float8 gives the same time as by
+    # a numeric (both exact integers, the quotient rounded once) without numeric arithmetic.
     await conn.execute(
         f"""
         WITH block AS (
@@ -479,12 +484,12 @@ async def insert_readings(conn: Connection, agent_id: UUID, rows: ReadingRows) -
                 WITH ORDINALITY AS b (device_id, metric, unit, n, i)
         )
         INSERT INTO readings (device_id, metric, ts, farm_id, agent_id, value, unit)
-        SELECT b.device_id, b.metric, to_timestamp(($6::bigint[])[g.k] / 1000.0), d.farm_id, $1,
-               ($7::float8[])[g.k], b.unit
+        SELECT b.device_id, b.metric, to_timestamp(($6::bigint[])[g.k] / 1000::float8),
+               d.farm_id, $1, ($7::float8[])[g.k], b.unit
         FROM block AS b
         JOIN devices AS d ON d.id = b.device_id AND d.farm_id IN {_MINE}
         CROSS JOIN LATERAL generate_series(b.first + 1, b.first + b.n) AS g (k)
-        ON CONFLICT DO NOTHING
+        {"ON CONFLICT DO NOTHING" if skip_stored else ""}
         """,
         agent_id,
         rows.device_ids,

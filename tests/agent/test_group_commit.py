@@ -134,9 +134,13 @@ async def test_a_constraint_failure_leaves_no_outbox_row(db: Database) -> None:
     assert outbox_after - outbox_before == 2  # one per stored shelf, none for the refused one
 
 
-async def test_a_failing_statement_leaves_nothing_of_its_triggers(db: Database) -> None:
+@pytest.mark.parametrize("small", [False, True], ids=["on the writer's thread", "small"])
+async def test_a_failing_statement_leaves_nothing_of_its_triggers(
+    db: Database, small: bool
+) -> None:
     """``write_statement`` runs without a savepoint: SQLite undoes the failed statement, the
-    rows its triggers had written included, and the statements grouped with it stand."""
+    rows its triggers had written included, and the statements grouped with it stand; a small
+    one (run on the event loop's thread) alike."""
     for ddl in (
         "CREATE TABLE notes_log (note_id INTEGER)",
         "CREATE TRIGGER notes_logged AFTER INSERT ON notes"
@@ -146,15 +150,89 @@ async def test_a_failing_statement_leaves_nothing_of_its_triggers(db: Database) 
     ):
         await db.write_statement(ddl)
     results = await asyncio.gather(
-        db.write_statement("INSERT INTO notes VALUES (1, 'one') RETURNING id"),
-        db.write_statement("INSERT INTO notes VALUES (2, 'refused') RETURNING id"),
-        db.write_statement("INSERT INTO notes VALUES (3, 'three') RETURNING id"),
+        db.write_statement("INSERT INTO notes VALUES (1, 'one') RETURNING id", small=small),
+        db.write_statement("INSERT INTO notes VALUES (2, 'refused') RETURNING id", small=small),
+        db.write_statement("INSERT INTO notes VALUES (3, 'three') RETURNING id", small=small),
         return_exceptions=True,
     )
     assert isinstance(results[1], sqlite3.IntegrityError)
     assert [tuple(row) for row in results if isinstance(row, sqlite3.Row)] == [(1,), (3,)]
     assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (3,)]
     assert _committed(db, "SELECT note_id FROM notes_log ORDER BY note_id") == [(1,), (3,)]
+
+
+async def test_each_small_write_is_committed_when_it_returns(db: Database) -> None:
+    """Small writes run on the event loop's thread, their COMMIT on the writer's: each is
+    durable (seen by another connection) when it returns, and they share commits."""
+    before = db.generation
+
+    async def note(i: int) -> None:
+        await db.write_statement("INSERT INTO notes VALUES (?, ?)", (i, f"n{i}"), small=True)
+        assert _committed(db, f"SELECT id FROM notes WHERE id = {i}") == [(i,)]
+
+    await asyncio.gather(*(note(i) for i in range(50)))
+    assert db.generation - before < 50
+    assert _committed(db, "SELECT count(*) FROM notes") == [(50,)]
+
+
+async def test_small_writes_join_an_open_transaction_block(db: Database) -> None:
+    """Small writes queued while a transaction block is open join its group; a failing block
+    undoes only its own work."""
+    entered = asyncio.Event()
+
+    async def block(i: int, fail: bool) -> None:
+        async with db.transaction() as conn:
+            await conn.execute("INSERT INTO notes VALUES (?, ?)", (i, f"block{i}"))
+            entered.set()
+            await asyncio.sleep(0.05)  # the small writes queue meanwhile
+            if fail:
+                raise Boom("after the first statement")
+
+    async def small(i: int) -> None:
+        await entered.wait()
+        await db.write_statement("INSERT INTO notes VALUES (?, ?)", (i, f"n{i}"), small=True)
+
+    results = await asyncio.gather(
+        block(10, fail=False),
+        small(1),
+        block(100, fail=True),
+        small(2),
+        return_exceptions=True,
+    )
+    assert [type(result) for result in results] == [type(None), type(None), Boom, type(None)]
+    assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,), (10,)]
+
+
+async def test_a_small_write_waits_for_another_process_off_the_event_loop(db: Database) -> None:
+    """Another process holding the write lock: the small write waits for it on the writer's
+    thread (SQLite's busy timeout), never on the event loop's, and then commits."""
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.005)
+
+    ticker = asyncio.create_task(tick())
+    other = sqlite3.connect(db.path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO notes VALUES (1, 'other process')")
+    try:
+        write = asyncio.create_task(
+            db.write_statement("INSERT INTO notes VALUES (2, 'small')", small=True)
+        )
+        await asyncio.sleep(0)  # the write has tried the lock
+        seen = ticks
+        await asyncio.to_thread(threading.Event().wait, 0.5)
+        assert ticks > seen  # the loop ran on while the lock was held
+        assert not write.done()
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    await write
+    ticker.cancel()
+    assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,)]
 
 
 async def test_a_cancelled_writer_leaves_the_others_answered(db: Database) -> None:

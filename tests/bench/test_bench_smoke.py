@@ -65,7 +65,10 @@ BENCHES = {
         [
             r"ratio sync / bare: +[\d.]+%",
             r"cloud memory \(RSS\): +peak \d+ MB",
+            r"sync CPU per 1,000: +provider [\d.]+ ms, cloud [\d.]+ ms, postgres [\d.]+ ms",
             r"webhook verified: +[\d,]+ events/s, p50 [\d.]+ ms, p99 [\d.]+ ms",
+            r"webhook at [\d.]+ events/s: bare p50 [\d.]+ ms, p99 [\d.]+ ms;"
+            r" verified p50 [\d.]+ ms, p99 [\d.]+ ms, \d+ of \d+ accepted",
         ],
     ),
     "outage": (

@@ -62,6 +62,9 @@ class SimAgent:
     farm_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     device_ids: list[str] = field(default_factory=list)
     seq: int = 0
+    identity_version: int = 0
+    """The identity version of the last delta the cloud answered, sent with every batch as the
+    agent sends its replica's: the cloud answers a delta only when it has a newer one."""
 
     @staticmethod
     def public_key_of(key: Ed25519PrivateKey) -> str:
@@ -92,6 +95,7 @@ class SimAgent:
             sent_at=int(time.time() * 1000),
             records=tuple(records),
             ranges=tuple((r.seq - 1, r.seq) for r in records),
+            identity_version=self.identity_version,
         )
         body, signature = encode_batch(batch, self.key)
         last = max((r.seq for r in records), default=self.seq)
@@ -137,8 +141,12 @@ class SimAgent:
     async def post(
         self, session: aiohttp.ClientSession, base_url: str, batch: SignedBatch
     ) -> tuple[int, dict[str, Any]]:
-        """POST a signed batch; the status and the JSON answer."""
+        """POST a signed batch; the status and the JSON answer (an identity delta in it is
+        held from then on, as the agent's replica holds it)."""
         async with session.post(
             base_url + BATCHES_PATH, data=batch.body, headers=batch.headers()
         ) as resp:
-            return resp.status, await resp.json()
+            answer: dict[str, Any] = await resp.json()
+        if resp.status == 200 and answer.get("identity"):
+            self.identity_version = max(self.identity_version, int(answer["identity"]["version"]))
+        return resp.status, answer

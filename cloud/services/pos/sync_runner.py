@@ -35,7 +35,7 @@ from cloud.services.pos.links import ProviderLinks
 from cloud.services.pos.mirror_rows import high_water, mirror_row
 from cloud.services.pos.secrets import PosSecrets
 from cloud.store import pos_configs, pos_jobs, pos_mirror
-from cloud.store.db import Database
+from cloud.store.db import Connection, Database
 from cloud.store.pos_mirror import MirrorColumns, MirrorRow
 from protocol.backoff import Backoff
 from protocol.secretbox import SecretBoxError
@@ -77,6 +77,15 @@ class _Fetched:
     @classmethod
     def empty(cls) -> _Fetched:
         return cls([], MirrorColumns.of([]))
+
+
+@dataclass
+class _StepWrites:
+    """What the page writes of a step share: whether its objects are expected to be new to the
+    mirror (a resource never pulled to its end before), so that a page is inserted without
+    ``ON CONFLICT``; cleared by the first page that meets an object already there."""
+
+    new_only: bool
 
 
 @dataclass
@@ -194,6 +203,7 @@ class SyncRunner:
         # cursor is known, before its rows are made.)
         ahead: asyncio.Task[Page] | None = None
         chunks: list[list[str]] | None = None
+        step_writes = _StepWrites(new_only=False)
         writes = _PageWrites(self._policy.page_writers)
         pages_before: int = job["pages"]
         try:
@@ -206,6 +216,7 @@ class SyncRunner:
                     chunks = None
                 if chunks is None:
                     chunks = await self._location_chunks(config, resource)
+                    step_writes = _StepWrites(new_only=resource.name not in cursors)
                 if resource.by_location and not chunks:
                     page, done = _Fetched.empty(), True
                 else:
@@ -227,7 +238,15 @@ class SyncRunner:
                     page = _made_into_rows(resource, fetched)
                     at.high_water = high_water(at.high_water, page.rows)
                 write = functools.partial(
-                    self._write, job, replace(at), resource, page, done, config, pages_before
+                    self._write,
+                    job,
+                    replace(at),
+                    resource,
+                    page,
+                    done,
+                    config,
+                    pages_before,
+                    step_writes,
                 )
                 await writes.start(write, frozenset(r.object_id for r in page.rows))
                 pages_before += 1
@@ -262,6 +281,7 @@ class SyncRunner:
         done: bool,
         config: asyncpg.Record,
         pages_before: int,
+        step: _StepWrites,
         turn: asyncio.Event,
     ) -> None:
         """Apply a page and the job's new position atomically, fenced on the lease. The
@@ -272,7 +292,7 @@ class SyncRunner:
         async with self._db.as_system() as conn:
             await pos_jobs.take_page_turn(conn, job["id"], pages_before)
             turn.set()
-            await pos_mirror.upsert_objects(conn, config_id, owner_id, resource.name, page.columns)
+            await self._write_rows(conn, config_id, owner_id, resource, page, step)
             if resource.name == "locations" and page.rows:
                 merchant = page.rows[0].data.get("merchant_id")
                 if merchant:
@@ -297,6 +317,25 @@ class SyncRunner:
             )
             if not kept:
                 raise LeaseLost()  # rolls the page back
+
+    @staticmethod
+    async def _write_rows(
+        conn: Connection,
+        config_id: UUID,
+        owner_id: UUID,
+        resource: Resource,
+        page: _Fetched,
+        step: _StepWrites,
+    ) -> None:
+        """A page's rows into the mirror: inserted while the step's objects are expected to be
+        new (checked by the primary key all the same), upserted once one was not."""
+        if step.new_only:
+            if await pos_mirror.insert_new_objects(
+                conn, config_id, owner_id, resource.name, page.columns
+            ):
+                return
+            step.new_only = False
+        await pos_mirror.upsert_objects(conn, config_id, owner_id, resource.name, page.columns)
 
 
 class _PageWrites:

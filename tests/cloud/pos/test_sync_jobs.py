@@ -8,6 +8,7 @@ import json
 import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import asyncpg
 
@@ -93,6 +94,36 @@ async def test_full_then_incremental_sync_of_ten_thousand_orders_exactly_once(
     for order in changed:
         assert orders[order["id"]]["version"] == order["version"]
         assert orders[order["id"]]["state"] == order["state"]
+
+
+async def test_a_first_pull_keeps_the_newer_version_a_webhook_mirrored_first(
+    owners: Owners, fake: FakeProvider, cloud_db: CloudDatabase
+) -> None:
+    # The first pull inserts its pages without ON CONFLICT; an order a webhook event brought
+    # first is met on the second page, which is then upserted, as are the pages after it.
+    fake.merchant.add_orders(2_500)
+    _, config = await owners.call("alice", "POST", "/api/v1/pos/configs", config_body(fake))
+    newer, older = fake.merchant.orders[1_200], fake.merchant.orders[2_100]
+    conn = await asyncpg.connect(cloud_db.superuser_dsn, timeout=10)
+    try:
+        for order, version, updated in ((newer, 9, "2030-01-01T00:00:00Z"), (older, 0, None)):
+            await conn.execute(
+                "INSERT INTO pos_objects (config_id, owner_id, resource, object_id, updated_at,"
+                " data) VALUES ($1, $2, 'orders', $3, $4::text::timestamptz, $5::text::json)",
+                UUID(config["id"]),
+                owners.ids["alice"],
+                order["id"],
+                updated or "2025-01-01T00:00:00Z",
+                json.dumps({**order, "version": version}),
+            )
+    finally:
+        await conn.close(timeout=10)
+    job = await finished_job(owners, config["id"], await start_sync(owners, "orders", config["id"]))
+    assert job["state"] == "succeeded", job
+    orders = await mirrored(cloud_db, "orders")
+    assert set(orders) == {o["id"] for o in fake.merchant.orders}
+    assert orders[newer["id"]]["version"] == 9  # the webhook's newer version stays
+    assert orders[older["id"]]["version"] == older["version"]  # the pull's newer one replaced it
 
 
 async def test_an_expired_token_fails_the_job_at_once_with_the_providers_reason(
