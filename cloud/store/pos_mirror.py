@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 from uuid import UUID
 
@@ -109,21 +109,29 @@ def _one_per_object(rows: Sequence[MirrorRow | None]) -> list[MirrorRow | None]:
     return [row if n in positions else None for n, row in enumerate(rows)]
 
 
-_WRITE = """
+def _write(times: str) -> str:
+    """The insert of a page's objects, its times given as ``times``: ``timestamptz`` (exact) or
+    ``float8`` (seconds since the epoch)."""
+    created, updated = (
+        ("r.created_at", "r.updated_at")
+        if times == "timestamptz"
+        else ("to_timestamp(r.created_at)", "to_timestamp(r.updated_at)")
+    )
+    return f"""
     INSERT INTO pos_objects AS t (config_id, owner_id, resource, object_id, location_id,
                                   created_at, updated_at, deleted, data, synced_at)
-    SELECT $1, $2, $3, r.object_id, r.location_id, r.created_at, r.updated_at, false,
+    SELECT $1, $2, $3, r.object_id, r.location_id, {created}, {updated}, false,
            r.data, now()
     FROM ROWS FROM (json_array_elements($4::text::json),
                     json_array_elements_text($5::text::json),
                     json_array_elements_text($6::text::json),
-                    unnest($7::timestamptz[]), unnest($8::timestamptz[]))
+                    unnest($7::{times}[]), unnest($8::{times}[]))
          AS r (data, object_id, location_id, created_at, updated_at)
     WHERE r.object_id IS NOT NULL
 """
-_UPSERT = (
-    _WRITE
-    + """
+
+
+_UPSERT = """
     ON CONFLICT (config_id, resource, object_id) DO UPDATE
     SET location_id = excluded.location_id, created_at = excluded.created_at,
         updated_at = excluded.updated_at, deleted = false, data = excluded.data,
@@ -131,22 +139,55 @@ _UPSERT = (
     WHERE t.updated_at IS NULL OR excluded.updated_at IS NULL
        OR excluded.updated_at >= t.updated_at
 """
-)
+_INSERTS = {times: _write(times) for times in ("float8", "timestamptz")}
+_UPSERTS = {times: _write(times) + _UPSERT for times in ("float8", "timestamptz")}
+
+_EXACT_SECONDS = float(2**32)
+"""Within this many seconds of the epoch (1833-2106), a float8 of seconds holds every
+microsecond: PostgreSQL's ``to_timestamp`` rounds it back to the very same time."""
 
 
-def _arguments(
-    config_id: UUID, owner_id: UUID, resource: str, columns: MirrorColumns
-) -> tuple[Any, ...]:
-    return (
+def _seconds(times: Sequence[datetime | None]) -> list[float | None] | None:
+    """The times as seconds since the epoch (a naive one taken as UTC, as asyncpg takes it);
+    None when one lies where a float8 would not hold its microseconds."""
+    seconds = [
+        None
+        if t is None
+        else (t.timestamp() if t.tzinfo is not None else t.replace(tzinfo=UTC).timestamp())
+        for t in times
+    ]
+    if any(s is not None and not -_EXACT_SECONDS < s < _EXACT_SECONDS for s in seconds):
+        return None
+    return seconds
+
+
+def _statement(
+    statements: dict[str, str],
+    config_id: UUID,
+    owner_id: UUID,
+    resource: str,
+    columns: MirrorColumns,
+) -> tuple[str, tuple[Any, ...]]:
+    """The write of ``columns`` and its arguments. The times go as seconds since the epoch
+    where that is exact: asyncpg encodes a ``timestamptz[]`` element by element, 1.2 ms of
+    Python for a 1,000-object page's two columns against 0.5 ms for ``float8[]`` (the seconds
+    computed included), and PostgreSQL converts either as fast."""
+    created, updated = _seconds(columns.created_at), _seconds(columns.updated_at)
+    times: tuple[Sequence[Any], Sequence[Any]]
+    if created is None or updated is None:
+        statement, times = statements["timestamptz"], (columns.created_at, columns.updated_at)
+    else:
+        statement, times = statements["float8"], (created, updated)
+    arguments = (
         config_id,
         owner_id,
         resource,
         columns.source,
         columns.object_ids,
         columns.location_ids,
-        columns.created_at,
-        columns.updated_at,
+        *times,
     )
+    return statement, arguments
 
 
 async def upsert_objects(
@@ -161,7 +202,8 @@ async def upsert_objects(
     columns = rows if isinstance(rows, MirrorColumns) else MirrorColumns.of(rows)
     if not columns:
         return
-    await conn.execute(_UPSERT, *_arguments(config_id, owner_id, resource, columns))
+    statement, arguments = _statement(_UPSERTS, config_id, owner_id, resource, columns)
+    await conn.execute(statement, *arguments)
 
 
 async def insert_new_objects(
@@ -178,9 +220,10 @@ async def insert_new_objects(
     Must run in a transaction (the attempt is rolled back to a savepoint)."""
     if not columns:
         return True
+    statement, arguments = _statement(_INSERTS, config_id, owner_id, resource, columns)
     await conn.execute("SAVEPOINT pos_new_objects")
     try:
-        await conn.execute(_WRITE, *_arguments(config_id, owner_id, resource, columns))
+        await conn.execute(statement, *arguments)
     except asyncpg.UniqueViolationError:
         await conn.execute("ROLLBACK TO SAVEPOINT pos_new_objects")
         return False

@@ -87,3 +87,42 @@ async def test_a_first_pulls_page_meeting_a_mirrored_object_writes_nothing_then_
     async with database.as_system() as conn:
         assert await pos_mirror.insert_new_objects(conn, config, owner, "orders", fresh)
     assert await system.fetchval("SELECT count(*) FROM pos_objects") == 5
+
+
+async def test_times_are_stored_to_the_microsecond_near_the_epoch_and_far_from_it(
+    database: Database, system: Conn
+) -> None:
+    # Times go to PostgreSQL as seconds since the epoch where a float8 holds every
+    # microsecond, else as timestamps: either way each comes back as it was.
+    owner = await add_user(system, "owner@example.com", "farm_manager")
+    config = await system.fetchval(
+        "INSERT INTO pos_configs (owner_id, name, environment, access_token)"
+        " VALUES ($1, 'Shop', 'sandbox', '\\x00') RETURNING id",
+        owner,
+    )
+    near = [
+        datetime(2026, 5, 17, 3, 4, 5, 123456, tzinfo=UTC),
+        datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(2105, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(1900, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+    ]
+    far = [
+        datetime(2500, 6, 1, 12, 0, 0, 1, tzinfo=UTC),
+        datetime(1700, 6, 1, 12, 0, 0, 999999, tzinfo=UTC),
+    ]
+    for n, times in enumerate((near, near + far)):
+        rows = [
+            MirrorRow(f"T{n}-{i}", None, moment, moment, {"id": f"T{n}-{i}"})
+            for i, moment in enumerate(times)
+        ]
+        async with database.as_system() as conn:
+            await pos_mirror.upsert_objects(conn, config, owner, "payments", rows)
+        async with database.as_system() as conn:
+            assert await pos_mirror.insert_new_objects(
+                conn, config, owner, "refunds", MirrorColumns.of(rows)
+            )
+    stored = await system.fetch("SELECT object_id, created_at, updated_at FROM pos_objects")
+    assert len(stored) == 2 * (2 * len(near) + len(far))
+    for row in stored:
+        moment = (near + far)[int(row["object_id"].rsplit("-", 1)[1])]
+        assert row["created_at"] == row["updated_at"] == moment, row["object_id"]
