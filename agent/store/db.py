@@ -314,11 +314,23 @@ class Database:
         """Copy the WAL into the database and truncate it; (busy, wal pages, checkpointed).
 
         SQLite's automatic checkpoints never reset the WAL while readers keep it busy; this one
-        waits for the writer lock, so no write of ours is in flight, and truncates the file."""
-        if self._writer is None:
-            raise RuntimeError("database is not open")
-        async with self._exclusive():
-            rows = await self._writer.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
+        waits for the writer lock, so no write of ours is in flight, and truncates the file.
+        A :meth:`transaction` block that has ended leaves its group's transaction open until
+        its ``COMMIT`` gets the lock: the checkpoint waits for that commit (SQLite refuses a
+        checkpoint inside a transaction: "database table is locked")."""
+        writer = self._write_conn
+        while True:
+            async with self._exclusive():
+                if not writer.in_transaction:
+                    rows = await writer.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
+                    break
+                group = self._group
+            # The commit of the ended block queued for the lock behind this checkpoint.
+            if group is not None:
+                with suppress(Exception):  # a failed commit was reported to its members
+                    await asyncio.shield(group.committed)
+            else:
+                await asyncio.sleep(0.01)
         busy, pages, done = next(iter(rows))
         return int(busy), int(pages), int(done)
 

@@ -294,3 +294,28 @@ async def test_held_bulk_writes_wait_for_small_writes_and_not_beyond_the_hold(
         assert _committed(db, "SELECT id FROM notes") == [(2,)]
         await asyncio.wait_for(batch, 10)  # the hold lapsed while the block still runs
     assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,)]
+
+
+async def test_a_checkpoint_waits_for_the_commit_of_a_transaction_block_that_ended(
+    db: Database,
+) -> None:
+    # A transaction() block leaves its group's transaction open when it ends; its COMMIT queues
+    # for the write lock. A checkpoint that had queued for the lock first must not run on the
+    # connection meanwhile (SQLite refuses: "database table is locked") but after that COMMIT.
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def block() -> None:
+        async with db.transaction() as conn:
+            await conn.execute("INSERT INTO notes VALUES (1, 'block')")
+            entered.set()
+            await release.wait()
+
+    writer = asyncio.create_task(block())
+    await entered.wait()
+    checkpoint = asyncio.create_task(db.checkpoint())
+    await asyncio.sleep(0.05)  # the checkpoint now waits for the lock the block holds
+    release.set()
+    busy, _, _ = await checkpoint
+    await writer
+    assert busy == 0
+    assert _committed(db, "SELECT text FROM notes") == [("block",)]
