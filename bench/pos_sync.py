@@ -248,6 +248,14 @@ def _events(count: int, merchant_id: str) -> list[tuple[bytes, str]]:
     return bodies
 
 
+async def _post(session: aiohttp.ClientSession, url: str, raw: bytes, signature: str) -> bool:
+    """POST one signed event; whether it was answered 2xx."""
+    headers = {"Content-Type": "application/json", SIGNATURE_HEADER: signature}
+    async with session.post(url, data=raw, headers=headers) as resp:
+        await resp.read()
+        return resp.status < 300
+
+
 async def _load(
     url: str, bodies: list[tuple[bytes, str]], connections: int
 ) -> tuple[float, list[float], int]:
@@ -261,13 +269,8 @@ async def _load(
     async def worker(session: aiohttp.ClientSession) -> None:
         nonlocal accepted
         while queue:
-            raw, signature = queue.pop()
-            headers = {"Content-Type": "application/json", SIGNATURE_HEADER: signature}
             began = time.perf_counter()
-            async with session.post(url, data=raw, headers=headers) as resp:
-                await resp.read()
-                if resp.status < 300:
-                    accepted += 1
+            accepted += await _post(session, url, *queue.pop())
             latencies.append((time.perf_counter() - began) * 1000)
 
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -294,11 +297,7 @@ async def _paced(
             raw, signature = bodies[n]
             when = start + n / rate
             await asyncio.sleep(max(0.0, when - loop.time()))
-            headers = {"Content-Type": "application/json", SIGNATURE_HEADER: signature}
-            async with session.post(url, data=raw, headers=headers) as resp:
-                await resp.read()
-                if resp.status < 300:
-                    accepted += 1
+            accepted += await _post(session, url, raw, signature)
             latencies.append((loop.time() - when) * 1000)
 
     async with aiohttp.ClientSession(connector=connector) as session:

@@ -5,12 +5,24 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from uuid import UUID
 
 from cloud.store import pos_mirror
 from cloud.store.db import Database
 from cloud.store.pos_mirror import MirrorColumns, MirrorRow
 from tests.cloud.api.conftest import Conn
 from tests.cloud.seed import add_user
+
+
+async def _owner_and_config(system: Conn) -> tuple[UUID, UUID]:
+    """A user and a POS configuration of theirs (no secrets needed here)."""
+    owner = await add_user(system, "owner@example.com", "farm_manager")
+    config = await system.fetchval(
+        "INSERT INTO pos_configs (owner_id, name, environment, access_token)"
+        " VALUES ($1, 'Shop', 'sandbox', '\\x00') RETURNING id",
+        owner,
+    )
+    return owner, config
 
 
 def _payment(amount: int, updated_minute: int) -> MirrorRow:
@@ -29,12 +41,7 @@ async def test_one_object_twice_in_a_batch_keeps_the_newest(
 ) -> None:
     # Two updates of one payment applied together: one statement cannot update a row twice,
     # and the applier retried that batch for ever.
-    owner = await add_user(system, "owner@example.com", "farm_manager")
-    config = await system.fetchval(
-        "INSERT INTO pos_configs (owner_id, name, environment, access_token)"
-        " VALUES ($1, 'Shop', 'sandbox', '\\x00') RETURNING id",
-        owner,
-    )
+    owner, config = await _owner_and_config(system)
     batches = [
         [_payment(100, 1), _payment(200, 2)],  # in order
         [_payment(400, 4), _payment(300, 3)],  # an older one after a newer one
@@ -62,12 +69,7 @@ async def test_a_first_pulls_page_meeting_a_mirrored_object_writes_nothing_then_
     # A resource's first pull inserts its pages without ON CONFLICT; an object a webhook event
     # mirrored meanwhile refuses the whole insert, and the page is upserted instead, in the same
     # transaction: the newer version of each object stays, none is doubled.
-    owner = await add_user(system, "owner@example.com", "farm_manager")
-    config = await system.fetchval(
-        "INSERT INTO pos_configs (owner_id, name, environment, access_token)"
-        " VALUES ($1, 'Shop', 'sandbox', '\\x00') RETURNING id",
-        owner,
-    )
+    owner, config = await _owner_and_config(system)
     async with database.as_system() as conn:
         await pos_mirror.upsert_objects(
             conn, config, owner, "orders", [_order("OWEBHOOK", 900, 30), _order("OOLD", 1, 1)]
@@ -94,12 +96,7 @@ async def test_times_are_stored_to_the_microsecond_near_the_epoch_and_far_from_i
 ) -> None:
     # Times go to PostgreSQL as seconds since the epoch where a float8 holds every
     # microsecond, else as timestamps: either way each comes back as it was.
-    owner = await add_user(system, "owner@example.com", "farm_manager")
-    config = await system.fetchval(
-        "INSERT INTO pos_configs (owner_id, name, environment, access_token)"
-        " VALUES ($1, 'Shop', 'sandbox', '\\x00') RETURNING id",
-        owner,
-    )
+    owner, config = await _owner_and_config(system)
     near = [
         datetime(2026, 5, 17, 3, 4, 5, 123456, tzinfo=UTC),
         datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
