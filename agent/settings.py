@@ -177,7 +177,12 @@ class AgentSettings(BaseSettings):
     reading_batch_interval_s: float = Field(
         1.0, gt=0, le=60, description="Longest wait before queued readings are committed"
     )
-    reading_max_batch: int = Field(500, ge=1, description="Readings per commit at most")
+    reading_max_batch: int = Field(
+        100,
+        ge=1,
+        description="Readings per commit at most while API requests come (a command waits for"
+        " the commit running)",
+    )
     reading_quiet_batch: int = Field(
         2000,
         ge=1,
