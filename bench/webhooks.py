@@ -103,16 +103,12 @@ async def _baseline(receiver: WebhookReceiver, count: int, concurrency: int) -> 
 
 
 async def _until(receiver: WebhookReceiver, count: int, timeout_s: float) -> float:
-    """Wait until ``count`` messages were answered; the time of the first and of the last."""
-    first: float | None = None
-    async with asyncio.timeout(timeout_s):
-        while sum(receiver.answered_ok.values()) < count:
-            receiver.arrived.clear()
-            await receiver.arrived.wait()
-            if first is None:
-                first = time.perf_counter()
-    assert first is not None
-    return time.perf_counter() - first
+    """Wait until ``count`` messages were answered; seconds from the first answer to the last.
+
+    The receiver stamps each answer: the agent may deliver some, or all, before it answers
+    the health check that ends its start."""
+    await receiver.wait_for(count, timeout_s)
+    return receiver.answered_at[count - 1] - receiver.answered_at[0]
 
 
 async def main() -> None:
@@ -136,8 +132,7 @@ async def main() -> None:
         agent = AgentProcess(Path(tmp) / "state", env)
         try:
             baseline = await _baseline(receiver, args.events, args.workers * args.batch)
-            receiver.answered_ok.clear()
-            receiver.received.clear()
+            receiver.forget()
 
             await agent.start()
             farm = await agent.post("/api/v1/farms/", {"name": "Bench"})
@@ -157,8 +152,7 @@ async def main() -> None:
 
             # Kill run.
             agent.stop()
-            receiver.answered_ok.clear()
-            receiver.received.clear()
+            receiver.forget()
             seed_alert_events(database, farm["id"], args.events)
             queued = {i for i, status in delivery_states(database).items() if status == "pending"}
             await agent.start()

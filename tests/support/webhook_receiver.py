@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import sqlite3
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ class WebhookReceiver:
     received: list[Received] = field(default_factory=list)
     answered_ok: Counter[str] = field(default_factory=Counter)
     """Messages per webhook-id this receiver answered 2xx."""
+    answered_at: list[float] = field(default_factory=list)
+    """``time.perf_counter()`` of each 2xx answer, in order."""
     rejected: int = 0
     failures: list[int] = field(default_factory=list)
     """Statuses to answer the next messages with, in order (then 204)."""
@@ -99,7 +102,14 @@ class WebhookReceiver:
         if self.failures:
             return web.Response(status=self.failures.pop(0))
         self.answered_ok[msg_id] += 1
+        self.answered_at.append(time.perf_counter())
         return web.Response(status=204)
+
+    def forget(self) -> None:
+        """Forget every message received so far (a new run begins)."""
+        self.received.clear()
+        self.answered_ok.clear()
+        self.answered_at.clear()
 
     async def wait_for_ids(self, ids: set[str], timeout: float = 20.0) -> None:  # noqa: ASYNC109
         """Until every id of ``ids`` was answered 2xx."""
