@@ -14,8 +14,9 @@ uploads temperatures) is generated in PostgreSQL (see ``_seed_history``) before 
 that the year is read while the fleet uploads: one request a second from the upload's start to
 its end, from a process of its own (``ReaderProcess``).
 
-The baseline COPYs ``--copy-readings`` of the same readings (all of them if fewer; a day's
-backlog for a tenth of 200 agents is 86 million) into the same tables in the state the upload
+The baseline COPYs about ``--copy-readings`` of the same readings (all of them if fewer; a day's
+backlog for a tenth of 200 agents is 86 million; the same share of every agent's batches, so that
+backlog and live readings are mixed as in the upload) into the same tables in the state the upload
 met: once the upload is measured, what it wrote is deleted again (the fleet's readings, and
 every rollup of the fleet's metric: nothing else in the cloud is of that metric) and the tables
 it touched vacuumed, so the COPY also writes into tables holding the history, with the same
@@ -40,6 +41,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import math
 import multiprocessing
 import os
 import signal
@@ -340,17 +342,25 @@ def _rows(plan: Plan, start_ms: int, per_device: int) -> list[tuple[Any, ...]]:
 
 
 def _sample(plans: list[Plan], readings: int) -> list[list[list[tuple[Any, ...]]]]:
-    """At least ``readings`` of the uploaded readings (all of them if fewer), as COPY batches
-    of the upload's batches, taken from the agents in turn (backlog and live mixed as in the
-    upload): per agent, its batches in order."""
-    batches: list[list[list[tuple[Any, ...]]]] = [[] for _ in plans]
-    taken = 0
-    for turn in itertools.zip_longest(*(p.batches for p in plans)):
-        for n, (plan, batch) in enumerate(zip(plans, turn, strict=True)):
-            if batch is not None and taken < readings:
-                batches[n].append(_rows(plan, *batch))
-                taken += len(batches[n][-1])
-    return [agent for agent in batches if agent]
+    """About ``readings`` of the uploaded readings (all of them if fewer), as COPY batches of
+    the upload's batches, backlog and live mixed as in the upload: the same share of every
+    agent's batches, spread evenly over them (rounded), per agent in order. At the issue's size
+    that is 5.0 million readings, 40 % of them backlog as against 38 % uploaded. (Taking the
+    agents' batches in turn filled the sample with the backlog agents' 50,000-reading batches:
+    68 % of the COPYed readings were backlog, and a backlog reading costs PostgreSQL less than
+    a live one.)"""
+    total = sum(p.readings(len(p.agent.device_ids)) for p in plans)
+    share = min(1.0, readings / total) if total else 1.0
+    batches: list[list[list[tuple[Any, ...]]]] = []
+    for plan in plans:
+        chosen = [
+            _rows(plan, *batch)
+            for n, batch in enumerate(plan.batches)
+            if math.floor((n + 1) * share + 0.5) > math.floor(n * share + 0.5)
+        ]
+        if chosen:
+            batches.append(chosen)
+    return batches
 
 
 async def _remove_upload(cluster: PostgresCluster, since: datetime) -> None:
