@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from typing import Any, Literal
 
 from cryptography.exceptions import InvalidSignature
@@ -304,10 +304,7 @@ def decode_readings(data: dict[str, Any]) -> ReadingBlock:
         raise BatchRejected("malformed reading block") from err
     if len(values) != len(deltas) + 1 or not 0 <= int(data["p"]) <= 4:
         raise BatchRejected("reading block lengths disagree")
-    stamps = [t0]
-    for delta in deltas:
-        stamps.append(stamps[-1] + delta)
-    return ReadingBlock(device_id, metric, stamps, values)
+    return ReadingBlock(device_id, metric, list(accumulate(deltas, initial=t0)), values)
 
 
 ROLLUP_BLOCK = "rollups"

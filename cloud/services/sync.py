@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from cloud.services.streams.batch import LiveBatch, missed_by_stream
 from cloud.services.sync_delta import IdentityDeltaSource
-from cloud.store import live_feed, sync_agents, sync_mirror
+from cloud.store import live_feed, stream_connections, sync_agents, sync_mirror
 from cloud.store.db import Connection, Database
 from protocol import sync_kinds
 from protocol.errors import BadRequest, Conflict, Forbidden, PayloadTooLarge, Unauthorized
@@ -142,8 +142,10 @@ class SyncService:
             cutoff = datetime.now(UTC) - timedelta(seconds=2 * self._max_skew_s)
             await sync_agents.set_progress(conn, agent_id, acked, pending, cutoff)
             # Delivered to every process's stream clients only once this transaction commits.
-            counts = {stream.value: n for stream, n in missed_by_stream(live.events).items()}
-            await live_feed.announce(conn, live.events, counts)
+            if live.events:
+                counts = {s.value: n for s, n in missed_by_stream(live.events).items()}
+                listened = await stream_connections.any_open(conn)
+                await live_feed.announce(conn, live.events, counts, listened=listened)
         for refusal, _ in refused[:_LOGGED_REFUSALS]:
             log.warning(
                 "agent %s: %s %s (seq %d) refused: %s",

@@ -4,7 +4,8 @@ rows that carry what a notification cannot, and the listening connection (system
 PostgreSQL delivers a NOTIFY sent inside a transaction only when that transaction commits, and
 never if it rolls back (docs: SQL command NOTIFY), which is exactly "after the batch commits".
 A payload must be shorter than 8000 bytes in the default configuration; a larger one is kept in
-``live_feed`` and the notification carries its id.
+``live_feed`` and the notification carries its id. While no stream client is open on any process,
+a batch's events are neither encoded nor kept: its row and notification carry their counts only.
 """
 
 from __future__ import annotations
@@ -44,14 +45,24 @@ _LOSS_MARGIN = timedelta(seconds=5)
 
 
 async def announce(
-    conn: Connection, events: list[dict[str, Any]], counts: Mapping[str, int]
+    conn: Connection,
+    events: list[dict[str, Any]],
+    counts: Mapping[str, int],
+    *,
+    listened: bool = True,
 ) -> None:
     """Announce ``events`` (``counts`` of them per stream) to every process once ``conn``'s
-    transaction commits."""
+    transaction commits.
+
+    Unless ``listened`` (no stream client was open on any process), only the counts are kept
+    and announced, as when the events are too large for the notification and pruned before a
+    process reads them: a process with a client by the time the notification comes tells it
+    that many were missed, and one that was not listening counts them on reconnecting. A
+    backlog batch's events are then neither encoded nor stored."""
     if not events:
         return
-    body = json.dumps(events, separators=(",", ":"))
-    inline = len(body.encode()) + 40 <= MAX_INLINE_BYTES
+    body = json.dumps(events, separators=(",", ":")) if listened else None
+    inline = body is not None and len(body.encode()) + 40 <= MAX_INLINE_BYTES
     tail = f',"events":{body}' if inline else f',"counts":{json.dumps(dict(counts))}'
     # One round trip: the row (the body as the text just encoded, 0099), its notification, and
     # the pruning of rows past keeping.

@@ -6,7 +6,7 @@ from uuid import UUID
 
 from cloud.store.db import Connection
 
-__all__ = ["forget", "forget_worker", "open_if_under", "refresh_worker", "sweep"]
+__all__ = ["any_open", "forget", "forget_worker", "open_if_under", "refresh_worker", "sweep"]
 
 
 async def open_if_under(
@@ -33,6 +33,12 @@ async def open_if_under(
         worker,
     )
     return True
+
+
+async def any_open(conn: Connection) -> bool:
+    """Whether any process counts an open stream connection (a row of a process that died
+    unannounced counts until it is swept)."""
+    return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM stream_connections)"))
 
 
 async def forget(conn: Connection, connection_id: UUID) -> None:

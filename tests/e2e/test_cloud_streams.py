@@ -6,6 +6,7 @@ streams authenticate and close as the agent's do."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import uuid
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import asyncpg
 import pytest
 from aiohttp import WSMsgType, web
 
@@ -21,7 +23,7 @@ from agent.devices.simulator.mqtt import SimulatedMqttDevice
 from agent.web.keys import DEVICE_RUNTIME
 from cloud.app import create_app
 from cloud.services.streams.feed import CloudFeed
-from cloud.store.live_feed import APPLICATION_NAME
+from cloud.store.live_feed import APPLICATION_NAME, CHANNEL
 from cloud.web.keys import DATABASE
 from farm_client import FarmClient, Reading
 from protocol.live.hub import StreamHub
@@ -285,6 +287,40 @@ async def test_batches_committed_while_a_process_was_not_listening_are_counted_a
     assert readings.get_nowait() == Missed(7)
     assert readings.get_nowait() is None
     assert devices.get_nowait() is None
+
+
+async def test_a_batch_no_stream_client_listens_to_is_announced_by_its_counts(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    await paired_state(cloud, tmp_path / "state")
+    agent: Agent = await make_agent(**FAST_SYNC)
+    device_id = await _mirrored_sensor(cloud, agent, "Unheard")
+    assert cloud.runner is not None
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    listener = await asyncpg.connect(cloud.db.superuser_dsn, timeout=10)
+    try:
+        await listener.add_listener(CHANNEL, lambda *args: heard.put_nowait(str(args[3])))
+        # No stream client is open on any process: the events are neither encoded nor kept.
+        await add_readings(tmp_path / "state" / "agent.db", device_id, 1_700_000_000_000, 7)
+        payload = await asyncio.wait_for(heard.get(), WAIT_S)
+    finally:
+        await listener.close(timeout=10)
+    note = json.loads(payload)
+    assert "events" not in note and note["counts"] == {"sensor-data": 7}
+    rows = await cloud.sql("SELECT body FROM live_feed WHERE id = $1", note["id"])
+    assert rows[0][0] is None
+    # A process that has a client by the time the notification comes tells it what it missed.
+    hub = StreamHub()
+    readings = hub.subscribe(Stream.SENSOR_DATA, 100)
+    feed = CloudFeed(cloud.runner.app[DATABASE], hub)
+    feed.start()
+    try:
+        feed.on_payload(payload)
+        await asyncio.wait_for(readings.wait(), WAIT_S)
+        assert readings.get_nowait() == Missed(7)
+        assert readings.get_nowait() is None
+    finally:
+        await feed.stop()
 
 
 async def test_a_stream_recovers_when_the_listening_connection_is_cut(

@@ -2,9 +2,10 @@
 apply (cloud/store/live_feed.py), decoded and published into the hub in the order they came.
 
 Nothing is lost without being counted: a notification that finds the queue full, one whose kept
-events were pruned before this process could read them, and the notifications of batches that
-committed while the listening connection was down are all told to the clients of each stream as
-``missed`` with their exact event count.
+events were pruned before this process could read them (or never kept: no stream client was open
+on any process when its batch was applied), and the notifications of batches that committed while
+the listening connection was down are all told to the clients of each stream as ``missed`` with
+their exact event count.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class CloudFeed:
         if events is None:
             async with self._db.as_system() as conn:
                 events = await live_feed.body_of(conn, int(note["id"]))
-            if events is None:  # pruned before this process came to it
+            if events is None:  # pruned before this process came to it, or never kept
                 self._report(_counts(note))
                 return
         for wire in events:
