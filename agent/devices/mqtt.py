@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import random
 import socket
 import struct
-import sys
-import termios
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -34,6 +31,7 @@ from typing import Literal, Protocol
 
 import aiomqtt
 import paho.mqtt.client as mqtt
+from paho.mqtt.enums import MQTTErrorCode
 from paho.mqtt.reasoncodes import ReasonCode
 
 from agent.devices.codec import OutgoingMessage
@@ -375,10 +373,13 @@ class MqttClient:
         # aiomqtt 2.5 has no option for it; paho's own switch (paho-mqtt >= 2.0): QoS 1 messages
         # are acknowledged by _acknowledge, after their readings are committed.
         client._client.manual_ack_set(True)
-        # Messages come to our queue straight from paho's receive callback (in place of
-        # aiomqtt's, which builds its own message and queues it for ``client.messages``): the
-        # connection they came on is what acknowledging them needs.
-        client._client.on_message = self._receiver(client)
+        # Messages come to our queue straight from paho's receive path, in place of its
+        # ``_handle_on_message`` (which matches each topic against per-filter callbacks, none
+        # here, under two locks, then calls aiomqtt's ``on_message``, which builds a message of
+        # its own for ``client.messages``). An exception still ends the connection, as paho's
+        # does with ``suppress_exceptions`` off. The connection a message came on is what
+        # acknowledging it needs.
+        client._client._handle_on_message = self._receiver(client)  # type: ignore[method-assign,assignment]
         async with asyncio.timeout(settings.timeout + 1):
             await client.__aenter__()
         _read_in_bursts(client)
@@ -455,16 +456,14 @@ class MqttClient:
             chunk = foreign[start : start + _SUBSCRIBE_CHUNK]
             await client.unsubscribe(chunk, timeout=self.settings.timeout)
 
-    def _receiver(
-        self, client: aiomqtt.Client
-    ) -> Callable[[mqtt.Client, object, mqtt.MQTTMessage], None]:
-        """paho's ``on_message`` for ``client``: each message into our queue."""
+    def _receiver(self, client: aiomqtt.Client) -> Callable[[mqtt.MQTTMessage], None]:
+        """paho's ``_handle_on_message`` for ``client``: each message into our queue."""
         enqueue = self._enqueue
 
-        def on_message(_: mqtt.Client, __: object, message: mqtt.MQTTMessage) -> None:
+        def handle_on_message(message: mqtt.MQTTMessage) -> None:
             enqueue(client, message)
 
-        return on_message
+        return handle_on_message
 
     def _enqueue(self, client: aiomqtt.Client, message: mqtt.MQTTMessage) -> None:
         self.stats.received += 1
@@ -653,25 +652,30 @@ def _read_in_bursts(client: aiomqtt.Client) -> None:
     behind all of it in the socket. Replaces aiomqtt's reader for this connection (same
     error handling: a failed read ends the connection); aiomqtt removes it when the socket
     closes.
+
+    Packets are read with paho's ``_packet_read`` (what its ``loop_read`` runs, one packet a
+    call, errors handed to its ``_loop_rc_handle`` the same way) until it finds the socket
+    drained: one failed ``recv`` a burst, not a ``FIONREAD`` per packet.
     """
     paho = client._client
     sock = paho.socket()
     if not isinstance(sock, socket.socket):
         return  # a WebSocket transport wraps the socket: keep aiomqtt's own reader
-    fd = sock.fileno()
-    available = bytearray(4)
+    again = MQTTErrorCode.MQTT_ERR_AGAIN
 
     def read() -> None:
         try:
             for _ in range(_READ_BURST):
-                paho.loop_read()
                 if paho.socket() is not sock:
                     return
-                fcntl.ioctl(fd, termios.FIONREAD, available)
-                if not int.from_bytes(available, sys.byteorder):
+                rc = paho._packet_read()
+                if rc == again:
+                    return
+                if rc > 0:
+                    paho._loop_rc_handle(rc)
                     return
         except Exception as exc:
             if not client._disconnected.done():
                 client._disconnected.set_exception(exc)
 
-    asyncio.get_running_loop().add_reader(fd, read)
+    asyncio.get_running_loop().add_reader(sock.fileno(), read)

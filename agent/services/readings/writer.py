@@ -79,19 +79,20 @@ class IncomingReading:
 def incoming(
     device_id: str,
     measurement: Measurement,
-    received_at: datetime,
+    received_ms: int,
     valid_range: tuple[float, float] | None = None,
 ) -> IncomingReading:
-    """An :class:`IncomingReading` from a decoded device measurement."""
+    """An :class:`IncomingReading` from a decoded device measurement received at
+    ``received_ms`` (unix milliseconds: :func:`to_ms` once for all of a message's readings)."""
     device_time = measurement.device_time
     return IncomingReading(
-        device_id=device_id,
-        metric=measurement.metric,
-        unit=measurement.unit,
-        value=measurement.value,
-        received_ts=to_ms(received_at),
-        device_ts=None if device_time is None else to_ms(device_time),
-        valid_range=valid_range,
+        device_id,
+        measurement.metric,
+        measurement.unit,
+        measurement.value,
+        received_ms,
+        None if device_time is None else to_ms(device_time),
+        valid_range,
     )
 
 
