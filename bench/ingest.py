@@ -17,7 +17,9 @@ offered in the round) or ``--max-rate`` is passed. Measured in each round, side 
   nothing with the messages.
 Printed: both ratios agent / bare subscriber, at the highest rate the bare subscriber kept up
 with and at saturation (targets >= 0.9 at saturation), the messages lost (target 0 at any rate)
-and the agent's resident memory (target <= 100 MB with 500 devices).
+and the agent's resident memory (target <= 100 MB with 500 devices). Each round also prints the
+CPU time the agent (all its threads) and the bare subscriber spent per 1,000 readings: on a
+machine shared with other work the rates move with the load, the CPU per reading much less.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiomqtt
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -83,9 +86,11 @@ def bare_subscriber(port: int, expected: int) -> None:
     async def run() -> None:
         first = last = 0.0
         received = 0
+        cpu = 0.0
         async with aiomqtt.Client("127.0.0.1", port, identifier="bench-bare", timeout=30) as c:
             await c.subscribe("tele/+/SENSOR", qos=1)
             print("ready", flush=True)
+            cpu = -time.process_time()
             with contextlib.suppress(TimeoutError):
                 while received < expected:
                     async with asyncio.timeout(IDLE_S + 30 if received == 0 else IDLE_S):
@@ -93,7 +98,11 @@ def bare_subscriber(port: int, expected: int) -> None:
                     last = time.time()
                     first = first or last
                     received += 1
-        print(json.dumps({"received": received, "first": first, "last": last}), flush=True)
+            cpu += time.process_time()
+        print(
+            json.dumps({"received": received, "first": first, "last": last, "cpu": cpu}),
+            flush=True,
+        )
 
     asyncio.run(run())
 
@@ -119,11 +128,28 @@ class Round:
     """Readings/s received by the bare subscriber."""
     lost: int
     peak_rss: float
+    agent_cpu: float
+    """The agent's CPU seconds (all threads) over the round."""
+    bare_cpu: float
+    """The bare subscriber's CPU seconds over the round (from its first wait for a message)."""
+    committed: int
+    """Readings the agent committed in the round."""
 
     @property
     def ratio(self) -> float:
         """Agent / bare subscriber."""
         return self.agent_rate / self.bare_rate if self.bare_rate else float("nan")
+
+    @property
+    def agent_cpu_ms(self) -> float:
+        """Agent CPU milliseconds per 1,000 readings committed."""
+        return self.agent_cpu * 1e6 / self.committed if self.committed else float("nan")
+
+    @property
+    def bare_cpu_ms(self) -> float:
+        """Bare subscriber CPU milliseconds per 1,000 readings received."""
+        received = self.published * READINGS_PER_MESSAGE
+        return self.bare_cpu * 1e6 / received if received else float("nan")
 
     @property
     def bare_keeps_up(self) -> bool:
@@ -159,6 +185,8 @@ class Bench:
             assert bare.stdout is not None
             assert (await bare.stdout.readline()).strip() == b"ready"
             before = await asyncio.to_thread(committed, self.db_path)
+            agent = psutil.Process(self.agent.process.pid)
+            cpu_before = _cpu(agent)
             start_at = time.time() + 3.0  # every connection up before the first publish
             first = self.sent_per_device
             self.sent_per_device += per_device
@@ -179,6 +207,7 @@ class Bench:
                 if now_count != count:
                     count, last_change = now_count, time.time()
                 peak_rss = max(peak_rss, rss_mb(self.agent.process.pid))
+            agent_cpu = _cpu(agent) - cpu_before
             published_at = max(await asyncio.gather(*publishers))
             baseline = json.loads(await bare.stdout.readline())
         finally:
@@ -194,7 +223,16 @@ class Bench:
             bare_rate=baseline["received"] * READINGS_PER_MESSAGE / bare_s,
             lost=messages - count // READINGS_PER_MESSAGE,
             peak_rss=peak_rss,
+            agent_cpu=agent_cpu,
+            bare_cpu=baseline["cpu"],
+            committed=count,
         )
+
+
+def _cpu(process: psutil.Process) -> float:
+    """User and system CPU seconds of a process, all its threads."""
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 def register(base_url: str, devices: int) -> None:
@@ -239,6 +277,7 @@ async def main(args: argparse.Namespace) -> None:
             print(
                 f"{'offered msg/s':>13} {'achieved':>9} {'published':>9} {'agent rd/s':>11}"
                 f" {'bare rd/s':>10} {'ratio':>6} {'lost':>5}"
+                f" {'agent CPU ms/1k':>15} {'bare CPU ms/1k':>14}"
             )
             while True:
                 result = await bench.round(rate, args.seconds)
@@ -246,7 +285,8 @@ async def main(args: argparse.Namespace) -> None:
                 print(
                     f"{result.offered:13,.0f} {result.publish_rate:9,.0f} {result.published:9,}"
                     f" {result.agent_rate:11,.0f}"
-                    f" {result.bare_rate:10,.0f} {result.ratio:6.2f} {result.lost:5}",
+                    f" {result.bare_rate:10,.0f} {result.ratio:6.2f} {result.lost:5}"
+                    f" {result.agent_cpu_ms:15.1f} {result.bare_cpu_ms:14.1f}",
                     flush=True,
                 )
                 if not result.bare_keeps_up or rate * args.step > args.max_rate:
@@ -272,6 +312,16 @@ async def main(args: argparse.Namespace) -> None:
             f"ratio agent / bare subscriber at saturation ({last.offered:,.0f} messages/s"
             f" offered, bare {last.bare_rate:,.0f} readings/s): {last.ratio:.2f} (target >= 0.90)"
         )
+    spent = sum(r.agent_cpu for r in rounds) * 1e6 / max(sum(r.committed for r in rounds), 1)
+    bare_spent = (
+        sum(r.bare_cpu for r in rounds)
+        * 1e6
+        / max(sum(r.published for r in rounds) * READINGS_PER_MESSAGE, 1)
+    )
+    print(
+        f"CPU per 1,000 readings over every round: agent {spent:.1f} ms, bare subscriber"
+        f" {bare_spent:.1f} ms (ratio bare / agent {bare_spent / spent:.2f})"
+    )
     lost = sum(r.lost for r in rounds)
     published = sum(r.published for r in rounds)
     print(f"messages lost at QoS 1: {lost} of {published} (target 0)")

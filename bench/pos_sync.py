@@ -270,7 +270,10 @@ async def _load(
         nonlocal accepted
         while queue:
             began = time.perf_counter()
-            accepted += await _post(session, url, *queue.pop())
+            # Not `accepted += await ...`: that reads the count before the post and writes it
+            # back after, dropping what the other connections added meanwhile.
+            ok = await _post(session, url, *queue.pop())
+            accepted += ok
             latencies.append((time.perf_counter() - began) * 1000)
 
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -297,7 +300,8 @@ async def _paced(
             raw, signature = bodies[n]
             when = start + n / rate
             await asyncio.sleep(max(0.0, when - loop.time()))
-            accepted += await _post(session, url, raw, signature)
+            ok = await _post(session, url, raw, signature)  # then counted: see _load
+            accepted += ok
             latencies.append((loop.time() - when) * 1000)
 
     async with aiohttp.ClientSession(connector=connector) as session:

@@ -26,6 +26,7 @@ from agent.devices.profiles import (
     StateSpec,
     render,
 )
+from protocol.records import record
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
@@ -47,7 +48,7 @@ MAX_PAYLOAD_BYTES = 64 * 1024
 _EARLIEST_DEVICE_TIME = datetime(2001, 1, 1, tzinfo=UTC)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Measurement:
     """One decoded reading in the metric's canonical unit."""
 
@@ -74,7 +75,7 @@ class Rejection:
     value: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Decoded:
     """Everything one message said; empty tuples when it said nothing relevant."""
 
@@ -342,12 +343,16 @@ def _nan_constant(_: str) -> float:
     return math.nan
 
 
+# One decoder for every message: ``json.loads`` with an argument builds a new one per call.
+# NaN/Infinity are not JSON, but some firmwares send them: they decode as "no number".
+_JSON = json.JSONDecoder(parse_constant=_nan_constant)
+
+
 def _decode_message(spec: MessageSpec, text: str, device_tz: tzinfo | None) -> Decoded:
     if spec.format == "plain":
         return _decode_plain(spec, text)
     try:
-        # NaN/Infinity are not JSON, but some firmwares send them: treat them as "no number".
-        document = json.loads(text, parse_constant=_nan_constant)
+        document = _JSON.decode(text)
     except (json.JSONDecodeError, RecursionError) as err:
         raise PayloadError(f"invalid JSON ({err})") from err
     if not isinstance(document, dict):

@@ -116,6 +116,8 @@ class MqttDeviceGateway:
         self.stats = IngestStats()
         self._devices: dict[str, _Device] = {}
         self._routes: dict[str, list[str]] = {}
+        # Per topic, how many bound devices report their state on it: asked for every message.
+        self._state_topics: dict[str, int] = {}
         self._problems = ThrottledLog(log, log_interval, clock)
         self._expiry_task: asyncio.Task[None] | None = None
 
@@ -125,9 +127,12 @@ class MqttDeviceGateway:
         """Bind a device (replacing an earlier binding) and subscribe to its topics."""
         if device_id in self._devices:
             await self.remove(device_id)
+        state_topics = codec.state_topics()
         self._devices[device_id] = _Device(
-            codec, device_tz or self._device_tz, state_topics=codec.state_topics()
+            codec, device_tz or self._device_tz, state_topics=state_topics
         )
+        for topic in state_topics:
+            self._state_topics[topic] = self._state_topics.get(topic, 0) + 1
         new_topics = []
         for topic in codec.subscriptions():
             routes = self._routes.setdefault(topic, [])
@@ -144,6 +149,10 @@ class MqttDeviceGateway:
         if device is None:
             return
         self.availability.forget(device_id)
+        for topic in device.state_topics:
+            left = self._state_topics.pop(topic) - 1
+            if left:
+                self._state_topics[topic] = left
         unused = []
         for topic in device.codec.subscriptions():
             routes = self._routes.get(topic, [])
@@ -161,11 +170,7 @@ class MqttDeviceGateway:
     def reports_state(self, topic: str) -> bool:
         """Whether a bound device reports its state on ``topic`` (its messages confirm
         commands, so the MQTT client handles them before waiting telemetry)."""
-        for device_id in self._routes.get(topic, ()):
-            device = self._devices.get(device_id)
-            if device is not None and topic in device.state_topics:
-                return True
-        return False
+        return topic in self._state_topics
 
     async def handle(self, message: InboundMessage) -> None:
         """Process one incoming message; never raises for bad input."""

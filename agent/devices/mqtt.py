@@ -20,24 +20,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import random
 import socket
 import struct
-import sys
-import termios
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import aiomqtt
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import MQTTErrorCode
 from paho.mqtt.reasoncodes import ReasonCode
 
 from agent.devices.codec import OutgoingMessage
 from agent.devices.errors import DeviceUnavailable
 from protocol.backoff import Backoff, Retry
+from protocol.records import record
 from protocol.tasks import cancel_and_wait
 from protocol.throttled_log import ThrottledLog
 
@@ -89,7 +89,7 @@ def outgoing(kind: MessageKind, topic: str, payload: str) -> OutgoingMessage:
     return OutgoingMessage(topic=topic, payload=payload, qos=qos, retain=retain)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InboundMessage:
     """A message received from the broker."""
 
@@ -113,21 +113,38 @@ class CommitBarrier(Protocol):
         """Wait until there is room to queue a message's worth of items."""
         ...
 
-    def settled(self, start: int, end: int) -> asyncio.Future[bool]:
-        """Resolves once the items queued between two marks are finished: True if committed."""
+    def full(self) -> bool:
+        """True while :meth:`room` would wait."""
+        ...
+
+    def outcome(self, start: int, end: int) -> bool | None:
+        """Whether the items queued between two marks are committed: True, False if one of
+        them was refused or lost, None while they are not all finished."""
+        ...
+
+    async def progress(self) -> None:
+        """Wait until more items are finished."""
         ...
 
 
-@dataclass(frozen=True, slots=True)
 class _Delivery:
     """A received message, with what acknowledging it needs: its connection and packet id, and
-    (QoS 1) ``handled``: set once it was handled, to what tells when its readings are committed
-    (None: nothing to wait for; a lost connection's unhandled message resolves to False)."""
+    (QoS 1) where its readings stand, ``commit``: None until it is handled, then the barrier
+    positions its handler queued between, or True when there is nothing to wait for, or False
+    when its connection was lost before it was handled (the broker delivers it again).
 
-    message: InboundMessage
-    client: aiomqtt.Client
-    mid: int
-    handled: asyncio.Future[asyncio.Future[bool] | bool | None] | None
+    The one mutable object per message: what the acknowledger asks of it, no future per message.
+    """
+
+    __slots__ = ("client", "commit", "message", "mid")
+
+    def __init__(
+        self, message: InboundMessage, client: aiomqtt.Client, mid: int, commit: bool | None
+    ) -> None:
+        self.message = message
+        self.client = client
+        self.mid = mid
+        self.commit: tuple[int, int] | bool | None = commit
 
 
 @dataclass(frozen=True)
@@ -337,8 +354,6 @@ class MqttClient:
     async def _session(self) -> None:
         settings = self.settings
         will = settings.will
-        # The queue learns its client once it exists; no message arrives before the connect.
-        owner: list[aiomqtt.Client] = []
         client = aiomqtt.Client(
             settings.host,
             settings.port,
@@ -353,13 +368,18 @@ class MqttClient:
                 if will is not None
                 else None
             ),
-            queue_type=self._forwarding_queue(owner),
             socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
         )
-        owner.append(client)
         # aiomqtt 2.5 has no option for it; paho's own switch (paho-mqtt >= 2.0): QoS 1 messages
         # are acknowledged by _acknowledge, after their readings are committed.
         client._client.manual_ack_set(True)
+        # Messages come to our queue straight from paho's receive path, in place of its
+        # ``_handle_on_message`` (which matches each topic against per-filter callbacks, none
+        # here, under two locks, then calls aiomqtt's ``on_message``, which builds a message of
+        # its own for ``client.messages``). An exception still ends the connection, as paho's
+        # does with ``suppress_exceptions`` off. The connection a message came on is what
+        # acknowledging it needs.
+        client._client._handle_on_message = self._receiver(client)  # type: ignore[method-assign,assignment]
         async with asyncio.timeout(settings.timeout + 1):
             await client.__aenter__()
         _read_in_bursts(client)
@@ -436,40 +456,28 @@ class MqttClient:
             chunk = foreign[start : start + _SUBSCRIBE_CHUNK]
             await client.unsubscribe(chunk, timeout=self.settings.timeout)
 
-    def _forwarding_queue(
-        self, owner: list[aiomqtt.Client]
-    ) -> type[asyncio.Queue[aiomqtt.Message]]:
-        """A queue class for aiomqtt whose put_nowait hands messages straight to our queue.
-
-        aiomqtt puts each message into its queue from paho's receive callback; ours remembers
-        the connection it came on, which acknowledging it needs.
-        """
+    def _receiver(self, client: aiomqtt.Client) -> Callable[[mqtt.MQTTMessage], None]:
+        """paho's ``_handle_on_message`` for ``client``: each message into our queue."""
         enqueue = self._enqueue
 
-        class ForwardingQueue(asyncio.Queue[aiomqtt.Message]):
-            def put_nowait(self, item: aiomqtt.Message) -> None:
-                enqueue(owner[0], item)
+        def handle_on_message(message: mqtt.MQTTMessage) -> None:
+            enqueue(client, message)
 
-        return ForwardingQueue
+        return handle_on_message
 
-    def _enqueue(self, client: aiomqtt.Client, message: aiomqtt.Message) -> None:
+    def _enqueue(self, client: aiomqtt.Client, message: mqtt.MQTTMessage) -> None:
         self.stats.received += 1
-        if message.qos == 0 and len(self._pending) + len(self._urgent) >= self.settings.queue_size:
+        qos = message.qos
+        if qos == 0 and len(self._pending) + len(self._urgent) >= self.settings.queue_size:
             self.stats.dropped += 1
             self._problems.warning("queue-full", "MQTT handler is behind; dropping QoS 0 messages")
             return
-        payload = message.payload
-        inbound = InboundMessage(
-            topic=message.topic.value,
-            payload=payload if isinstance(payload, bytes) else str(payload or "").encode(),
-            qos=message.qos,
-            retain=bool(message.retain),
-        )
-        handled = asyncio.get_running_loop().create_future() if message.qos > 0 else None
-        delivery = _Delivery(inbound, client, message.mid, handled)
+        inbound = InboundMessage(message.topic, bytes(message.payload), qos, bool(message.retain))
+        # QoS 0: nothing to acknowledge.
+        delivery = _Delivery(inbound, client, message.mid, None if qos > 0 else True)
         urgent = self.prioritize is not None and self.prioritize(inbound.topic)
         (self._urgent if urgent else self._pending).append(delivery)
-        if handled is not None:
+        if qos > 0:
             self._acks.append(delivery)
             self._ack_ready.set()
         self._arrived.set()
@@ -479,12 +487,13 @@ class MqttClient:
         for lane in (self._urgent, self._pending):
             kept = []
             for delivery in lane:
-                if delivery.client is client and delivery.handled is not None:
-                    delivery.handled.set_result(False)
+                if delivery.client is client and delivery.commit is None:
+                    delivery.commit = False
                 else:
                     kept.append(delivery)
             lane.clear()
             lane.extend(kept)
+        self._ack_ready.set()
 
     def _take(self) -> _Delivery | None:
         if self._urgent:
@@ -493,49 +502,79 @@ class MqttClient:
             return self._pending.popleft()
         return None
 
-    async def _next(self) -> _Delivery:
-        while (delivery := self._take()) is None:
-            self._arrived.clear()
-            await self._arrived.wait()
-        return delivery
-
     async def _dispatch(self) -> None:
         barrier = self._barrier
         loop = asyncio.get_running_loop()
-        turn_began = loop.time()
         while True:
-            ran = loop.time() - turn_began
+            while not (self._urgent or self._pending):
+                self._arrived.clear()
+                await self._arrived.wait()
+            if barrier is not None:
+                await barrier.room()
+            began = loop.time()
+            await self._slice(loop, began)
+            ran = loop.time() - began
             if ran > _DISPATCH_SLICE_S:
                 # A burst must not hold the event loop: requests and commands run between.
                 await self._step_aside(loop, ran)
-                turn_began = loop.time()
-            delivery = self._take()
+
+    async def _slice(self, loop: asyncio.AbstractEventLoop, began: float) -> None:
+        """Handle waiting messages, in order, for up to ``_DISPATCH_SLICE_S`` or until the
+        barrier has no room; each within ``handler_timeout``.
+
+        One deadline serves the slice, not a timer per message: every message of the slice
+        begins within ``_DISPATCH_SLICE_S`` of its start, so each still gets at least
+        ``handler_timeout``.
+        """
+        barrier = self._barrier
+        stats = self.stats
+        handler = self._handler
+        delivery: _Delivery | None = None
+        start = 0
+        try:
+            async with asyncio.timeout_at(
+                began + _DISPATCH_SLICE_S + self.settings.handler_timeout
+            ):
+                while (delivery := self._take()) is not None:
+                    start = barrier.mark() if barrier is not None else 0
+                    try:
+                        await handler(delivery.message)
+                        stats.handled += 1
+                    except TimeoutError:  # the handler's own
+                        self._timed_out(delivery)
+                    except Exception:
+                        stats.handler_errors += 1
+                        self._problems.exception(
+                            "handler-error", "MQTT handler failed on %s", delivery.message.topic
+                        )
+                    self._settle(delivery, start)
+                    delivery = None
+                    if loop.time() - began > _DISPATCH_SLICE_S or (
+                        barrier is not None and barrier.full()
+                    ):
+                        return
+        except TimeoutError:
             if delivery is None:
-                delivery = await self._next()
-                turn_began = loop.time()
-            message = delivery.message
-            if barrier is not None:
-                await barrier.room()
-            start = barrier.mark() if barrier is not None else 0
-            try:
-                async with asyncio.timeout(self.settings.handler_timeout):
-                    await self._handler(message)
-                self.stats.handled += 1
-            except TimeoutError:
-                self.stats.handler_timeouts += 1
-                self._problems.error(
-                    "handler-timeout", "MQTT handler timed out on %s", message.topic
-                )
-            except Exception:
-                self.stats.handler_errors += 1
-                self._problems.exception(
-                    "handler-error", "MQTT handler failed on %s", message.topic
-                )
-            # A message the handler failed on is acknowledged too: a broker re-delivering it
-            # for ever would stall the session.
-            if delivery.handled is not None and not delivery.handled.done():
-                settled = barrier.settled(start, barrier.mark()) if barrier is not None else None
-                delivery.handled.set_result(settled)
+                raise  # not a handler's: nothing else in the slice waits
+            self._timed_out(delivery)
+            self._settle(delivery, start)
+
+    def _timed_out(self, delivery: _Delivery) -> None:
+        self.stats.handler_timeouts += 1
+        self._problems.error(
+            "handler-timeout", "MQTT handler timed out on %s", delivery.message.topic
+        )
+
+    def _settle(self, delivery: _Delivery, start: int) -> None:
+        """Tell the acknowledger what a handled message's commit is (QoS 1).
+
+        A message the handler failed on is acknowledged too: a broker re-delivering it for
+        ever would stall the session.
+        """
+        if delivery.commit is None:
+            barrier = self._barrier
+            delivery.commit = (start, barrier.mark()) if barrier is not None else True
+            self._ack_ready.set()
 
     async def _step_aside(self, loop: asyncio.AbstractEventLoop, ran: float) -> None:
         """Let the rest of the agent run after a slice that ran ``ran`` seconds: for the rest of
@@ -564,17 +603,10 @@ class MqttClient:
         A commit settles a few hundred messages at once: their PUBACKs go out in one write,
         not one ``send`` (a system call, and on loopback the broker's wake-up) per message.
         """
+        barrier = self._barrier
         while True:
-            while not self._acks:
-                self._ack_ready.clear()
-                await self._ack_ready.wait()
-            head = self._acks[0]
-            assert head.handled is not None
-            outcome = await head.handled
-            if isinstance(outcome, asyncio.Future):
-                await outcome
             mids: list[int] = []
-            while self._acks and (committed := _outcome_now(self._acks[0])) is not None:
+            while self._acks and (committed := self._committed(self._acks[0])) is not None:
                 delivery = self._acks.popleft()
                 # Only on the connection the message came on: after a reconnect the broker
                 # re-delivers what that connection left unacknowledged.
@@ -586,20 +618,20 @@ class MqttClient:
             receiving = self._receiving
             if mids and receiving is not None:
                 _send_pubacks(receiving, mids)
+            if self._acks and self._acks[0].commit is not None:
+                assert barrier is not None  # a message waits for a commit only with a barrier
+                await barrier.progress()
+            else:  # no message, or the first one is not handled yet
+                self._ack_ready.clear()
+                await self._ack_ready.wait()
 
-
-def _outcome_now(delivery: _Delivery) -> bool | None:
-    """Whether a QoS 1 message's readings are committed (None: not known yet)."""
-    handled = delivery.handled
-    assert handled is not None
-    if not handled.done():
-        return None
-    outcome = handled.result()
-    if isinstance(outcome, asyncio.Future):
-        if not outcome.done():
-            return None
-        outcome = outcome.result()
-    return outcome is not False  # None: the handler queued nothing to commit
+    def _committed(self, delivery: _Delivery) -> bool | None:
+        """Whether a QoS 1 message's readings are committed (None: not known yet)."""
+        commit = delivery.commit
+        if commit is None or isinstance(commit, bool):
+            return commit
+        assert self._barrier is not None
+        return self._barrier.outcome(*commit)
 
 
 def _send_pubacks(client: aiomqtt.Client, mids: list[int]) -> None:
@@ -620,25 +652,30 @@ def _read_in_bursts(client: aiomqtt.Client) -> None:
     behind all of it in the socket. Replaces aiomqtt's reader for this connection (same
     error handling: a failed read ends the connection); aiomqtt removes it when the socket
     closes.
+
+    Packets are read with paho's ``_packet_read`` (what its ``loop_read`` runs, one packet a
+    call, errors handed to its ``_loop_rc_handle`` the same way) until it finds the socket
+    drained: one failed ``recv`` a burst, not a ``FIONREAD`` per packet.
     """
     paho = client._client
     sock = paho.socket()
     if not isinstance(sock, socket.socket):
         return  # a WebSocket transport wraps the socket: keep aiomqtt's own reader
-    fd = sock.fileno()
-    available = bytearray(4)
+    again = MQTTErrorCode.MQTT_ERR_AGAIN
 
     def read() -> None:
         try:
             for _ in range(_READ_BURST):
-                paho.loop_read()
                 if paho.socket() is not sock:
                     return
-                fcntl.ioctl(fd, termios.FIONREAD, available)
-                if not int.from_bytes(available, sys.byteorder):
+                rc = paho._packet_read()
+                if rc == again:
+                    return
+                if rc > 0:
+                    paho._loop_rc_handle(rc)
                     return
         except Exception as exc:
             if not client._disconnected.done():
                 client._disconnected.set_exception(exc)
 
-    asyncio.get_running_loop().add_reader(fd, read)
+    asyncio.get_running_loop().add_reader(sock.fileno(), read)

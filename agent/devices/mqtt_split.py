@@ -13,7 +13,6 @@ only, so its messages keep their order and arrive once.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable
 
 from agent.devices.codec import OutgoingMessage
@@ -36,9 +35,17 @@ class _Unbounded:
         """Never waits."""
         return None
 
-    def settled(self, start: int, end: int) -> asyncio.Future[bool]:
+    def full(self) -> bool:
+        """Never full."""
+        return False
+
+    def outcome(self, start: int, end: int) -> bool | None:
         """The wrapped barrier's answer: acknowledgements still wait for the commit."""
-        return self._barrier.settled(start, end)
+        return self._barrier.outcome(start, end)
+
+    async def progress(self) -> None:
+        """The wrapped barrier's progress."""
+        await self._barrier.progress()
 
 
 def without_backpressure(barrier: CommitBarrier) -> CommitBarrier:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -413,12 +414,17 @@ class FirmwareProfile(_Model):
         """The state fields the device reports."""
         return frozenset(state.field for message in self.messages for state in message.states)
 
+    @cached_property
+    def _metrics_by_name(self) -> dict[str, MetricSpec]:
+        # Looked up for every reading ingested; the first metric of a name wins, as before.
+        by_name: dict[str, MetricSpec] = {}
+        for metric in self.metrics:
+            by_name.setdefault(metric.name, metric)
+        return by_name
+
     def metric(self, name: str) -> MetricSpec:
         """Return the metric called ``name`` (KeyError if absent)."""
-        for metric in self.metrics:
-            if metric.name == name:
-                return metric
-        raise KeyError(name)
+        return self._metrics_by_name[name]
 
 
 class ProfileRegistry(Mapping[str, FirmwareProfile]):

@@ -24,6 +24,7 @@ from typing import Any
 
 from agent.store.db import Database
 from agent.store.devices import stamp_last_readings
+from protocol.records import record
 from protocol.timefmt import from_ms, iso, now_iso
 
 __all__ = [
@@ -73,7 +74,7 @@ _TABLES = {
 _STEPS = {Resolution.RAW: 0, Resolution.MINUTE: MINUTE_MS, Resolution.HOUR: HOUR_MS}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NewReading:
     """A validated, calibrated reading ready to store."""
 

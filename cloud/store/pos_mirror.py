@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 from uuid import UUID
 
 import asyncpg
@@ -50,13 +50,16 @@ class MirrorColumns:
     each object again in Python cost three times the page's decoding. The ids and locations
     go as JSON lists rather than arrays: asyncpg encodes an array element by element, with
     two abstract base class checks for each string (about 0.9 ms of a 1,000-object page;
-    ``json.dumps`` takes a tenth of that, and PostgreSQL reads either as fast)."""
+    ``json.dumps`` takes a tenth of that, and PostgreSQL reads either as fast). The times go
+    as ``times`` says: seconds since the epoch (``float8``) where that is exact, else
+    ``timestamptz``."""
 
     source: str
     object_ids: str
     location_ids: str
-    created_at: list[datetime | None]
-    updated_at: list[datetime | None]
+    created_at: Sequence[float | None] | Sequence[datetime | None]
+    updated_at: Sequence[float | None] | Sequence[datetime | None]
+    times: Literal["float8", "timestamptz"]
     count: int
 
     @classmethod
@@ -72,15 +75,43 @@ class MirrorColumns:
         return cls._aligned(source, _one_per_object(rows))
 
     @classmethod
-    def _aligned(cls, source: str, rows: Sequence[MirrorRow | None]) -> MirrorColumns:
+    def of_seconds(
+        cls,
+        source: str,
+        object_ids: list[str],
+        location_ids: list[str | None],
+        created_at: list[float],
+        updated_at: list[float],
+    ) -> MirrorColumns | None:
+        """The columns of a page's list of objects, whose JSON text is ``source``, every one
+        written, each once, its times given as seconds since the epoch; None when a time lies
+        where a float8 would not hold its microseconds (the caller then makes rows)."""
+        if created_at and not (
+            min(min(created_at), min(updated_at)) > -_EXACT_SECONDS
+            and max(max(created_at), max(updated_at)) < _EXACT_SECONDS
+        ):
+            return None
         return cls(
             source,
-            json.dumps([None if r is None else r.object_id for r in rows]),
-            json.dumps([None if r is None else r.location_id for r in rows]),
-            [None if r is None else r.created_at for r in rows],
-            [None if r is None else r.updated_at for r in rows],
-            sum(1 for r in rows if r is not None),
+            json.dumps(object_ids),
+            json.dumps(location_ids),
+            created_at,
+            updated_at,
+            "float8",
+            len(object_ids),
         )
+
+    @classmethod
+    def _aligned(cls, source: str, rows: Sequence[MirrorRow | None]) -> MirrorColumns:
+        ids = json.dumps([None if r is None else r.object_id for r in rows])
+        locations = json.dumps([None if r is None else r.location_id for r in rows])
+        count = sum(1 for r in rows if r is not None)
+        created = [None if r is None else r.created_at for r in rows]
+        updated = [None if r is None else r.updated_at for r in rows]
+        created_s, updated_s = _seconds(created), _seconds(updated)
+        if created_s is None or updated_s is None:
+            return cls(source, ids, locations, created, updated, "timestamptz", count)
+        return cls(source, ids, locations, created_s, updated_s, "float8", count)
 
     def __len__(self) -> int:
         return self.count
@@ -172,12 +203,6 @@ def _statement(
     where that is exact: asyncpg encodes a ``timestamptz[]`` element by element, 1.2 ms of
     Python for a 1,000-object page's two columns against 0.5 ms for ``float8[]`` (the seconds
     computed included), and PostgreSQL converts either as fast."""
-    created, updated = _seconds(columns.created_at), _seconds(columns.updated_at)
-    times: tuple[Sequence[Any], Sequence[Any]]
-    if created is None or updated is None:
-        statement, times = statements["timestamptz"], (columns.created_at, columns.updated_at)
-    else:
-        statement, times = statements["float8"], (created, updated)
     arguments = (
         config_id,
         owner_id,
@@ -185,9 +210,10 @@ def _statement(
         columns.source,
         columns.object_ids,
         columns.location_ids,
-        *times,
+        columns.created_at,
+        columns.updated_at,
     )
-    return statement, arguments
+    return statements[columns.times], arguments
 
 
 async def upsert_objects(

@@ -25,7 +25,7 @@ from agent.devices.mqtt_split import SplitTransport, without_backpressure
 from agent.services.devices.registry import DeviceBinding, DeviceService
 from agent.services.ingest.serial_devices import SerialDevices, SerialOptions, SerialReports
 from agent.services.live.device_events import DeviceEvent, DeviceEventHook, EventKind
-from agent.services.readings.writer import ReadingWriter, incoming
+from agent.services.readings.writer import ReadingWriter, incoming, to_ms
 from protocol.timefmt import utcnow
 
 __all__ = ["DeviceRuntime", "MqttState"]
@@ -194,13 +194,14 @@ class DeviceRuntime:
         if binding is None:
             return
         profile = binding.profile
+        received_ms = to_ms(received_at)
         for measurement in measurements:
             try:
                 spec = profile.metric(measurement.metric)
                 valid: tuple[float, float] | None = (spec.min, spec.max)
             except KeyError:
                 valid = None
-            self._writer.submit(incoming(device_id, measurement, received_at, valid))
+            self._writer.submit(incoming(device_id, measurement, received_ms, valid))
 
     async def states(
         self, device_id: str, states: Sequence[StateUpdate], received_at: datetime

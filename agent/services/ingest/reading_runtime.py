@@ -9,7 +9,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -17,6 +16,7 @@ from agent.services.periodic import PeriodicJob
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.services.readings.retention import ReadingRetention
 from agent.services.readings.writer import ReadingWriter
+from protocol.records import record
 from protocol.tasks import cancel_and_wait
 
 __all__ = ["LatestReadings", "ReadingRuntime"]
@@ -28,7 +28,7 @@ _LATEST_RAW_MAX_AGE_MS = 5 * 60 * 1000
 _RECORDER_QUEUE = 50_000
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Latest:
     ts: int
     raw: float

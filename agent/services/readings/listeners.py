@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from types import TracebackType
 
+from protocol.records import record
 from protocol.throttled_log import ThrottledLog
 
 __all__ = ["CommittedReading", "ListenerSet", "ReadingSubscription"]
@@ -20,7 +21,7 @@ __all__ = ["CommittedReading", "ListenerSet", "ReadingSubscription"]
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CommittedReading:
     """A reading as stored: committed to disk before any listener sees it."""
 
@@ -46,7 +47,11 @@ class ReadingSubscription:
         accept: Callable[[CommittedReading], bool] | None,
         on_close: Callable[[ReadingSubscription], None],
     ) -> None:
-        self._queue: asyncio.Queue[CommittedReading] = asyncio.Queue(maxsize)
+        # A deque and an event, not an asyncio.Queue: every committed reading is offered to
+        # every subscription, and a queue's put wakes its getters one call at a time.
+        self._items: deque[CommittedReading] = deque()
+        self._maxsize = maxsize
+        self._arrived = asyncio.Event()
         self._accept = accept
         self._on_close = on_close
         self.dropped = 0
@@ -55,18 +60,18 @@ class ReadingSubscription:
 
     async def get(self) -> CommittedReading:
         """The next reading, waiting for one."""
-        return await self._queue.get()
+        while not self._items:
+            self._arrived.clear()
+            await self._arrived.wait()
+        return self._items.popleft()
 
     def get_nowait(self) -> CommittedReading | None:
         """The next reading, or None when none is waiting."""
-        try:
-            return self._queue.get_nowait()
-        except asyncio.QueueEmpty:
-            return None
+        return self._items.popleft() if self._items else None
 
     def pending(self) -> int:
         """Readings waiting in the queue."""
-        return self._queue.qsize()
+        return len(self._items)
 
     def take_dropped(self) -> int:
         """How many readings were missed since the last call (and reset that count)."""
@@ -77,12 +82,12 @@ class ReadingSubscription:
         """Queue a reading if the listener wants it; False if it was dropped for lack of room."""
         if self._accept is not None and not self._accept(reading):
             return True
-        try:
-            self._queue.put_nowait(reading)
-        except asyncio.QueueFull:
+        if len(self._items) >= self._maxsize:
             self.dropped += 1
             self.dropped_total += 1
             return False
+        self._items.append(reading)
+        self._arrived.set()
         return True
 
     def close(self) -> None:

@@ -9,10 +9,10 @@ stored readings offered to listeners. NaN, infinities, out-of-range values and i
 timestamps are counted and logged at a limited rate and never stored.
 
 The writer is also the MQTT client's commit barrier: every queued reading takes the next
-position, :meth:`ReadingWriter.settled` tells when the readings between two positions are
-committed, and :meth:`ReadingWriter.room` makes a producer wait while the queue is nearly full.
-A QoS 1 message is acknowledged only after that, so overload slows the broker instead of
-dropping readings.
+position, :meth:`ReadingWriter.outcome` tells whether the readings between two positions are
+committed (:meth:`ReadingWriter.progress` waits for the next ones to finish), and
+:meth:`ReadingWriter.room` makes a producer wait while the queue is nearly full. A QoS 1 message
+is acknowledged only after that, so overload slows the broker instead of dropping readings.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import heapq
 import logging
 import math
 import time
@@ -33,6 +32,7 @@ from agent.devices.codec import Measurement
 from agent.services.readings.listeners import CommittedReading, ListenerSet, ReadingSubscription
 from agent.store.readings import NewReading, ReadingStore
 from protocol.backoff import Backoff
+from protocol.records import record
 from protocol.throttled_log import ThrottledLog
 
 __all__ = [
@@ -50,6 +50,7 @@ CalibrationProvider = Callable[[str, str], LinearCalibration | None]
 """``(device_id, metric)`` to the active calibration, or None; an in-memory lookup."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
 _DAY_MS = 86_400_000
 # Queue places kept free for whoever waits in room(): more than one message's readings.
 _ROOM = 100
@@ -58,10 +59,10 @@ _FAILURES_KEPT = 1000
 
 def to_ms(moment: datetime) -> int:
     """Unix milliseconds of an aware datetime, without float rounding."""
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
+    return (moment - _EPOCH) // _MS
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class IncomingReading:
     """A decoded reading on its way in; times are unix milliseconds."""
 
@@ -78,19 +79,20 @@ class IncomingReading:
 def incoming(
     device_id: str,
     measurement: Measurement,
-    received_at: datetime,
+    received_ms: int,
     valid_range: tuple[float, float] | None = None,
 ) -> IncomingReading:
-    """An :class:`IncomingReading` from a decoded device measurement."""
+    """An :class:`IncomingReading` from a decoded device measurement received at
+    ``received_ms`` (unix milliseconds: :func:`to_ms` once for all of a message's readings)."""
     device_time = measurement.device_time
     return IncomingReading(
-        device_id=device_id,
-        metric=measurement.metric,
-        unit=measurement.unit,
-        value=measurement.value,
-        received_ts=to_ms(received_at),
-        device_ts=None if device_time is None else to_ms(device_time),
-        valid_range=valid_range,
+        device_id,
+        measurement.metric,
+        measurement.unit,
+        measurement.value,
+        received_ms,
+        None if device_time is None else to_ms(device_time),
+        valid_range,
     )
 
 
@@ -190,7 +192,10 @@ class ReadingWriter:
         self._stop_timeout = stop_timeout
         self._problems = ThrottledLog(log, log_interval)
         # Unbounded as a container so flush/stop markers always fit; submit() enforces the bound.
-        self._queue: asyncio.Queue[NewReading | _Marker] = asyncio.Queue()
+        # A deque and an event, not an asyncio.Queue (whose put wakes getters one call at a
+        # time, for every reading).
+        self._queue: collections.deque[NewReading | _Marker] = collections.deque()
+        self._arrived = asyncio.Event()
         self._queued = 0
         # Every reading offered takes a position. Queued ones are committed in position order
         # (``_finished`` is the last one done); refused ones (queue full, writer stopped) and
@@ -200,8 +205,8 @@ class ReadingWriter:
         self._positions: collections.deque[int] = collections.deque()
         self._finished = 0
         self._failed: list[tuple[int, int]] = []
-        self._waiters: list[tuple[int, int, int, int, asyncio.Future[bool]]] = []
-        self._waiter_seq = 0
+        # Set, and replaced by a new one, each time queued readings are finished.
+        self._progressed = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
         self._task: asyncio.Task[None] | None = None
@@ -238,7 +243,8 @@ class ReadingWriter:
         self._positions.append(self._position)
         if self._queued + _ROOM > self._max_queue:
             self._has_room.clear()
-        self._queue.put_nowait(prepared)
+        self._queue.append(prepared)
+        self._arrived.set()
         self.stats.accepted += 1
         return True
 
@@ -250,29 +256,36 @@ class ReadingWriter:
         """Wait while the queue is nearly full (a producer that can wait, like MQTT QoS 1)."""
         await self._has_room.wait()
 
-    def settled(self, start: int, end: int) -> asyncio.Future[bool]:
-        """A future: True once the readings queued between marks ``start`` and ``end`` are
-        committed, False if one of them was refused or lost (then its message must not be
-        acknowledged: the broker delivers it again)."""
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    def full(self) -> bool:
+        """True while :meth:`room` would wait."""
+        return not self._has_room.is_set()
+
+    def outcome(self, start: int, end: int) -> bool | None:
+        """Whether the readings queued between marks ``start`` and ``end`` are committed:
+        True; False if one of them was refused or lost (then its message must not be
+        acknowledged: the broker delivers it again); None while they are not all finished."""
         # Nothing to wait for past the last queued reading (the rest were refused).
-        target = min(end, self._last_queued)
-        if target <= self._finished:
-            future.set_result(self._intact(start, end))
-        else:
-            self._waiter_seq += 1
-            heapq.heappush(self._waiters, (target, self._waiter_seq, start, end, future))
-        return future
+        if min(end, self._last_queued) > self._finished:
+            return None
+        return self._intact(start, end)
+
+    async def progress(self) -> None:
+        """Wait until more queued readings are finished (committed or lost)."""
+        await self._progressed.wait()
 
     def _refused(self) -> None:
         self._position += 1
-        self._failed.append((self._position - 1, self._position))
+        failed = self._failed
+        if failed and failed[-1][1] == self._position - 1:
+            failed[-1] = (failed[-1][0], self._position)  # a run of refusals is one range
+        else:
+            failed.append((self._position - 1, self._position))
 
     def _intact(self, start: int, end: int) -> bool:
         return not any(a < end and b > start for a, b in self._failed)
 
     def _finish(self, count: int, committed: bool) -> None:
-        """The next ``count`` queued readings are done: settle the waiters they complete."""
+        """The next ``count`` queued readings are done: wake whoever waits for progress."""
         if count == 0:
             return
         for _ in range(count - 1):
@@ -284,10 +297,8 @@ class ReadingWriter:
         self._queued -= count
         if self._queued + _ROOM <= self._max_queue:
             self._has_room.set()
-        while self._waiters and self._waiters[0][0] <= self._finished:
-            _, _, start, end, future = heapq.heappop(self._waiters)
-            if not future.done():
-                future.set_result(self._intact(start, end))
+        progressed, self._progressed = self._progressed, asyncio.Event()
+        progressed.set()
         # Failures are rare; the recent ones are all a message being handled can span.
         del self._failed[:-_FAILURES_KEPT]
 
@@ -392,7 +403,8 @@ class ReadingWriter:
         if task is None:
             return
         marker = _Marker(asyncio.get_running_loop().create_future(), stop=True)
-        self._queue.put_nowait(marker)
+        self._queue.append(marker)
+        self._arrived.set()
         try:
             done, _ = await asyncio.wait({task}, timeout=self._stop_timeout)
         except asyncio.CancelledError:
@@ -411,7 +423,8 @@ class ReadingWriter:
         if self._task is None:
             raise RuntimeError("reading writer is not running")
         marker = _Marker(asyncio.get_running_loop().create_future())
-        self._queue.put_nowait(marker)
+        self._queue.append(marker)
+        self._arrived.set()
         async with asyncio.timeout(timeout):
             await marker.done
 
@@ -448,26 +461,33 @@ class ReadingWriter:
         loop = asyncio.get_running_loop()
         batch: list[NewReading] = []
         markers: list[_Marker] = []
-        item = await self._queue.get()
+        item = await self._next()
         due = min(last_commit + self._min_interval, loop.time() + self._interval)
         while True:
             if isinstance(item, _Marker):
                 markers.append(item)
                 return batch, markers  # a flush or stop commits what came before it, now
             batch.append(item)
-            if len(batch) >= self._batch_limit():
+            # Every limit is at least the busy one: below it, nothing to ask.
+            if len(batch) >= self._busy_batch and len(batch) >= self._batch_limit():
                 return batch, markers
-            try:
-                item = self._queue.get_nowait()
-            except asyncio.QueueEmpty:
+            if self._queue:
+                item = self._queue.popleft()
+            else:
                 remaining = due - loop.time()
                 if remaining <= 0:
                     return batch, markers
                 try:
                     async with asyncio.timeout(remaining):
-                        item = await self._queue.get()
+                        item = await self._next()
                 except TimeoutError:
                     return batch, markers
+
+    async def _next(self) -> NewReading | _Marker:
+        while not self._queue:
+            self._arrived.clear()
+            await self._arrived.wait()
+        return self._queue.popleft()
 
     def _batch_limit(self) -> int:
         busy, quiet = self._busy, self._quiet

@@ -32,11 +32,11 @@ from cloud.pos_provider.errors import (
 from cloud.pos_provider.resources import ORDERS_LOCATIONS_PER_REQUEST, RESOURCES, Resource
 from cloud.services.pos.configs import ACCESS_TOKEN
 from cloud.services.pos.links import ProviderLinks
-from cloud.services.pos.mirror_rows import high_water, mirror_row
+from cloud.services.pos.mirror_rows import PageRows, later, page_rows
 from cloud.services.pos.secrets import PosSecrets
 from cloud.store import pos_configs, pos_jobs, pos_mirror
 from cloud.store.db import Connection, Database
-from cloud.store.pos_mirror import MirrorColumns, MirrorRow
+from cloud.store.pos_mirror import MirrorColumns
 from protocol.backoff import Backoff
 from protocol.secretbox import SecretBoxError
 from protocol.tasks import cancel_and_wait
@@ -67,18 +67,6 @@ class JobPolicy:
         return Backoff(self.retry_initial_s, self.retry_max_s).delay(max(0, attempts - 1))
 
 
-@dataclass(frozen=True)
-class _Fetched:
-    """A page of the provider made into mirror rows, ready to write."""
-
-    rows: list[MirrorRow]
-    columns: MirrorColumns
-
-    @classmethod
-    def empty(cls) -> _Fetched:
-        return cls([], MirrorColumns.of([]))
-
-
 @dataclass
 class _StepWrites:
     """What the page writes of a step share: whether its objects are expected to be new to the
@@ -107,11 +95,12 @@ def _fetch(
     return client.page(resource, at.cursor, at.since, chunk)
 
 
-def _made_into_rows(resource: Resource, page: Page) -> _Fetched:
-    """The page's objects as mirror rows and the columns of their write."""
-    aligned = [mirror_row(resource.name, obj) for obj in page.items]
-    columns = MirrorColumns.of_page(page.items_text, aligned)
-    return _Fetched([r for r in aligned if r is not None], columns)
+def _made_into_rows(resource: Resource, page: Page) -> PageRows:
+    """The page's objects made ready to write."""
+    return page_rows(resource.name, page.items, page.items_text)
+
+
+_NO_ROWS = PageRows(MirrorColumns.of([]), frozenset(), 0, None, None)
 
 
 class SyncRunner:
@@ -218,7 +207,7 @@ class SyncRunner:
                     chunks = await self._location_chunks(config, resource)
                     step_writes = _StepWrites(new_only=resource.name not in cursors)
                 if resource.by_location and not chunks:
-                    page, done = _Fetched.empty(), True
+                    page, done = _NO_ROWS, True
                 else:
                     if ahead is not None:
                         fetched, ahead = await ahead, None
@@ -236,7 +225,7 @@ class SyncRunner:
                         ahead = asyncio.create_task(_fetch(client, resource, at, chunks))
                         await asyncio.sleep(0)  # the request goes out before the rows are made
                     page = _made_into_rows(resource, fetched)
-                    at.high_water = high_water(at.high_water, page.rows)
+                    at.high_water = later(at.high_water, page.latest)
                 write = functools.partial(
                     self._write,
                     job,
@@ -248,7 +237,7 @@ class SyncRunner:
                     pages_before,
                     step_writes,
                 )
-                await writes.start(write, frozenset(r.object_id for r in page.rows))
+                await writes.start(write, page.ids)
                 pages_before += 1
                 if done:
                     await writes.drain()
@@ -277,7 +266,7 @@ class SyncRunner:
         job: asyncpg.Record,
         at: _Position,
         resource: Resource,
-        page: _Fetched,
+        page: PageRows,
         done: bool,
         config: asyncpg.Record,
         pages_before: int,
@@ -293,8 +282,8 @@ class SyncRunner:
             await pos_jobs.take_page_turn(conn, job["id"], pages_before)
             turn.set()
             await self._write_rows(conn, config_id, owner_id, resource, page, step)
-            if resource.name == "locations" and page.rows:
-                merchant = page.rows[0].data.get("merchant_id")
+            if resource.name == "locations" and page.first is not None:
+                merchant = page.first.get("merchant_id")
                 if merchant:
                     await pos_configs.set_merchant(conn, config_id, str(merchant))
             await pos_jobs.wait_page_turn(conn, job["id"], pages_before)
@@ -312,7 +301,7 @@ class SyncRunner:
                 since=None if done else at.since,
                 step_high_water=None if done else at.high_water,
                 resource=resource.name,
-                records=len(page.rows),
+                records=page.records,
                 pages_before=pages_before,
             )
             if not kept:
@@ -324,7 +313,7 @@ class SyncRunner:
         config_id: UUID,
         owner_id: UUID,
         resource: Resource,
-        page: _Fetched,
+        page: PageRows,
         step: _StepWrites,
     ) -> None:
         """A page's rows into the mirror: inserted while the step's objects are expected to be

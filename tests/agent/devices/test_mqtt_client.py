@@ -233,26 +233,28 @@ async def test_the_connection_sends_small_packets_at_once(broker: Mosquitto) -> 
 
 
 class Gate:
-    """A commit barrier whose commits the test decides: every message waits for ``open()``."""
+    """A commit barrier whose commits the test decides: nothing is committed until ``open()``."""
 
     def __init__(self) -> None:
-        self.position = 0
-        self.waiting: list[asyncio.Future[bool]] = []
+        self._open = asyncio.Event()
 
     def mark(self) -> int:
-        return self.position
+        return 0
 
     async def room(self) -> None:
         return None
 
-    def settled(self, start: int, end: int) -> asyncio.Future[bool]:
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.waiting.append(future)
-        return future
+    def full(self) -> bool:
+        return False
+
+    def outcome(self, start: int, end: int) -> bool | None:
+        return True if self._open.is_set() else None
+
+    async def progress(self) -> None:
+        await self._open.wait()
 
     def open(self) -> None:
-        for future in self.waiting:
-            future.set_result(True)
+        self._open.set()
 
 
 async def test_a_qos1_message_is_acknowledged_only_once_its_readings_are_committed(
@@ -267,7 +269,7 @@ async def test_a_qos1_message_is_acknowledged_only_once_its_readings_are_committ
             await agent.wait_connected(WAIT)
             await agent.subscribe(["readings/#"])
             await _publish_all(device, "readings/ph", ["6.1", "6.2"])
-            await eventually(lambda: len(gate.waiting) == 2)
+            await eventually(lambda: agent.stats.handled == 2)
             assert agent.stats.acknowledged == 0
         # Handled but never committed: the broker delivers both again to the session.
         second = Inbox()

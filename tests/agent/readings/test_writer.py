@@ -365,7 +365,7 @@ async def test_queue_full_drops_and_counts(farm: Farm, make_writer: Any) -> None
 
 async def test_measurements_from_the_codec_convert(farm: Farm) -> None:
     received = datetime(2024, 1, 1, 0, 0, 1, 999_999, tzinfo=UTC)
-    item = incoming(farm.sensor, Measurement("ph", 6.2, "pH", received), received, (0, 14))
+    item = incoming(farm.sensor, Measurement("ph", 6.2, "pH", received), to_ms(received), (0, 14))
     assert item.received_ts == item.device_ts == T0 + 1999 == to_ms(received)
     assert (item.metric, item.unit, item.valid_range) == ("ph", "pH", (0, 14))
     assert Resolution.MINUTE.step_ms == MIN
