@@ -505,25 +505,30 @@ class MqttClient:
     async def _dispatch(self) -> None:
         barrier = self._barrier
         loop = asyncio.get_running_loop()
+        # A turn runs until _DISPATCH_SLICE_S have passed, a wait for room in the barrier
+        # included (as the rest of the agent runs meanwhile, it is the ingest's time too).
+        turn_began = loop.time()
         while True:
-            while not (self._urgent or self._pending):
-                self._arrived.clear()
-                await self._arrived.wait()
+            if not (self._urgent or self._pending):
+                while not (self._urgent or self._pending):
+                    self._arrived.clear()
+                    await self._arrived.wait()
+                turn_began = loop.time()
             if barrier is not None:
                 await barrier.room()
-            began = loop.time()
-            await self._slice(loop, began)
-            ran = loop.time() - began
+            await self._slice(loop, turn_began)
+            ran = loop.time() - turn_began
             if ran > _DISPATCH_SLICE_S:
                 # A burst must not hold the event loop: requests and commands run between.
                 await self._step_aside(loop, ran)
+                turn_began = loop.time()
 
-    async def _slice(self, loop: asyncio.AbstractEventLoop, began: float) -> None:
-        """Handle waiting messages, in order, for up to ``_DISPATCH_SLICE_S`` or until the
-        barrier has no room; each within ``handler_timeout``.
+    async def _slice(self, loop: asyncio.AbstractEventLoop, turn_began: float) -> None:
+        """Handle waiting messages, in order, until the turn has run ``_DISPATCH_SLICE_S`` (one
+        message at least) or the barrier has no room; each within ``handler_timeout``.
 
         One deadline serves the slice, not a timer per message: every message of the slice
-        begins within ``_DISPATCH_SLICE_S`` of its start, so each still gets at least
+        begins within ``_DISPATCH_SLICE_S`` of the slice's start, so each still gets at least
         ``handler_timeout``.
         """
         barrier = self._barrier
@@ -533,7 +538,7 @@ class MqttClient:
         start = 0
         try:
             async with asyncio.timeout_at(
-                began + _DISPATCH_SLICE_S + self.settings.handler_timeout
+                loop.time() + _DISPATCH_SLICE_S + self.settings.handler_timeout
             ):
                 while (delivery := self._take()) is not None:
                     start = barrier.mark() if barrier is not None else 0
@@ -549,7 +554,7 @@ class MqttClient:
                         )
                     self._settle(delivery, start)
                     delivery = None
-                    if loop.time() - began > _DISPATCH_SLICE_S or (
+                    if loop.time() - turn_began > _DISPATCH_SLICE_S or (
                         barrier is not None and barrier.full()
                     ):
                         return
