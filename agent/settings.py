@@ -178,7 +178,7 @@ class AgentSettings(BaseSettings):
         1.0, gt=0, le=60, description="Longest wait before queued readings are committed"
     )
     reading_max_batch: int = Field(
-        100,
+        50,
         ge=1,
         description="Readings per commit at most while API requests come (a command waits for"
         " the commit running)",
