@@ -55,21 +55,19 @@ def mirror_rows(resource: ResourceName, objects: Iterable[dict[str, Any]]) -> li
     return [row for obj in objects if (row := mirror_row(resource, obj)) is not None]
 
 
-def high_water(current: datetime | None, rows: Iterable[MirrorRow]) -> datetime | None:
-    """The latest time seen: where the next incremental pull starts."""
-    latest = current
-    for row in rows:
-        moment = row.updated_at or row.created_at
-        if moment is not None and (latest is None or moment > latest):
-            latest = moment
-    return latest
-
-
 def later(current: datetime | None, moment: datetime | None) -> datetime | None:
     """The later of two times, either of which may be unknown."""
     if moment is None or (current is not None and current >= moment):
         return current
     return moment
+
+
+def high_water(current: datetime | None, rows: Iterable[MirrorRow]) -> datetime | None:
+    """The latest time seen: where the next incremental pull starts."""
+    latest = current
+    for row in rows:
+        latest = later(latest, row.updated_at or row.created_at)
+    return latest
 
 
 class PageRows(NamedTuple):
