@@ -101,16 +101,20 @@ def cpu_seconds(pid: int, *, children: bool = False) -> float:
 
 @dataclass
 class CpuMeter:
-    """CPU seconds of named processes between :meth:`start` and :meth:`stop`."""
+    """CPU seconds of named processes (a name may stand for several, summed) between
+    :meth:`start` and :meth:`stop`; those named in ``with_children`` with their children."""
 
-    pids: dict[str, int]
+    pids: dict[str, int | tuple[int, ...]]
     with_children: frozenset[str] = frozenset()
     seconds: dict[str, float] = field(default_factory=dict)
 
     def _now(self) -> dict[str, float]:
         return {
-            name: cpu_seconds(pid, children=name in self.with_children)
-            for name, pid in self.pids.items()
+            name: sum(
+                cpu_seconds(pid, children=name in self.with_children)
+                for pid in (pids if isinstance(pids, tuple) else (pids,))
+            )
+            for name, pids in self.pids.items()
         }
 
     def start(self) -> CpuMeter:
