@@ -24,7 +24,6 @@ import os
 import signal
 import socket
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.measure import Failures, Run
+from bench.measure import Failures, Run, percentile
 from bench.support import ROOT, free_port, rss_mb
 
 NOW_TEXT = "2026-01-01T00:00:00.000Z"
@@ -232,11 +231,11 @@ def main(failures: Failures) -> None:
         )
         agent = [start_agent(state, cold=True) for _ in range(args.runs)]
         bare = [start_bare() for _ in range(args.runs)]
-    ready = statistics.median(run.ready_s for run in agent)
-    checked = statistics.median(run.checked_s for run in agent)
-    agent_rss = statistics.median(run.rss_mib for run in agent)
-    bare_ready = statistics.median(run[0] for run in bare)
-    bare_rss = statistics.median(run[1] for run in bare)
+    ready = percentile([run.ready_s for run in agent], 50)
+    checked = percentile([run.checked_s for run in agent], 50)
+    agent_rss = percentile([run.rss_mib for run in agent], 50)
+    bare_ready = percentile([run[0] for run in bare], 50)
+    bare_rss = percentile([run[1] for run in bare], 50)
     failures.add("reading tables' check never ended", sum(r.checked_s == math.inf for r in agent))
     print(f"runs: {args.runs} each, medians; the agent's state files dropped from the page cache"
           " before each start")  # fmt: skip
