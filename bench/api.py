@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from statistics import median
 
@@ -33,6 +34,7 @@ ROWS, RACKS, SHELVES = 2, 2, 3
 
 THREADS = 2
 WRITE_EVERY = 100
+WRITERS = 8
 """Reads of the farm list per farm rename in its measurement under writes."""
 # Each request takes the next free (rack, level) slot: slots are numbered across wrk's threads
 # and the rounds (``base``), so no two requests ever ask for the same level of a rack (a 409)
@@ -65,7 +67,9 @@ end
 
 
 class Writer:
-    """Renames a farm ``rate`` times a second in a thread while wrk reads the list."""
+    """Renames a farm ``rate`` times a second while wrk reads the list: a pacing thread hands
+    each write, when it is due, to a pool of WRITERS connections, so that a slow answer does not
+    hold the next writes back (one connection could not keep the pace under load)."""
 
     def __init__(self, base: str, token: str, farm_id: str, rate: float, failures: Failures):
         self._port = int(base.rsplit(":", 1)[1])
@@ -75,28 +79,40 @@ class Writer:
         self._failures = failures
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._pool = ThreadPoolExecutor(WRITERS)
+        self._local = threading.local()
+        self._lock = threading.Lock()
         self.writes = 0
 
+    def _write(self, number: int) -> None:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._local.connection = http.client.HTTPConnection(
+                "127.0.0.1", self._port, timeout=10
+            )
+        body = json.dumps({"name": f"Farm renamed {number}"})
+        try:
+            connection.request("PUT", self._path, body, self._headers)
+            response = connection.getresponse()
+            response.read()
+            with self._lock:
+                self._failures.answer(response.status, "farm rename")
+        except TimeoutError:
+            with self._lock:
+                self._failures.add("farm rename: timeout")
+            connection.close()
+        except OSError:
+            with self._lock:
+                self._failures.add("farm rename: socket error")
+            connection.close()
+
     def _run(self) -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", self._port, timeout=10)
         started = time.monotonic()
         while not self._stop.wait(
             max(0.0, started + self.writes * self._interval - time.monotonic())
         ):
-            body = json.dumps({"name": f"Farm renamed {self.writes}"})
-            try:
-                connection.request("PUT", self._path, body, self._headers)
-                response = connection.getresponse()
-                response.read()
-                self._failures.answer(response.status, "farm rename")
-            except TimeoutError:
-                self._failures.add("farm rename: timeout")
-                connection.close()
-            except OSError:
-                self._failures.add("farm rename: socket error")
-                connection.close()
+            self._pool.submit(self._write, self.writes)
             self.writes += 1
-        connection.close()
 
     def __enter__(self) -> Writer:
         self._thread.start()
@@ -105,6 +121,7 @@ class Writer:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._pool.shutdown(wait=True)
 
 
 def seed(base: str, token: str, farms: int) -> tuple[list[str], list[str]]:
