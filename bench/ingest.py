@@ -11,7 +11,9 @@ telemetry (2 readings a message, distinct device times) at QoS 1, the devices sp
 starts at ``--start-rate`` messages/s (all devices together) and grows by ``--step`` for
 ``--seconds`` each round, until the publishers achieve at least 1.5 times what the agent takes
 (the agent's ceiling is then what is measured, the broker queueing the rest) or ``--max-rate``
-is passed. Measured in each round, side by side:
+is passed. If the publishers achieve less than 90 % of what was asked before that, the load
+generator is the limit: the ceiling was not found, and the run counts that against itself.
+Measured in each round, side by side:
 - the agent: readings/s from the first publish to their durable commit in SQLite (counted by a
   separate reader connection), and the messages it lost (published and acknowledged by the
   broker, never committed);
@@ -358,6 +360,8 @@ async def main(args: argparse.Namespace, run: Run) -> None:
                 )
                 if result.at_ceiling or rate * args.step > args.max_rate:
                     break
+                if result.publish_rate < KEEPS_UP * result.offered:
+                    break  # the publishers' own limit: more asked would only lengthen rounds
                 rate *= args.step
         finally:
             agent.stop()
@@ -392,6 +396,13 @@ async def main(args: argparse.Namespace, run: Run) -> None:
             f" {last.offer_ratio:.2f} >= {CEILING_OFFER}); bare subscriber {last.bare_rate:,.0f}"
             f" readings/s; ratio agent / bare subscriber there: {last.ratio:.2f}"
         )
+    elif last.publish_rate < KEEPS_UP * last.offered:
+        print(
+            f"agent's ceiling NOT FOUND: the publishers achieved {last.publish_rate:,.0f}"
+            f" messages/s of {last.offered:,.0f} asked, offer / agent {last.offer_ratio:.2f}"
+            f" < {CEILING_OFFER}: the load generator, not the agent, was the limit"
+        )
+        run.failures.add("load generator below 1.5x the agent's rate (ceiling not found)")
     else:
         print(
             f"agent's ceiling not reached below --max-rate {args.max_rate:,.0f} messages/s"
