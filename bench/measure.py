@@ -5,6 +5,8 @@
   are at or below). It is always one of the measured values, never an interpolation. A value
   that never came (a missed reading, a lost answer) is passed as ``math.inf``: it sorts last, so
   a p99 over a run that lost more than 1 % of its answers is infinite, printed as "inf".
+  wrk's percentiles (bench/support.py) are its HdrHistogram's value at the percentile: the same
+  nearest rank, at the histogram's three significant digits.
 - **CPU time** is read from ``/proc/PID/stat`` (utime + stime, every thread of the process);
   for a process whose work is done by children (PostgreSQL's postmaster and its backends) the
   children are added: those still running, and those ended (cutime + cstime, which the kernel
