@@ -11,8 +11,9 @@ telemetry (2 readings a message, distinct device times) at QoS 1, the devices sp
 starts at ``--start-rate`` messages/s (all devices together) and grows by ``--step`` for
 ``--seconds`` each round, until the publishers achieve at least 1.5 times what the agent takes
 (the agent's ceiling is then what is measured, the broker queueing the rest) or ``--max-rate``
-is passed. If the publishers achieve less than 90 % of what was asked before that, the load
-generator is the limit: the ceiling was not found, and the run counts that against itself.
+is passed. If the offer the publishers achieve stops growing (less than 10 % above the last
+round's) before that, the load generator is the limit: the ceiling was not found, and the run
+counts that against itself.
 Measured in each round, side by side:
 - the agent: readings/s from the first publish to their durable commit in SQLite (counted by a
   separate reader connection), and the messages it lost (published and acknowledged by the
@@ -60,6 +61,8 @@ KEEPS_UP = 0.9
 CEILING_OFFER = 1.5
 """The offer (readings/s achieved by the publishers) over the agent's rate that shows the agent,
 not the load generator, was the limit."""
+GROWS = 1.1
+"""A round whose achieved offer is not this much above the last one's: the publishers' limit."""
 
 
 def payload(index: int, base: datetime) -> str:
@@ -360,7 +363,7 @@ async def main(args: argparse.Namespace, run: Run) -> None:
                 )
                 if result.at_ceiling or rate * args.step > args.max_rate:
                     break
-                if result.publish_rate < KEEPS_UP * result.offered:
+                if len(rounds) > 1 and result.publish_rate < GROWS * rounds[-2].publish_rate:
                     break  # the publishers' own limit: more asked would only lengthen rounds
                 rate *= args.step
         finally:
@@ -396,7 +399,7 @@ async def main(args: argparse.Namespace, run: Run) -> None:
             f" {last.offer_ratio:.2f} >= {CEILING_OFFER}); bare subscriber {last.bare_rate:,.0f}"
             f" readings/s; ratio agent / bare subscriber there: {last.ratio:.2f}"
         )
-    elif last.publish_rate < KEEPS_UP * last.offered:
+    elif last.publish_rate < KEEPS_UP * last.offered:  # stopped by the publishers' limit
         print(
             f"agent's ceiling NOT FOUND: the publishers achieved {last.publish_rate:,.0f}"
             f" messages/s of {last.offered:,.0f} asked, offer / agent {last.offer_ratio:.2f}"
