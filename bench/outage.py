@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import random
 import sqlite3
@@ -48,6 +49,7 @@ from agent.devices.profiles import load_profiles
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
 from agent.settings import DEFAULT_PROFILES_DIR
 from agent.sync.pairing import pair
+from bench.measure import Failures, Run, percentile
 from bench.support import ROOT, free_port, request_json, rss_mb, wait_http
 from bench.sync import _pairing_code
 from cloud.app import create_app
@@ -130,13 +132,6 @@ def _outbox_bytes(db_path: Path) -> tuple[int, int]:
     return int(rows[0][0]), int(rows[0][1])
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 async def _publish(port: int, topics: list[str], steps: int, start_s: int, step_s: int,
                    metrics: int, db_path: Path, window: int, first_seq: int) -> int:  # fmt: skip
     """Publish every step for every device at QoS 1, at most ``window`` messages ahead of the
@@ -162,25 +157,40 @@ async def _publish(port: int, topics: list[str], steps: int, start_s: int, step_
     return sent
 
 
+async def _timed(session: aiohttp.ClientSession, method: str, url: str, auth: dict[str, str],
+                 body: Any, failed: dict[str, int], what: str) -> float:  # fmt: skip
+    """Milliseconds to a 2xx answer; an answer outside 2xx or a timeout is counted in
+    ``failed`` and is infinitely late (it never succeeded)."""
+    started = time.perf_counter()
+    try:
+        async with session.request(method, url, json=body, headers=auth) as resp:
+            await resp.read()
+            status = resp.status
+    except TimeoutError:
+        failed[f"{what}: timeout"] = failed.get(f"{what}: timeout", 0) + 1
+        return math.inf
+    if not 200 <= status < 300:
+        failed[f"{what}: HTTP {status}"] = failed.get(f"{what}: HTTP {status}", 0) + 1
+        return math.inf
+    return (time.perf_counter() - started) * 1000
+
+
 async def _sample_latency(agent_url: str, token: str, fan_id: str, stop: asyncio.Event,
-                          farm_ms: list[float], fan_ms: list[float]) -> None:  # fmt: skip
-    """Time the farm list and a fan command every half second until ``stop``."""
+                          farm_ms: list[float], fan_ms: list[float],
+                          failed: dict[str, int]) -> None:  # fmt: skip
+    """Time the farm list and a fan command every half second until ``stop``; every answer is
+    kept (bench/measure.py's rule)."""
     auth = {"Authorization": f"Bearer {token}"}
     on = True
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
         while not stop.is_set():
-            started = time.perf_counter()
-            async with session.get(agent_url + "/api/v1/farms/", headers=auth) as resp:
-                await resp.read()
-            farm_ms.append((time.perf_counter() - started) * 1000)
-            started = time.perf_counter()
-            body = {"kind": "power", "value": on}
-            async with session.post(
-                f"{agent_url}/api/v1/devices/{fan_id}/commands", json=body, headers=auth
-            ) as resp:
-                await resp.read()
-                if resp.status == 200:
-                    fan_ms.append((time.perf_counter() - started) * 1000)
+            farm_ms.append(await _timed(
+                session, "GET", agent_url + "/api/v1/farms/", auth, None, failed, "farm list"
+            ))  # fmt: skip
+            fan_ms.append(await _timed(
+                session, "POST", f"{agent_url}/api/v1/devices/{fan_id}/commands", auth,
+                {"kind": "power", "value": on}, failed, "fan command",
+            ))  # fmt: skip
             on = not on
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
@@ -204,8 +214,9 @@ class Probe:
         )  # fmt: skip
         return cls(process)
 
-    async def stop(self) -> tuple[list[float], list[float]]:
-        """Stop sampling; the farm-list and fan-command latencies, in milliseconds."""
+    async def stop(self, failures: Failures) -> tuple[list[float], list[float]]:
+        """Stop sampling; the farm-list and fan-command latencies, in milliseconds (infinite
+        for an answer outside 2xx or none), the failed answers counted into ``failures``."""
         stdin, stdout = self._process.stdin, self._process.stdout
         assert stdin is not None and stdout is not None
         stdin.close()
@@ -213,7 +224,13 @@ class Probe:
         if await self._process.wait() != 0:
             raise RuntimeError("the latency probe failed")
         samples = json.loads(out)
-        return samples["farm_ms"], samples["fan_ms"]
+        for kind, count in samples["failed"].items():
+            failures.add(kind, count)
+        inf = math.inf
+        return (
+            [inf if v is None else v for v in samples["farm_ms"]],
+            [inf if v is None else v for v in samples["fan_ms"]],
+        )
 
 
 async def _probe(url: str, fan_id: str) -> None:
@@ -223,8 +240,13 @@ async def _probe(url: str, fan_id: str) -> None:
     closed.add_done_callback(lambda _: stop.set())
     farm_ms: list[float] = []
     fan_ms: list[float] = []
-    await _sample_latency(url, os.environ["BENCH_TOKEN"], fan_id, stop, farm_ms, fan_ms)
-    print(json.dumps({"farm_ms": farm_ms, "fan_ms": fan_ms}))
+    failed: dict[str, int] = {}
+    await _sample_latency(url, os.environ["BENCH_TOKEN"], fan_id, stop, farm_ms, fan_ms, failed)
+
+    def finite(values: list[float]) -> list[float | None]:
+        return [None if v == math.inf else v for v in values]  # JSON has no infinity
+
+    print(json.dumps({"farm_ms": finite(farm_ms), "fan_ms": finite(fan_ms), "failed": failed}))
 
 
 async def _cloud_parts(conn: asyncpg.Connection) -> tuple[dict[Any, int], dict[Any, int]]:
@@ -279,19 +301,20 @@ def _compare(
     return out
 
 
-async def main(args: argparse.Namespace) -> None:
+async def main(args: argparse.Namespace, failures: Failures) -> None:
     """Run the scenario and print its figures."""
     steps = int(args.hours * 3600 / args.step_s)
     cluster = PostgresCluster.start()
     try:
         await _build_template(cluster)
         with tempfile.TemporaryDirectory(prefix="bench-outage-") as tmp:
-            await _run(args, steps, cluster, Path(tmp))
+            await _run(args, steps, cluster, Path(tmp), failures)
     finally:
         cluster.stop()
 
 
-async def _run(args: argparse.Namespace, steps: int, cluster: PostgresCluster, tmp: Path) -> None:
+async def _run(args: argparse.Namespace, steps: int, cluster: PostgresCluster, tmp: Path,
+               failures: Failures) -> None:  # fmt: skip
     settings = CloudSettings(
         owner_dsn=cluster.dsn(TEMPLATE, OWNER_ROLE, OWNER_PASSWORD),
         app_dsn=cluster.dsn(TEMPLATE, "farm_app", APP_PASSWORD),
@@ -359,7 +382,7 @@ async def _run(args: argparse.Namespace, steps: int, cluster: PostgresCluster, t
         # The baseline: the same two requests on the idle agent, before the outage.
         idle = await Probe.start(url, token, fan_id)
         await asyncio.sleep(args.baseline_s)
-        idle_farm_ms, idle_fan_ms = await idle.stop()
+        idle_farm_ms, idle_fan_ms = await idle.stop(failures)
         await cloud.stop()
         db_path = state / "agent.db"
         first_seq = await asyncio.to_thread(_queued_seq, db_path)
@@ -387,7 +410,7 @@ async def _run(args: argparse.Namespace, steps: int, cluster: PostgresCluster, t
         outage_s = time.perf_counter() - began
         await asyncio.sleep(2.5)  # a compaction check or two after the last reading
         stop.set()
-        farm_ms, fan_ms = await probe.stop()
+        farm_ms, fan_ms = await probe.stop(failures)
         await watcher
         stored = _sqlite(db_path, "SELECT count(*) FROM readings")[0][0]
         db_bytes = db_path.stat().st_size
@@ -416,6 +439,7 @@ async def _run(args: argparse.Namespace, steps: int, cluster: PostgresCluster, t
                 break
             if now > args.timeout:
                 print(f"drain did not finish within {args.timeout} s (acked {acked} of {newest})")
+                failures.add("drain unfinished (records never acknowledged)", newest - acked)
                 break
             await asyncio.sleep(0.1)
         drain_s = time.perf_counter() - back
@@ -458,20 +482,21 @@ async def _run(args: argparse.Namespace, steps: int, cluster: PostgresCluster, t
           f" {result['minutes_doubled']}  (both must be 0)")  # fmt: skip
     print(f"device-hours (hourly rollups) missing: {result['hours_missing']}  doubled:"
           f" {result['hours_doubled']}")  # fmt: skip
-    print(
-        f"farm list during the outage: p50 {_pct(farm_ms, 0.5):.1f} ms,"
-        f" p99 {_pct(farm_ms, 0.99):.1f} ms (target <= 50 ms, {len(farm_ms)} samples)"
-    )
-    print(
-        f"fan command during the outage: p50 {_pct(fan_ms, 0.5):.1f} ms,"
-        f" p99 {_pct(fan_ms, 0.99):.1f} ms (target <= 50 ms, {len(fan_ms)} samples)"
-    )
+    failures.add("readings offered and never stored", max(0, offered - stored))
+    for kind in ("minutes_missing", "minutes_doubled", "hours_missing", "hours_doubled"):
+        failures.add(f"device-{kind.replace('_', ' ')} in the cloud", result[kind])
+    for name, during in (("farm list", farm_ms), ("fan command", fan_ms)):
+        print(
+            f"{name} during the outage: p50 {percentile(during, 50):.1f} ms,"
+            f" p99 {percentile(during, 99):.1f} ms (target <= 50 ms, {len(during)} answers,"
+            f" every one counted; one outside 2xx is infinitely late)"
+        )
     for name, during, before in (("farm list", farm_ms, idle_farm_ms),
                                  ("fan command", fan_ms, idle_fan_ms)):  # fmt: skip
         print(
-            f"baseline {name} on the idle agent: p50 {_pct(before, 0.5):.1f} ms,"
-            f" p99 {_pct(before, 0.99):.1f} ms; ratio p99 outage / idle:"
-            f" {_pct(during, 0.99) / _pct(before, 0.99):.1f}"
+            f"baseline {name} on the idle agent: p50 {percentile(before, 50):.1f} ms,"
+            f" p99 {percentile(before, 99):.1f} ms; ratio p99 outage / idle:"
+            f" {percentile(during, 99) / percentile(before, 99):.1f}"
         )
 
 
@@ -505,4 +530,6 @@ if __name__ == "__main__":
     parser.add_argument("--window", type=int, default=500, help="messages ahead of commits")
     parser.add_argument("--timeout", type=float, default=600.0, help="drain time limit, s")
     parser.add_argument("--baseline-s", type=float, default=5.0, help="idle latency sampling")
-    asyncio.run(main(parser.parse_args()))
+    bench_run = Run()
+    with bench_run.reported():
+        asyncio.run(main(parser.parse_args(), bench_run.failures))

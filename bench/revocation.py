@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from uuid import UUID
 import aiohttp
 
 from agent.sync.link import CloudLink, sync_key_path
+from bench.measure import Run, percentile
 from cloud.settings import CloudSettings
 from protocol.keyfile import load_or_create_private_key
 from protocol.sync import AGENT_HEADER, SIGNATURE_HEADER, Batch, encode_batch
@@ -172,9 +172,8 @@ async def _until_refused(session: aiohttp.ClientSession, url: str, token: str) -
 
 def _report(latencies: list[float], exchanges: list[float], heartbeat: float) -> None:
     latencies.sort()
-    p50 = statistics.median(latencies)
-    p95 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.95))]
-    exchange = statistics.median(exchanges)
+    p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
+    exchange = percentile(exchanges, 50)
     print(f"trials: {len(latencies)}  heartbeat: {heartbeat:.1f} s")
     print(
         f"revocation on the agent: p50 {p50:.2f} s  p95 {p95:.2f} s  max {latencies[-1]:.2f} s"
@@ -190,7 +189,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--heartbeat", type=float, default=4.0, help="FARM_SYNC_HEARTBEAT_S")
     args = parser.parse_args()
-    asyncio.run(run(args.trials, args.heartbeat))
+    with Run().reported():
+        asyncio.run(run(args.trials, args.heartbeat))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.measure import Failures
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -112,6 +114,19 @@ class WrkResult:
     p50_ms: float
     p99_ms: float
     non_2xx: int
+    """Answers outside 2xx (wrk counts 3xx with them; no benchmarked endpoint redirects)."""
+    requests: int = 0
+    """Answers received."""
+    socket_errors: int = 0
+    """Connections that failed to connect, read or write."""
+    timeouts: int = 0
+    """Requests without an answer within wrk's timeout (2 s)."""
+
+    def count_failures(self, failures: Failures, what: str) -> None:
+        """Count this run's non-2xx answers, socket errors and timeouts against the run."""
+        failures.add(f"{what}: non-2xx", self.non_2xx)
+        failures.add(f"{what}: socket errors", self.socket_errors)
+        failures.add(f"{what}: timeouts", self.timeouts)
 
 
 def _ms(text: str) -> float:
@@ -159,9 +174,19 @@ def parse_wrk(out: str) -> WrkResult:
     if rps is None or not block or not {"50", "99"} <= percentiles.keys():
         raise ValueError(f"unexpected wrk output (was it run with --latency?):\n{out}")
     non_2xx = re.search(r"^\s*Non-2xx or 3xx responses:\s+(\d+)\s*$", out, re.MULTILINE)
+    total = re.search(r"^\s*(\d+) requests in ", out, re.MULTILINE)
+    errors = re.search(
+        r"^\s*Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)\s*$",
+        out,
+        re.MULTILINE,
+    )
+    connect, read, write, timeout = (int(n) for n in errors.groups()) if errors else (0,) * 4
     return WrkResult(
         float(rps.group(1)),
         _ms(percentiles["50"]),
         _ms(percentiles["99"]),
         int(non_2xx.group(1)) if non_2xx else 0,
+        int(total.group(1)) if total else 0,
+        connect + read + write,
+        timeout,
     )

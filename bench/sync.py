@@ -31,6 +31,7 @@ from agent.sync.outbox import OutboxStore
 from agent.sync.pairing import pair
 from agent.sync.replica import IdentityReplica
 from agent.sync.uploader import SyncPolicy, Uploader
+from bench.measure import Run
 from cloud.app import create_app
 from cloud.settings import CloudSettings
 from protocol.keyfile import load_or_create_private_key
@@ -234,4 +235,5 @@ async def main(readings: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--readings", type=int, default=1_000_000)
-    asyncio.run(main(parser.parse_args().readings))
+    with Run().reported():
+        asyncio.run(main(parser.parse_args().readings))

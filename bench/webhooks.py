@@ -34,6 +34,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.measure import Failures, Run
 from protocol.webhooks import new_secret, signed_headers
 from tests.support.agent_process import AgentProcess
 from tests.support.webhook_receiver import WebhookReceiver, delivery_states, seed_alert_events
@@ -111,7 +112,7 @@ async def _until(receiver: WebhookReceiver, count: int, timeout_s: float) -> flo
     return receiver.answered_at[count - 1] - receiver.answered_at[0]
 
 
-async def main() -> None:
+async def main(failures: Failures) -> None:
     """Run the baseline, the clean run and the kill run; print the figures."""
     args = _args()
     if args.post_to:
@@ -183,7 +184,14 @@ async def main() -> None:
     )
     print(f"doubled for a receiver deduping on webhook-id: {len(unexplained)}")
     print(f"signatures refused by the receiver: {rejected}")
+    failures.add("webhook deliveries lost", len(lost))
+    failures.add("webhook deliveries doubled for a deduping receiver", len(unexplained))
+    failures.add("webhook signatures refused", rejected)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    if "--post-to" in sys.argv:  # the baseline's poster: its one line is read by the parent
+        asyncio.run(main(Failures()))
+    else:
+        with (run := Run()).reported():
+            asyncio.run(main(run.failures))

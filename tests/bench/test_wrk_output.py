@@ -40,3 +40,14 @@ def test_a_report_without_the_distribution_is_a_clear_error() -> None:
 
     with pytest.raises(ValueError, match="--latency"):
         parse_wrk(without)
+
+
+def test_socket_errors_and_timeouts_are_read() -> None:
+    report = REPORT.replace(
+        "  Non-2xx or 3xx responses: 7\n",
+        "  Socket errors: connect 1, read 2, write 3, timeout 4\n  Non-2xx or 3xx responses: 7\n",
+    )
+
+    result = parse_wrk(report)
+
+    assert (result.requests, result.socket_errors, result.timeouts) == (12350, 6, 4)
