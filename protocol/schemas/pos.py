@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field, SecretStr, create_model, model_validator
+from pydantic import AfterValidator, Field, SecretStr, create_model, model_validator
 
 from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, UtcDatetime, Uuid
 from protocol.schemas.grow_plans import HarvestUnit
@@ -41,6 +41,18 @@ Url = Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://[^
 Secret = Annotated[SecretStr, Field(min_length=1, max_length=2048)]
 
 
+def _header_safe(token: SecretStr) -> SecretStr:
+    # The token travels in an Authorization header: a control character (a newline, NUL, CR)
+    # would split it or be refused by the HTTP client at every call. Visible ASCII only.
+    if not all("!" <= c <= "~" for c in token.get_secret_value()):
+        raise ValueError("must be visible ASCII characters only (no spaces or control characters)")
+    return token
+
+
+AccessToken = Annotated[Secret, AfterValidator(_header_safe)]
+"""A provider access token: sent as ``Authorization: Bearer <token>``."""
+
+
 class CropMapping(ApiModel):
     """Where a crop's harvest goes: a catalog item variation at a location.
 
@@ -67,7 +79,7 @@ class PosConfigCreate(ApiModel):
 
     name: str = Field(min_length=1, max_length=200)
     environment: PosEnvironment = "sandbox"
-    access_token: Secret
+    access_token: AccessToken
     webhook_signature_key: Secret | None = None
     notification_url: Url | None = None
     location_ids: list[ProviderId] = Field(default_factory=list, max_length=50)
@@ -80,7 +92,7 @@ class PosConfigUpdate(ApiModel):
 
     name: str | None = Field(None, min_length=1, max_length=200)
     environment: PosEnvironment | None = None
-    access_token: Secret | None = None
+    access_token: AccessToken | None = None
     webhook_signature_key: Secret | None = None
     notification_url: Url | None = None
     location_ids: list[ProviderId] | None = Field(None, max_length=50)
@@ -128,7 +140,7 @@ class PosTestConnection(ApiModel):
 
     config_id: UUID | None = None
     environment: PosEnvironment | None = None
-    access_token: Secret | None = None
+    access_token: AccessToken | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> PosTestConnection:
