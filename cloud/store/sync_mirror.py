@@ -21,8 +21,10 @@ from uuid import UUID
 from zoneinfo import ZoneInfo
 
 import asyncpg
+from pydantic import TypeAdapter, ValidationError
 
 from cloud.store.db import Connection
+from protocol.schemas.grow_plans import Stage
 
 __all__ = [
     "ReadingRows",
@@ -207,6 +209,28 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else (value or {})
 
 
+_STAGES = TypeAdapter(list[Stage])
+
+
+def _plan_stages(d: dict[str, Any]) -> list[Any]:
+    """A synced plan's stages, checked as the agent's API checks them: at least one, each a
+    valid stage, adding up to the plan's ``total_days`` (its harvest date is derived from it).
+    Raises ValueError: the record is refused alone."""
+    stages = _json(d.get("stages")) or []
+    try:
+        parsed = _STAGES.validate_python(stages)
+    except ValidationError as err:
+        raise ValueError(
+            f"a grow plan's stages are malformed: {err.error_count()} errors"
+        ) from None
+    if not parsed:
+        raise ValueError("a grow plan has at least one stage")
+    total = d.get("total_days")
+    if total is not None and int(total) != sum(stage.days for stage in parsed):
+        raise ValueError("a grow plan's total_days is not the sum of its stages' days")
+    return list(stages)
+
+
 def _harvested(value: Any) -> Decimal | None:
     """A harvested quantity as sent (a JSON number), exactly as numeric."""
     return None if value is None else Decimal(str(value))
@@ -341,7 +365,7 @@ def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
             d["status"],
             _ts(d.get("started_at")),
             _harvest_day(d.get("start_date"), d.get("total_days")),
-            _json(d.get("stages")) or [],
+            _plan_stages(d),
             d.get("notes") or "",
             d.get("created_by"),
             _ts(d["created_at"]),
