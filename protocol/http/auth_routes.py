@@ -152,7 +152,8 @@ def auth_api(
         response=Accepted,
         status=202,
         auth=False,
-        errors=(403,),
+        # 409 MANAGED_BY_CLOUD: a paired agent's accounts are made in the cloud.
+        errors=(403, 409),
     )
     async def register(request: web.Request, body: RegisterRequest) -> Accepted:
         """Accepted; a verification token (or a note that the address is known) is mailed."""
