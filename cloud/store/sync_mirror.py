@@ -24,6 +24,7 @@ import asyncpg
 from pydantic import TypeAdapter, ValidationError
 
 from cloud.store.db import Connection
+from protocol.schemas.devices import Address, MqttAddress, SerialAddress
 from protocol.schemas.grow_plans import Stage
 
 __all__ = [
@@ -210,6 +211,33 @@ def _json(value: Any) -> Any:
 
 
 _STAGES = TypeAdapter(list[Stage])
+_ADDRESS: TypeAdapter[MqttAddress | SerialAddress] = TypeAdapter(Address)
+
+
+def _device_address(d: dict[str, Any]) -> dict[str, Any]:
+    """A synced device's address in the API's one shape (``protocol.schemas.devices.Address``:
+    ``topic_base`` and ``variables``, or ``port`` and line settings), from the agent's columns;
+    ``{}`` for a device bound to no transport. Raises ValueError on one the API would refuse."""
+    transport = d.get("transport")
+    if transport == "mqtt" and d.get("topic_base"):
+        given: dict[str, Any] = {
+            "transport": "mqtt",
+            "topic_base": d["topic_base"],
+            "variables": _json(d.get("topic_variables")) or {},
+        }
+    elif transport == "serial" and d.get("serial_port"):
+        given = {
+            "transport": "serial",
+            "port": d["serial_port"],
+            **(_json(d.get("serial_settings")) or {}),
+        }
+    else:
+        return {}
+    try:
+        address = _ADDRESS.validate_python(given)
+    except ValidationError as err:
+        raise ValueError(f"a device's address is malformed: {err.error_count()} errors") from None
+    return address.model_dump(exclude_none=True)
 
 
 def _plan_stages(d: dict[str, Any]) -> list[Any]:
@@ -309,12 +337,7 @@ def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
             _ts(d["updated_at"]),
         ]
     if entity == "devices":
-        address = {
-            key: d.get(key) for key in ("transport", "topic_base", "serial_port") if d.get(key)
-        }
-        for key in ("topic_variables", "serial_settings"):
-            if _json(d.get(key)):
-                address[key] = _json(d.get(key))
+        address = _device_address(d)
         runtime = d.get("runtime_s")
         return [
             _uuid(d["id"]),
