@@ -42,22 +42,24 @@ __all__ = [
 
 _MINE = "(SELECT f.id FROM farms AS f WHERE f.agent_id = $1)"
 
-# A user the cloud already lets use one of the agent's farms (cloud/store/sync_identity.py).
-_REPLICATED = f"""(u.role = 'admin'
-    OR u.id = (SELECT a.owner_id FROM agents AS a WHERE a.id = $1)
-    OR u.id IN (SELECT f.user_id FROM farms AS f WHERE f.agent_id = $1)
-    OR u.id IN (SELECT p.user_id FROM permissions AS p WHERE p.farm_id IN {_MINE}))"""
+# Who an agent may name as a farm's creator: its owner, or a user the owner granted one of the
+# agent's farms (the grant's granted_by). Anyone else (another owner, an admin) is replaced by
+# the owner: an agent could otherwise make a farm of theirs, with a creator grant, on its own say
+# (issue 24).
+_VOUCHED = f"""(u.id = (SELECT a.owner_id FROM agents AS a WHERE a.id = $1)
+    OR u.id IN (SELECT p.user_id FROM permissions AS p WHERE p.farm_id IN {_MINE}
+                AND p.granted_by = (SELECT a.owner_id FROM agents AS a WHERE a.id = $1)))"""
 
 # Upserts by agent entity name; $1 is always the agent id. A row returned tells that the
 # confinement let the row through, and its value whether it was new (xmax is 0 on an insert).
 _UPSERT: dict[str, str] = {
-    # The creator holds read_write on the farm (a grant): only a cloud user the agent already
-    # has from the cloud (its identity delta's users) is taken, anyone else gives the owner.
+    # The creator holds read_write on the farm (a grant): only the owner or a user the owner
+    # granted one of the agent's farms is taken (_VOUCHED), anyone else gives the owner.
     "farms": f"""
         INSERT INTO farms AS t (id, agent_id, user_id, name, description, location, status,
                                created_at, updated_at)
         VALUES ($2, $1,
-                coalesce((SELECT u.id FROM users AS u WHERE u.id = $3::uuid AND {_REPLICATED}),
+                coalesce((SELECT u.id FROM users AS u WHERE u.id = $3::uuid AND {_VOUCHED}),
                          $4),
                 $5, $6, $7, $8, $9::timestamptz, $10::timestamptz)
         ON CONFLICT (id) DO UPDATE SET name = excluded.name, description = excluded.description,

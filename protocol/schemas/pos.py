@@ -53,6 +53,19 @@ AccessToken = Annotated[Secret, AfterValidator(_header_safe)]
 """A provider access token: sent as ``Authorization: Bearer <token>``."""
 
 
+HarvestAgents = Annotated[
+    list[UUID],
+    Field(
+        max_length=100,
+        description="Opt in to the harvests of these agents' farms: a harvest goes to the active"
+        " configuration of its agent's owner, or of an owner who opted in for the agent or farm",
+    ),
+]
+HarvestFarms = Annotated[
+    list[UUID], Field(max_length=200, description="Opt in to the harvests of these farms")
+]
+
+
 class CropMapping(ApiModel):
     """Where a crop's harvest goes: a catalog item variation at a location.
 
@@ -84,6 +97,8 @@ class PosConfigCreate(ApiModel):
     notification_url: Url | None = None
     location_ids: list[ProviderId] = Field(default_factory=list, max_length=50)
     crop_mappings: list[CropMapping] = Field(default_factory=list, max_length=200)
+    harvest_agent_ids: HarvestAgents = Field(default_factory=list)
+    harvest_farm_ids: HarvestFarms = Field(default_factory=list)
 
 
 class PosConfigUpdate(ApiModel):
@@ -97,6 +112,8 @@ class PosConfigUpdate(ApiModel):
     notification_url: Url | None = None
     location_ids: list[ProviderId] | None = Field(None, max_length=50)
     crop_mappings: list[CropMapping] | None = Field(None, max_length=200)
+    harvest_agent_ids: HarvestAgents | None = None
+    harvest_farm_ids: HarvestFarms | None = None
 
     @model_validator(mode="after")
     def _not_empty(self) -> PosConfigUpdate:
@@ -120,6 +137,12 @@ class PosConfig(Schema):
     notification_url: str | None
     location_ids: list[str]
     crop_mappings: list[dict[str, Any]]
+    harvest_agent_ids: list[str] = Field(
+        description="Agents (besides the owner's own) whose farms' harvests it takes"
+    )
+    harvest_farm_ids: list[str] = Field(
+        description="Farms (besides those of the owner's agents) whose harvests it takes"
+    )
     merchant_id: str | None
     is_active: bool
     created_at: Timestamp
