@@ -4,7 +4,7 @@
 front), answers ``auth_required`` with ``auth``, waits for ``auth_ok``, subscribes to
 ``state_changed`` and hands each change (``entity_id``, ``old_state``, ``new_state``) to
 ``on_change``, which must not block; ``on_link`` hears when the subscription comes up (True) and
-goes down (False); ``on_areas`` gets entity id -> area name from the hub's registries once
+goes down (False); ``on_areas`` gets entity id -> area (id, name) from the hub's registries once
 subscribed, and again whenever a registry changes (``home_hub.areas``). Any failure (refused
 token, dropped connection, a hub that stops answering heartbeats) is followed by a reconnect
 after a jittered exponential back-off. Redirects are never followed: the access proxy's redirect
@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from home_hub.areas import REGISTRY_COMMANDS, REGISTRY_EVENTS, areas_of
+from home_hub.areas import REGISTRY_COMMANDS, REGISTRY_EVENTS, Area, areas_of
 from home_hub.client import classify
 from home_hub.errors import HubError
 from home_hub.settings import HubConfig
@@ -78,7 +78,7 @@ class HubStateStream:
         on_change: StateChange,
         *,
         on_link: Callable[[bool], None] | None = None,
-        on_areas: Callable[[Mapping[str, str]], None] | None = None,
+        on_areas: Callable[[Mapping[str, Area]], None] | None = None,
         backoff_initial_s: float = 1.0,
         backoff_max_s: float = 60.0,
         heartbeat_s: float = 30.0,

@@ -81,7 +81,11 @@ def openapi_document(
                     "name": name,
                     "in": "path",
                     "required": True,
-                    "schema": {"type": "string", "format": "uuid"},
+                    "schema": (
+                        {"type": "string", "pattern": endpoint.path_patterns[name]}
+                        if name in endpoint.path_patterns
+                        else {"type": "string", "format": "uuid"}
+                    ),
                 }
                 for name in endpoint.path_params
             ],
