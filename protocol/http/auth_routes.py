@@ -81,7 +81,7 @@ def auth_api(
         body=LoginRequest,
         response=LoginAnswer,
         auth=False,
-        errors=(400, 401),
+        errors=(400, 401, 403),
     )
     async def login(request: web.Request, body: LoginRequest) -> BaseModel | web.Response:
         """Tokens, or ``{"mfa_required": true, "challenge": ...}`` for an account with MFA.
