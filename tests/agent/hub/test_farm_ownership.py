@@ -132,3 +132,17 @@ async def test_an_entity_of_no_farm_is_an_admins_alone(hub_agent: Agent, hub: Fa
         {"farm_id": "8d1f2a54-5b0e-4b0e-9c53-6d1f0e0e0e0e"},
     )
     assert status == 404, answer  # no such farm
+
+
+async def test_the_admin_routes_are_in_the_openapi_document(agent: Agent) -> None:
+    document = await (await agent.client.get("/api/v1/openapi.json")).json()
+    paths = document["paths"]
+    assert set(paths["/api/v1/home-automation/assignments"]) == {"get"}
+    for path, name in (
+        ("/api/v1/home-automation/areas/{area}", "area"),
+        ("/api/v1/home-automation/entities/{entity}", "entity"),
+    ):
+        assert set(paths[path]) == {"put", "delete"}
+        (parameter,) = paths[path]["put"]["parameters"]
+        assert parameter["name"] == name and "pattern" in parameter["schema"]
+        assert {"403", "404", "422"} <= set(paths[path]["put"]["responses"])
