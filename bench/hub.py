@@ -149,9 +149,7 @@ def main() -> None:
         )
         token = login["access_token"]
         auth = {"Authorization": f"Bearer {token}"}
-        farm = request_json(
-            f"{agent.base_url}/api/v1/farms/", "POST", {"name": "Bench farm"}, auth
-        )
+        farm = request_json(f"{agent.base_url}/api/v1/farms/", "POST", {"name": "Bench farm"}, auth)
         # The toggled entity's changes go to its farm's stream: assign it (an admin's step).
         request_json(
             f"{agent.base_url}/api/v1/home-automation/entities/{ENTITY}",

@@ -150,6 +150,8 @@ class HomeAutomation:
         self._client = client if config.configured else None
         self._cache = cache
         self._entities: tuple[int, list[HubEntity]] | None = None
+        # The entities with their farms, for the entity list and assignments they were made of.
+        self._owned: tuple[list[HubEntity], HubAssignments, list[HubEntity]] | None = None
         self._grant = grant
         self._record = record
         self._assignments = assignments
@@ -235,12 +237,20 @@ class HomeAutomation:
         """The entities the caller may read, each with its farm."""
         entities = await self._all_entities()
         access = await self._access(principal)
-        shown = []
-        for entity in entities:
-            farm = access.assignments.farm_of(entity.entity_id, entity.area_id)
-            if await access.may_read(farm):
-                shown.append(entity.model_copy(update={"farm_id": farm}))
-        return shown
+        held = self._owned
+        if held is not None and held[0] is entities and held[1] == access.assignments:
+            owned = held[2]
+        else:
+            owned = [
+                entity.model_copy(
+                    update={"farm_id": access.assignments.farm_of(entity.entity_id, entity.area_id)}
+                )
+                for entity in entities
+            ]
+            self._owned = (entities, access.assignments, owned)
+        if principal.is_admin:
+            return owned
+        return [entity for entity in owned if await access.may_read(entity.farm_id)]
 
     async def farm_of(
         self, entity_id: str, assignments: HubAssignments | None = None
