@@ -251,7 +251,14 @@ def _measure_with(
         )
         token = login["access_token"]
         auth = {"Authorization": f"Bearer {token}"}
-        request_json(f"{agent.base_url}/api/v1/farms/", "POST", {"name": "Bench farm"}, auth)
+        farm = request_json(f"{agent.base_url}/api/v1/farms/", "POST", {"name": "Bench farm"}, auth)
+        # The toggled entity's changes go to its farm's stream: assign it (an admin's step).
+        request_json(
+            f"{agent.base_url}/api/v1/home-automation/entities/{ENTITY}",
+            "PUT",
+            {"farm_id": farm["id"]},
+            auth,
+        )
         listed = request_json(f"{agent.base_url}/api/v1/home-automation/devices", headers=auth)
         if listed["total"] < args.entities:
             raise SystemExit(f"the agent lists {listed['total']} entities, not {args.entities}")

@@ -4,10 +4,11 @@
 front), answers ``auth_required`` with ``auth``, waits for ``auth_ok``, subscribes to
 ``state_changed`` and hands each change (``entity_id``, ``old_state``, ``new_state``) to
 ``on_change``, which must not block; ``on_link`` hears when the subscription comes up (True) and
-goes down (False); ``on_areas`` gets entity id -> area name from the hub's registries once
+goes down (False); ``on_areas`` gets entity id -> area (id, name) from the hub's registries once
 subscribed, and again whenever a registry changes (``home_hub.areas``). Any failure (refused
 token, dropped connection, a hub that stops answering heartbeats) is followed by a reconnect
-after a jittered exponential back-off.
+after a jittered exponential back-off. Redirects are never followed: the access proxy's redirect
+to its login page is an ``ACCESS_PROXY_REFUSED`` (``last_error``), as in the REST client.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import Any
 
 import aiohttp
 
-from home_hub.areas import REGISTRY_COMMANDS, REGISTRY_EVENTS, areas_of
+from home_hub.areas import REGISTRY_COMMANDS, REGISTRY_EVENTS, Area, areas_of
+from home_hub.client import classify
+from home_hub.errors import HubError
 from home_hub.settings import HubConfig
 from protocol.backoff import Backoff, Retry
 from protocol.tasks import cancel_and_wait
@@ -50,6 +53,18 @@ def _event_type(message: dict[str, Any]) -> Any:
     )
 
 
+async def _no_redirects(
+    request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+) -> aiohttp.ClientResponse:
+    """Refuse a redirect as the REST client does (``AccessProxyRefused``): a proxy that redirects
+    wants a browser login, and following it would carry the service credentials elsewhere."""
+    response = await handler(request)
+    if 300 <= response.status < 400:
+        response.release()
+        raise classify(response.status, response.content_type, b"")
+    return response
+
+
 class _Refused(Exception):
     """The hub said something other than the protocol's next step."""
 
@@ -63,7 +78,7 @@ class HubStateStream:
         on_change: StateChange,
         *,
         on_link: Callable[[bool], None] | None = None,
-        on_areas: Callable[[Mapping[str, str]], None] | None = None,
+        on_areas: Callable[[Mapping[str, Area]], None] | None = None,
         backoff_initial_s: float = 1.0,
         backoff_max_s: float = 60.0,
         heartbeat_s: float = 30.0,
@@ -83,6 +98,8 @@ class HubStateStream:
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
         self.stats = StreamStats()
+        self.last_error: str | None = None
+        """The code of the last hub error that ended a connection (e.g. ACCESS_PROXY_REFUSED)."""
 
     def start(self) -> None:
         """Connect in the background."""
@@ -103,12 +120,18 @@ class HubStateStream:
             headers["CF-Access-Client-Id"] = self._config.proxy_client_id or ""
             headers["CF-Access-Client-Secret"] = self._config.proxy_client_secret or ""
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._config.timeout_s)
-        async with aiohttp.ClientSession(headers=headers, timeout=timeout) as session:
+        async with aiohttp.ClientSession(
+            headers=headers, timeout=timeout, middlewares=(_no_redirects,)
+        ) as session:
             while True:
                 try:
                     await self._session(session)
+                    self.last_error = None
                 except asyncio.CancelledError:
                     raise
+                except HubError as err:
+                    self.last_error = err.code
+                    log.warning("hub event stream: %s", err.message)
                 except (aiohttp.ClientError, TimeoutError, _Refused, ValueError) as err:
                     log.warning("hub event stream: %s", str(err) or type(err).__name__)
                 except Exception:

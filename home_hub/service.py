@@ -1,21 +1,26 @@
-"""The hub integration as the API serves it: status, entities, sensors, and control.
+"""The hub integration as the API serves it: status, entities, sensors, control, and the
+admins' mapping of hub areas and entities to farms.
 
 Written once for the agent and the cloud: each side hands over how it finds a caller's grant on a
-farm, how it records an event, and where it keeps pending irrigation closes. Reads are open to
-every role; control needs control of the farm the request names, and each control action is an
-event in that farm's log with who asked. With the integration off every call but ``status`` is a
-503 ``HOME_AUTOMATION_DISABLED``. An irrigation opened for a duration is closed again by the
-server itself (``home_hub.closes``), durably, retried until the hub takes it.
+farm, how it records an event, where it keeps pending irrigation closes and the area and entity
+assignments. Every entity belongs to a farm or to none (``home_hub.ownership``): reads show the
+entities of farms the caller may read, control needs control of the entity's farm, and each
+control action is an event in that farm's log with who asked. With the integration off every
+hub call but ``status`` is a 503 ``HOME_AUTOMATION_DISABLED``. An irrigation opened for a
+duration is closed again by the server itself (``home_hub.closes``), durably, retried until the
+hub takes it.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
+from home_hub.areas import Area
 from home_hub.closes import CloseStore, IrrigationCloser, PendingClose
 from home_hub.errors import (
     AccessProxyRefused,
@@ -25,17 +30,23 @@ from home_hub.errors import (
     HubError,
     HubUnauthorized,
 )
+from home_hub.ownership import AssignmentStore, EntityAccess, FarmGrant, HubAssignments
 from home_hub.settings import HubConfig
 from home_hub.state_cache import HubStateCache
-from protocol.access import Action, authorize
+from protocol.access import Action, authorize, require_role
 from protocol.backoff import Backoff
-from protocol.identity import PermissionType, Principal
+from protocol.errors import NotFound, ValidationFailed
+from protocol.identity import Principal, Role
 from protocol.schemas.home_automation import (
+    HubAreaAssignment,
+    HubAssignmentList,
+    HubAssignmentRequest,
     HubControlRequest,
     HubControlResult,
     HubDeviceList,
     HubDeviceQuery,
     HubEntity,
+    HubEntityAssignment,
     HubIrrigationControl,
     HubLightControl,
     HubPendingClose,
@@ -87,24 +98,25 @@ class EventRecorder(Protocol):
     ) -> str: ...
 
 
-FarmGrant = Callable[[Principal, str], Awaitable[PermissionType | None]]
-"""The caller's grant on a farm; ``None`` when it is absent or invisible to them."""
+_AREA_ID = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
+_ENTITY_ID = re.compile(r"^[a-z0-9_]+\.[a-z0-9_]+$")
 
 
-def entity_of(state: Mapping[str, Any], area: str | None = None) -> HubEntity:
+def entity_of(state: Mapping[str, Any], area: Area | None = None) -> HubEntity:
     """A hub state object as the API shows it, in ``area`` (from the hub's registries; else an
-    ``area`` attribute, which some hubs set)."""
+    ``area`` attribute, which some hubs set, names it)."""
     entity_id = str(state.get("entity_id", ""))
     attributes = state.get("attributes")
     attributes = dict(attributes) if isinstance(attributes, dict) else {}
     name = attributes.get("friendly_name")
-    area = area or attributes.get("area")
+    area_name = area.name if area is not None else attributes.get("area")
     return HubEntity(
         entity_id=entity_id,
         domain=entity_id.split(".", 1)[0],
         name=str(name) if name is not None else entity_id,
         state=str(state.get("state", "")),
-        area=str(area) if area is not None else None,
+        area=str(area_name) if area_name is not None else None,
+        area_id=area.id if area is not None else None,
         attributes=attributes,
         last_changed=str(state["last_changed"]) if state.get("last_changed") else None,
     )
@@ -128,6 +140,7 @@ class HomeAutomation:
         grant: FarmGrant,
         record: EventRecorder,
         closes: CloseStore,
+        assignments: AssignmentStore,
         *,
         retry: Backoff = _RETRY,
         poll_s: float = 60.0,
@@ -137,8 +150,11 @@ class HomeAutomation:
         self._client = client if config.configured else None
         self._cache = cache
         self._entities: tuple[int, list[HubEntity]] | None = None
+        # The entities with their farms, for the entity list and assignments they were made of.
+        self._owned: tuple[list[HubEntity], HubAssignments, list[HubEntity]] | None = None
         self._grant = grant
         self._record = record
+        self._assignments = assignments
         self.last_error: str | None = None
         self.closer = IrrigationCloser(closes, self._close_due, backoff=retry, poll_s=poll_s)
 
@@ -202,7 +218,7 @@ class HomeAutomation:
         held = self._entities
         if version is not None and held is not None and held[0] == version:
             return held[1]
-        areas = self._cache.areas if self._cache is not None else {}
+        areas = self._areas()
         entities = sorted(
             (entity_of(state, areas.get(str(state.get("entity_id")))) for state in states),
             key=lambda e: e.entity_id,
@@ -211,9 +227,42 @@ class HomeAutomation:
             self._entities = (version, entities)
         return entities
 
-    async def devices(self, query: HubDeviceQuery) -> HubDeviceList:
-        """The hub's entities, filtered by domain and area."""
+    def _areas(self) -> Mapping[str, Area]:
+        return self._cache.areas if self._cache is not None else {}
+
+    async def _access(self, principal: Principal) -> EntityAccess:
+        return EntityAccess(principal, await self._assignments.assignments(), self._grant)
+
+    async def _visible(self, principal: Principal) -> list[HubEntity]:
+        """The entities the caller may read, each with its farm."""
         entities = await self._all_entities()
+        access = await self._access(principal)
+        held = self._owned
+        if held is not None and held[0] is entities and held[1] == access.assignments:
+            owned = held[2]
+        else:
+            owned = [
+                entity.model_copy(
+                    update={"farm_id": access.assignments.farm_of(entity.entity_id, entity.area_id)}
+                )
+                for entity in entities
+            ]
+            self._owned = (entities, access.assignments, owned)
+        if principal.is_admin:
+            return owned
+        return [entity for entity in owned if await access.may_read(entity.farm_id)]
+
+    async def farm_of(
+        self, entity_id: str, assignments: HubAssignments | None = None
+    ) -> str | None:
+        """The farm an entity belongs to now (``None``: to no farm)."""
+        held = assignments if assignments is not None else await self._assignments.assignments()
+        area = self._areas().get(entity_id)
+        return held.farm_of(entity_id, area.id if area is not None else None)
+
+    async def devices(self, principal: Principal, query: HubDeviceQuery) -> HubDeviceList:
+        """The hub's entities of farms the caller may read, filtered by domain and area."""
+        entities = await self._visible(principal)
         if query.domain is not None:
             entities = [e for e in entities if e.domain == query.domain]
         if query.area is not None:
@@ -223,10 +272,10 @@ class HomeAutomation:
             domains[entity.domain] = domains.get(entity.domain, 0) + 1
         return HubDeviceList(devices=entities, total=len(entities), domains=domains)
 
-    async def sensors(self) -> HubSensorList:
-        """The hub's sensor entities with their units and device classes."""
+    async def sensors(self, principal: Principal) -> HubSensorList:
+        """The hub's sensor entities of farms the caller may read, with units and classes."""
         sensors = []
-        for entity in await self._all_entities():
+        for entity in await self._visible(principal):
             if entity.domain != "sensor":
                 continue
             unit = entity.attributes.get("unit_of_measurement")
@@ -245,14 +294,60 @@ class HomeAutomation:
         sensors.sort(key=lambda s: s.entity_id)
         return HubSensorList(sensors=sensors)
 
+    # Assignments (admins) -------------------------------------------------------------------------
+
+    async def assignments(self, principal: Principal) -> HubAssignmentList:
+        """Every area mapping and entity assignment."""
+        require_role(principal, Role.ADMIN)
+        held = await self._assignments.assignments()
+        return HubAssignmentList(
+            areas=[HubAreaAssignment(area_id=a, farm_id=f) for a, f in sorted(held.areas.items())],
+            entities=[
+                HubEntityAssignment(entity_id=e, farm_id=f)
+                for e, f in sorted(held.entities.items())
+            ],
+        )
+
+    async def set_area(
+        self, principal: Principal, area_id: str, body: HubAssignmentRequest
+    ) -> HubAreaAssignment:
+        """Map a hub area to a farm: its entities become the farm's."""
+        require_role(principal, Role.ADMIN)
+        _check("area_id", area_id, _AREA_ID)
+        await self._assignments.set_area(area_id, body.farm_id, principal)
+        return HubAreaAssignment(area_id=area_id, farm_id=body.farm_id)
+
+    async def clear_area(self, principal: Principal, area_id: str) -> None:
+        """Unmap an area: its entities are of no farm (unless assigned on their own)."""
+        require_role(principal, Role.ADMIN)
+        _check("area_id", area_id, _AREA_ID)
+        if not await self._assignments.clear_area(area_id):
+            raise NotFound("The area is not mapped to a farm")
+
+    async def set_entity(
+        self, principal: Principal, entity_id: str, body: HubAssignmentRequest
+    ) -> HubEntityAssignment:
+        """Assign an entity to a farm, whatever its area."""
+        require_role(principal, Role.ADMIN)
+        _check("entity_id", entity_id, _ENTITY_ID)
+        await self._assignments.set_entity(entity_id, body.farm_id, principal)
+        return HubEntityAssignment(entity_id=entity_id, farm_id=body.farm_id)
+
+    async def clear_entity(self, principal: Principal, entity_id: str) -> None:
+        """Remove an entity's own assignment: its area's farm applies again."""
+        require_role(principal, Role.ADMIN)
+        _check("entity_id", entity_id, _ENTITY_ID)
+        if not await self._assignments.clear_entity(entity_id):
+            raise NotFound("The entity has no farm assignment")
+
     # Control -------------------------------------------------------------------------------------
 
     async def control(self, principal: Principal, body: HubControlRequest) -> HubControlResult:
         """Call ``body.action`` of the entity's domain with ``body.data``."""
         domain = body.entity_id.split(".", 1)[0]
-        await self._authorize(principal, body.farm_id, body.entity_id)
+        farm_id = await self._authorize(principal, body.farm_id, body.entity_id)
         return await self._service(
-            principal, body.farm_id, body.entity_id, domain, body.action, body.data
+            principal, farm_id, body.entity_id, domain, body.action, body.data
         )
 
     async def light(self, principal: Principal, body: HubLightControl) -> HubControlResult:
@@ -263,8 +358,8 @@ class HomeAutomation:
         if body.color_temp_kelvin is not None:
             data["color_temp_kelvin"] = body.color_temp_kelvin
         service = "turn_on" if body.state == "on" else "turn_off"
-        await self._authorize(principal, body.farm_id, body.entity_id)
-        return await self._service(principal, body.farm_id, body.entity_id, "light", service, data)
+        farm_id = await self._authorize(principal, body.farm_id, body.entity_id)
+        return await self._service(principal, farm_id, body.entity_id, "light", service, data)
 
     async def irrigation(
         self, principal: Principal, body: HubIrrigationControl
@@ -275,8 +370,8 @@ class HomeAutomation:
         open without one; if the hub refuses the open, the record is undone.
         """
         domain, service, data = _irrigation_service(body.entity_id, body.action, body.position)
-        entity_id, farm_id = body.entity_id, body.farm_id
-        await self._authorize(principal, farm_id, entity_id)
+        entity_id = body.entity_id
+        farm_id = await self._authorize(principal, body.farm_id, entity_id)
         store = self.closer.store
         if body.duration_s is None:
             result = await self._service(principal, farm_id, entity_id, domain, service, data)
@@ -305,10 +400,23 @@ class HomeAutomation:
         self.closer.wake()
         return result.model_copy(update={"close_at": iso(close_at)})
 
-    async def _authorize(self, principal: Principal, farm_id: str, entity_id: str) -> None:
-        authorize(principal, Action.CONTROL, await self._grant(principal, farm_id))
+    async def _authorize(self, principal: Principal, named: str | None, entity_id: str) -> str:
+        """Allow control of the entity, by its farm; the farm whose log records the action."""
+        access = await self._access(principal)
+        farm_id = await self.farm_of(entity_id, access.assignments)
+        await access.authorize_control(entity_id, farm_id)
+        if farm_id is None:  # an admin, on an entity of no farm: the farm they name logs it
+            if named is None:
+                raise ValidationFailed.of(
+                    [("farm_id", "the entity belongs to no farm: name the farm to log it in")]
+                )
+            authorize(principal, Action.CONTROL, await access.grant_on(named))
+            farm_id = named
+        elif named is not None and named != farm_id:
+            raise ValidationFailed.of([("farm_id", "the entity belongs to another farm")])
         # Home Assistant answers a service call on an unknown entity with [] (no error).
         await self._call(self._hub().state(entity_id))
+        return farm_id
 
     async def _service(
         self,
@@ -393,6 +501,11 @@ class HomeAutomation:
                 "attempts": close.attempts + 1,
             },
         )
+
+
+def _check(name: str, value: str, form: re.Pattern[str]) -> None:
+    if not form.match(value):
+        raise ValidationFailed.of([(name, "is not a hub id of this form")])
 
 
 def _pending_of(close: PendingClose) -> HubPendingClose:

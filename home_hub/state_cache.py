@@ -15,6 +15,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from home_hub.areas import Area
+
 __all__ = ["HubStateCache"]
 
 Fetch = Callable[[], Awaitable[list[dict[str, Any]]]]
@@ -43,11 +45,11 @@ class HubStateCache:
         self._loading: asyncio.Future[list[dict[str, Any]]] | None = None
         self.version = 0
         """Moves on with every change: what is derived from the states may be kept per version."""
-        self.areas: Mapping[str, str] = {}
-        """Entity id -> area name from the hub's registries (kept across reconnects, refreshed
-        by each new subscription)."""
+        self.areas: Mapping[str, Area] = {}
+        """Entity id -> area from the hub's registries (kept across reconnects, refreshed by
+        each new subscription)."""
 
-    def set_areas(self, areas: Mapping[str, str]) -> None:
+    def set_areas(self, areas: Mapping[str, Area]) -> None:
         """Where the entities are, as the hub's registries say."""
         self.areas = dict(areas)
         self.version += 1

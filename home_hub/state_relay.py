@@ -1,10 +1,11 @@
-"""Hub state changes to /ws/device-events: a bounded queue, then one message per farm.
+"""Hub state changes to /ws/device-events: a bounded queue, then one message on the entity's farm.
 
-The hub serves the farm's LAN, not one farm, so its entities' changes go to the streams of every
-farm the server holds (each client sees only the farms it may see), on the agent and the cloud
-alike. ``offer`` never waits: beyond ``maxsize`` waiting changes, new ones are dropped and
-counted. ``HubLiveState`` is the hub's WebSocket subscription with the relay and the state
-cache it feeds.
+The hub serves a building, not one farm: an entity's change goes to the stream of the farm it
+belongs to (``home_hub.ownership``: its own assignment, else its area's farm), where only clients
+who may see that farm receive it; a change of an entity of no farm goes nowhere (admins read
+those entities from the list). Agent and cloud alike. ``offer`` never waits: beyond ``maxsize``
+waiting changes, new ones are dropped and counted. ``HubLiveState`` is the hub's WebSocket
+subscription with the relay and the state cache it feeds.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from home_hub.live import HubStateStream
+from home_hub.ownership import HubAssignments
 from home_hub.settings import HubConfig
 from home_hub.state_cache import HubStateCache
 from protocol.live.outbox import Stream, StreamEvent
@@ -29,7 +31,10 @@ log = logging.getLogger(__name__)
 
 #: The /ws/device-events message type of a hub entity's state change.
 HUB_STATE = "hub-state"
-_FARMS_REFRESH_S = 5.0
+_ASSIGNMENTS_REFRESH_S = 5.0
+"""An admin's change of a mapping reaches the live stream within this long."""
+
+Assignments = Callable[[], Awaitable[HubAssignments]]
 
 
 def _brief(state: Any) -> dict[str, Any] | None:
@@ -43,19 +48,21 @@ def _brief(state: Any) -> dict[str, Any] | None:
 
 
 class HubStateRelay:
-    """Relays the hub's state changes to the device-events stream of every farm."""
+    """Relays the hub's state changes to the device-events stream of each entity's farm."""
 
     def __init__(
         self,
         publish: Callable[[StreamEvent], None],
-        farms: Callable[[], Awaitable[list[str]]],
+        assignments: Assignments,
+        cache: HubStateCache,
         maxsize: int = 1000,
     ) -> None:
         self._publish = publish
-        self._farms = farms
+        self._assignments = assignments
+        self._cache = cache
         self._queue: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue(maxsize)
-        self._farm_ids: list[str] = []
-        self._farms_at = float("-inf")
+        self._held = HubAssignments()
+        self._held_at = float("-inf")
         self._task: asyncio.Task[None] | None = None
         self._problems = ThrottledLog(log)
         self.dropped = 0
@@ -87,23 +94,25 @@ class HubStateRelay:
                 self._problems.exception("relay", "relaying a hub state change failed")
 
     async def _relay(self, change: Mapping[str, Any]) -> None:
-        if time.monotonic() - self._farms_at > _FARMS_REFRESH_S:
-            self._farm_ids = await self._farms()
-            self._farms_at = time.monotonic()
+        if time.monotonic() - self._held_at > _ASSIGNMENTS_REFRESH_S:
+            self._held = await self._assignments()
+            self._held_at = time.monotonic()
         entity_id = str(change["entity_id"])
+        area = self._cache.areas.get(entity_id)
+        farm_id = self._held.farm_of(entity_id, area.id if area is not None else None)
+        if farm_id is None:
+            return
         data = {
             "entity_id": entity_id,
             "domain": entity_id.split(".", 1)[0],
             "old_state": _brief(change.get("old_state")),
             "new_state": _brief(change.get("new_state")),
         }
-        at = utcnow()
-        for farm_id in self._farm_ids:
-            self._publish(
-                StreamEvent(
-                    stream=Stream.DEVICE_EVENTS, type=HUB_STATE, farm_id=farm_id, data=data, at=at
-                )
+        self._publish(
+            StreamEvent(
+                stream=Stream.DEVICE_EVENTS, type=HUB_STATE, farm_id=farm_id, data=data, at=utcnow()
             )
+        )
 
 
 class HubLiveState:
@@ -114,10 +123,10 @@ class HubLiveState:
         self,
         config: HubConfig,
         publish: Callable[[StreamEvent], None],
-        farms: Callable[[], Awaitable[list[str]]],
+        assignments: Assignments,
         cache: HubStateCache,
     ) -> None:
-        self.relay = HubStateRelay(publish, farms)
+        self.relay = HubStateRelay(publish, assignments, cache)
         self.cache = cache
         self.stream = HubStateStream(
             config, self._changed, on_link=cache.link, on_areas=cache.set_areas

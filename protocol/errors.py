@@ -6,6 +6,7 @@ ApiError                      status, code, message, details
 ├── Unauthorized              401 UNAUTHORIZED
 ├── TokenExpired              401 TOKEN_EXPIRED
 ├── Forbidden                 403 FORBIDDEN
+│   └── EmailNotVerified      403 EMAIL_NOT_VERIFIED (sign-in before the address is verified)
 ├── NotFound                  404 RESOURCE_NOT_FOUND
 ├── MethodNotAllowed          405 METHOD_NOT_ALLOWED
 ├── Conflict                  409 RESOURCE_EXISTS
@@ -30,6 +31,7 @@ __all__ = [
     "ApiError",
     "BadRequest",
     "Conflict",
+    "EmailNotVerified",
     "FieldIssue",
     "Forbidden",
     "InternalError",
@@ -92,6 +94,16 @@ class Forbidden(ApiError):
     """The caller is authenticated but may not do this."""
 
     status, code, default_message = 403, "FORBIDDEN", "Insufficient permissions"
+
+
+class EmailNotVerified(Forbidden):
+    """A sign-in with the right password, before the account's address is verified (mail is
+    configured: the verification link is in the mail sent at registration)."""
+
+    code = "EMAIL_NOT_VERIFIED"
+    default_message = (
+        "Verify your e-mail address first: follow the link in the mail sent when you registered"
+    )
 
 
 class NotFound(ApiError):

@@ -101,7 +101,10 @@ async def plan_progress(
     today = as_of.astimezone(zone).date()
     # Calendar days, not 24-hour spans: a day with a clock change is still one day.
     day = (today - plan.start_date).days + 1 if as_of_ms >= start_ms else 0
-    percent = round(min(max((as_of_ms - start_ms) / (end_ms - start_ms), 0.0), 1.0) * 100, 1)
+    # A plan of no days (no stages: the mirror refuses them, older rows may hold one) is at 0 %
+    # until its start and 100 % from then on.
+    span = max(end_ms - start_ms, 1)
+    percent = round(min(max((as_of_ms - start_ms) / span, 0.0), 1.0) * 100, 1)
 
     stages: list[StageProgress] = []
     current: tuple[int, str, int] | None = None

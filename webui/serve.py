@@ -19,6 +19,8 @@ from typing import Literal
 
 from aiohttp import web
 
+from protocol.http.page_security import content_security_policy, security_headers
+
 __all__ = [
     "ASSET_PREFIX",
     "CONTENT_SECURITY_POLICY",
@@ -31,25 +33,8 @@ __all__ = [
 ASSET_PREFIX = "/ui/"
 PAGE_PATHS = frozenset({"/"})
 """With ASSET_PREFIX, what the services leave out of rate limiting: static, cheap, immutable."""
-CONTENT_SECURITY_POLICY = "; ".join(
-    (
-        "default-src 'none'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "connect-src 'self'",
-        "manifest-src 'self'",
-        "base-uri 'none'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
-    )
-)
-_SECURITY_HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-}
+CONTENT_SECURITY_POLICY = content_security_policy()
+_SECURITY_HEADERS = security_headers(CONTENT_SECURITY_POLICY)
 _TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 _IMMUTABLE = "public, max-age=31536000, immutable"
 

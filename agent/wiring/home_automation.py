@@ -10,7 +10,7 @@ from aiohttp import web
 
 from agent.settings import AgentSettings
 from agent.store.access import farm_grant
-from agent.store.farms import FarmStore
+from agent.store.hub_assignments import HubAssignmentStore
 from agent.store.hub_closes import HubCloseStore
 from agent.web.keys import DATABASE, EVENT_HUB, EVENT_LOG, HOME_AUTOMATION, HUB_STATE_STREAM
 from agent.wiring.context import CleanupContext
@@ -53,7 +53,10 @@ def home_automation_context(settings: AgentSettings) -> CleanupContext:
             # Who asked is in ``data`` (user_id); the agent's log has no column for it.
             return events.notice(farm_id, kind, data, message=message, severity=severity)
 
-        service = HomeAutomation(config, client, grant, record, HubCloseStore(db), cache=cache)
+        assignments = HubAssignmentStore(db)
+        service = HomeAutomation(
+            config, client, grant, record, HubCloseStore(db), assignments, cache=cache
+        )
         app[HOME_AUTOMATION] = service
         # Closes promised before a restart run now (overdue ones at once).
         service.start()
@@ -65,12 +68,8 @@ def home_automation_context(settings: AgentSettings) -> CleanupContext:
             )
         live: HubLiveState | None = None
         if client is not None:
-
-            async def farms() -> list[str]:
-                return list(await FarmStore(db).ids())
-
             # Live state: the hub's state changes reach /ws/device-events without polling.
-            live = HubLiveState(config, app[EVENT_HUB].publish, farms, cache)
+            live = HubLiveState(config, app[EVENT_HUB].publish, assignments.assignments, cache)
             live.start()
             app[HUB_STATE_STREAM] = live.stream
         try:

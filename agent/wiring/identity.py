@@ -40,7 +40,7 @@ from protocol.identity_flows.api_keys import ApiKeyFlows
 from protocol.identity_flows.login import LoginFlow
 from protocol.identity_flows.mfa import MfaFlows
 from protocol.identity_flows.sessions import SessionFlows
-from protocol.mail import FlowPolicy, MailSender
+from protocol.mail import FlowPolicy, LogMailSender, MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
 
 __all__ = ["identity_services"]
@@ -83,9 +83,10 @@ def identity_services(
         challenge_ttl_s=settings.mfa_challenge_ttl_s,
         clock=clock,
     )
+    sender = mail or mail_sender(settings)
     flows = AccountFlows(
         store,
-        mail or mail_sender(settings),
+        sender,
         events,
         FlowPolicy(
             registration_enabled=settings.registration_enabled,
@@ -102,7 +103,16 @@ def identity_services(
     app[AUTH_FLOWS] = flows
     app[MFA] = mfa_service
     app[SESSIONS] = session_flows
-    app[LOGIN] = LoginFlow(store, session_flows, mfa_service, throttle, events, address_of)
+    app[LOGIN] = LoginFlow(
+        store,
+        session_flows,
+        mfa_service,
+        throttle,
+        events,
+        address_of,
+        # Unverified accounts sign in only where nobody could verify them (no mail).
+        require_verified=not isinstance(sender, LogMailSender),
+    )
     app[API_KEYS] = ApiKeyFlows(store, events, authority)
     app[USERS] = UserService(users, permission_store, sessions, flows, events, authority)
     app[PERMISSIONS] = PermissionService(db, permission_store, users, authority)

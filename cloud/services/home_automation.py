@@ -1,6 +1,5 @@
 """What the shared hub integration (``home_hub.service``) needs of the cloud: a caller's grant
-on a farm and the farm's event log, both as PostgreSQL's row-level security decides, and the
-farms whose streams carry the hub's live state."""
+on a farm and the farm's event log, both as PostgreSQL's row-level security decides."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from uuid import UUID
 from cloud.store.access import farm_grant
 from cloud.store.db import Database
 from cloud.store.events import insert_event
-from cloud.store.farms import all_farm_ids
 from protocol.identity import PermissionType, Principal
 
 __all__ = ["HubFarmLog"]
@@ -27,11 +25,6 @@ class HubFarmLog:
         """The caller's grant on the farm (``None``: absent or invisible to them)."""
         async with self._db.as_user(UUID(principal.user_id)) as conn:
             return await farm_grant(conn, UUID(farm_id))
-
-    async def farms(self) -> list[str]:
-        """Every farm the cloud holds: the hub's live state goes to all their streams."""
-        async with self._db.as_system() as conn:
-            return await all_farm_ids(conn)
 
     async def record(
         self,

@@ -13,7 +13,6 @@ from cloud.store.db import Connection
 from cloud.store.records import plain
 
 __all__ = [
-    "all_farm_ids",
     "farm",
     "farm_devices",
     "farm_rows",
@@ -60,11 +59,6 @@ async def list_farms(
         offset,
     )
     return [plain(row) for row in rows], total
-
-
-async def all_farm_ids(conn: Connection) -> list[str]:
-    """Every farm's id (on the system path: what concerns them all, e.g. the hub's state)."""
-    return [str(row["id"]) for row in await conn.fetch("SELECT id FROM farms")]
 
 
 async def farm(conn: Connection, farm_id: UUID) -> dict[str, Any] | None:

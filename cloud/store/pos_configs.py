@@ -25,7 +25,8 @@ __all__ = [
 
 _COLUMNS = (
     "id, owner_id, name, environment, access_token, signature_key, notification_url,"
-    " location_ids, crop_mappings, merchant_id, is_active, created_at, updated_at"
+    " location_ids, crop_mappings, harvest_agent_ids, harvest_farm_ids, merchant_id, is_active,"
+    " created_at, updated_at"
 )
 # Columns update_config may set; names never come from a request.
 _WRITABLE = frozenset(
@@ -37,6 +38,8 @@ _WRITABLE = frozenset(
         "notification_url",
         "location_ids",
         "crop_mappings",
+        "harvest_agent_ids",
+        "harvest_farm_ids",
     }
 )
 
@@ -47,8 +50,8 @@ async def create_config(
     """Insert a configuration for the caller (user path); ``values`` hold sealed secrets."""
     row = await conn.fetchrow(
         "INSERT INTO pos_configs (id, owner_id, name, environment, access_token, signature_key,"
-        " notification_url, location_ids, crop_mappings)"
-        " VALUES ($1, authz.caller_id(), $2, $3, $4, $5, $6, $7, $8)"
+        " notification_url, location_ids, crop_mappings, harvest_agent_ids, harvest_farm_ids)"
+        " VALUES ($1, authz.caller_id(), $2, $3, $4, $5, $6, $7, $8, $9, $10)"
         f" RETURNING {_COLUMNS}",
         config_id,
         values["name"],
@@ -58,6 +61,8 @@ async def create_config(
         values["notification_url"],
         values["location_ids"],
         values["crop_mappings"],
+        values["harvest_agent_ids"],
+        values["harvest_farm_ids"],
     )
     assert row is not None  # INSERT ... RETURNING without ON CONFLICT returns the row
     return row

@@ -24,14 +24,23 @@ async def claim_push(conn: Connection) -> asyncpg.Record | None:
 
 
 async def config_for_farm(conn: Connection, farm_id: UUID) -> asyncpg.Record | None:
-    """The active configuration of the farm's creator, else of its agent's owner."""
+    """The active configuration that takes the farm's harvests: its agent owner's, else one
+    whose owner opted in for the agent or the farm (the oldest); a farm made in the cloud, its
+    creator's. Who an agent names as a farm's creator decides nothing: an agent could name
+    anyone (issue 24)."""
     return await conn.fetchrow(
         """
         SELECT c.id, c.owner_id, c.environment, c.access_token, c.crop_mappings
         FROM farms AS f
         LEFT JOIN agents AS a ON a.id = f.agent_id
-        JOIN pos_configs AS c ON c.is_active AND c.owner_id = coalesce(f.user_id, a.owner_id)
+        JOIN pos_configs AS c ON c.is_active AND CASE
+            WHEN f.agent_id IS NULL THEN c.owner_id = f.user_id
+            ELSE c.owner_id = a.owner_id OR f.agent_id = ANY (c.harvest_agent_ids)
+                 OR f.id = ANY (c.harvest_farm_ids)
+        END
         WHERE f.id = $1
+        ORDER BY (c.owner_id = a.owner_id) IS TRUE DESC, c.created_at, c.id
+        LIMIT 1
         """,
         farm_id,
     )

@@ -72,25 +72,39 @@ async def enqueue_job(
 
 
 async def claim_job(conn: Connection, worker: UUID, lease_s: float) -> asyncpg.Record | None:
-    """Take the oldest due job: queued, or running with an expired lease (system path)."""
-    return await conn.fetchrow(
-        f"""
-        UPDATE pos_jobs SET state = 'running', lease_owner = $1,
-            lease_until = now() + make_interval(secs => $2), attempts = attempts + 1,
-            started_at = coalesce(started_at, now()), updated_at = now()
-        WHERE id = (
-            SELECT id FROM pos_jobs
-            WHERE (state = 'queued' AND run_after <= now())
-               OR (state = 'running' AND lease_until < now())
-            ORDER BY run_after, created_at
-            LIMIT 1
-            FOR UPDATE SKIP LOCKED
-        )
-        RETURNING {_COLUMNS}
-        """,
-        worker,
-        lease_s,
-    )
+    """Take the oldest due job: queued, or running with an expired lease (system path).
+
+    A job sharing a step (a resource) with a running job of its configuration is not due: it
+    waits, queued, until that one ends. The database enforces it (migration 0107): when another
+    process claimed an overlapping job in the same moment, this claim is refused and ``None``
+    answered, to try again at the next poll."""
+    try:
+        async with conn.transaction():
+            return await conn.fetchrow(
+                f"""
+                UPDATE pos_jobs SET state = 'running', lease_owner = $1,
+                    lease_until = now() + make_interval(secs => $2), attempts = attempts + 1,
+                    started_at = coalesce(started_at, now()), updated_at = now()
+                WHERE id = (
+                    SELECT id FROM pos_jobs AS q
+                    WHERE ((q.state = 'queued' AND q.run_after <= now())
+                           OR (q.state = 'running' AND q.lease_until < now()))
+                      AND NOT EXISTS (
+                          SELECT 1 FROM pos_jobs AS other
+                          WHERE other.config_id = q.config_id AND other.id <> q.id
+                            AND other.state = 'running' AND other.lease_until >= now()
+                            AND other.steps && q.steps)
+                    ORDER BY q.run_after, q.created_at
+                    LIMIT 1
+                    FOR UPDATE OF q SKIP LOCKED
+                )
+                RETURNING {_COLUMNS}
+                """,
+                worker,
+                lease_s,
+            )
+    except asyncpg.ExclusionViolationError:
+        return None
 
 
 async def take_page_turn(conn: Connection, job_id: UUID, pages_before: int) -> None:

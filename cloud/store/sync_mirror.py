@@ -21,8 +21,11 @@ from uuid import UUID
 from zoneinfo import ZoneInfo
 
 import asyncpg
+from pydantic import TypeAdapter, ValidationError
 
 from cloud.store.db import Connection
+from protocol.schemas.devices import Address, MqttAddress, SerialAddress
+from protocol.schemas.grow_plans import Stage
 
 __all__ = [
     "ReadingRows",
@@ -39,22 +42,24 @@ __all__ = [
 
 _MINE = "(SELECT f.id FROM farms AS f WHERE f.agent_id = $1)"
 
-# A user the cloud already lets use one of the agent's farms (cloud/store/sync_identity.py).
-_REPLICATED = f"""(u.role = 'admin'
-    OR u.id = (SELECT a.owner_id FROM agents AS a WHERE a.id = $1)
-    OR u.id IN (SELECT f.user_id FROM farms AS f WHERE f.agent_id = $1)
-    OR u.id IN (SELECT p.user_id FROM permissions AS p WHERE p.farm_id IN {_MINE}))"""
+# Who an agent may name as a farm's creator: its owner, or a user the owner granted one of the
+# agent's farms (the grant's granted_by). Anyone else (another owner, an admin) is replaced by
+# the owner: an agent could otherwise make a farm of theirs, with a creator grant, on its own say
+# (issue 24).
+_VOUCHED = f"""(u.id = (SELECT a.owner_id FROM agents AS a WHERE a.id = $1)
+    OR u.id IN (SELECT p.user_id FROM permissions AS p WHERE p.farm_id IN {_MINE}
+                AND p.granted_by = (SELECT a.owner_id FROM agents AS a WHERE a.id = $1)))"""
 
 # Upserts by agent entity name; $1 is always the agent id. A row returned tells that the
 # confinement let the row through, and its value whether it was new (xmax is 0 on an insert).
 _UPSERT: dict[str, str] = {
-    # The creator holds read_write on the farm (a grant): only a cloud user the agent already
-    # has from the cloud (its identity delta's users) is taken, anyone else gives the owner.
+    # The creator holds read_write on the farm (a grant): only the owner or a user the owner
+    # granted one of the agent's farms is taken (_VOUCHED), anyone else gives the owner.
     "farms": f"""
         INSERT INTO farms AS t (id, agent_id, user_id, name, description, location, status,
                                created_at, updated_at)
         VALUES ($2, $1,
-                coalesce((SELECT u.id FROM users AS u WHERE u.id = $3::uuid AND {_REPLICATED}),
+                coalesce((SELECT u.id FROM users AS u WHERE u.id = $3::uuid AND {_VOUCHED}),
                          $4),
                 $5, $6, $7, $8, $9::timestamptz, $10::timestamptz)
         ON CONFLICT (id) DO UPDATE SET name = excluded.name, description = excluded.description,
@@ -207,6 +212,55 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else (value or {})
 
 
+_STAGES = TypeAdapter(list[Stage])
+_ADDRESS: TypeAdapter[MqttAddress | SerialAddress] = TypeAdapter(Address)
+
+
+def _device_address(d: dict[str, Any]) -> dict[str, Any]:
+    """A synced device's address in the API's one shape (``protocol.schemas.devices.Address``:
+    ``topic_base`` and ``variables``, or ``port`` and line settings), from the agent's columns;
+    ``{}`` for a device bound to no transport. Raises ValueError on one the API would refuse."""
+    transport = d.get("transport")
+    if transport == "mqtt" and d.get("topic_base"):
+        given: dict[str, Any] = {
+            "transport": "mqtt",
+            "topic_base": d["topic_base"],
+            "variables": _json(d.get("topic_variables")) or {},
+        }
+    elif transport == "serial" and d.get("serial_port"):
+        given = {
+            "transport": "serial",
+            "port": d["serial_port"],
+            **(_json(d.get("serial_settings")) or {}),
+        }
+    else:
+        return {}
+    try:
+        address = _ADDRESS.validate_python(given)
+    except ValidationError as err:
+        raise ValueError(f"a device's address is malformed: {err.error_count()} errors") from None
+    return address.model_dump(exclude_none=True)
+
+
+def _plan_stages(d: dict[str, Any]) -> list[Any]:
+    """A synced plan's stages, checked as the agent's API checks them: at least one, each a
+    valid stage, adding up to the plan's ``total_days`` (its harvest date is derived from it).
+    Raises ValueError: the record is refused alone."""
+    stages = _json(d.get("stages")) or []
+    try:
+        parsed = _STAGES.validate_python(stages)
+    except ValidationError as err:
+        raise ValueError(
+            f"a grow plan's stages are malformed: {err.error_count()} errors"
+        ) from None
+    if not parsed:
+        raise ValueError("a grow plan has at least one stage")
+    total = d.get("total_days")
+    if total is not None and int(total) != sum(stage.days for stage in parsed):
+        raise ValueError("a grow plan's total_days is not the sum of its stages' days")
+    return list(stages)
+
+
 def _harvested(value: Any) -> Decimal | None:
     """A harvested quantity as sent (a JSON number), exactly as numeric."""
     return None if value is None else Decimal(str(value))
@@ -285,12 +339,7 @@ def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
             _ts(d["updated_at"]),
         ]
     if entity == "devices":
-        address = {
-            key: d.get(key) for key in ("transport", "topic_base", "serial_port") if d.get(key)
-        }
-        for key in ("topic_variables", "serial_settings"):
-            if _json(d.get(key)):
-                address[key] = _json(d.get(key))
+        address = _device_address(d)
         runtime = d.get("runtime_s")
         return [
             _uuid(d["id"]),
@@ -341,7 +390,7 @@ def _params(entity: str, d: dict[str, Any], owner_id: UUID | None) -> list[Any]:
             d["status"],
             _ts(d.get("started_at")),
             _harvest_day(d.get("start_date"), d.get("total_days")),
-            _json(d.get("stages")) or [],
+            _plan_stages(d),
             d.get("notes") or "",
             d.get("created_by"),
             _ts(d["created_at"]),

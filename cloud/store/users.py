@@ -73,10 +73,11 @@ async def create_user(
     plan: str,
     status: str,
 ) -> asyncpg.Record:
-    """Insert a user (admins); raises UniqueViolationError for a taken address."""
+    """Insert a user (admins), verified: the admin vouches for the address, so the account
+    signs in without a mail; raises UniqueViolationError for a taken address."""
     row = await conn.fetchrow(
         "INSERT INTO users (email, password_hash, role, full_name, plan, status,"
-        " password_changed_at) VALUES ($1, $2, $3, $4, $5, $6, now())"
+        " email_verified, password_changed_at) VALUES ($1, $2, $3, $4, $5, $6, true, now())"
         f" RETURNING {_COLUMNS}",
         email,
         password_hash,

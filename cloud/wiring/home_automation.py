@@ -10,6 +10,7 @@ from aiohttp import web
 
 from cloud.services.home_automation import HubFarmLog
 from cloud.settings import CloudSettings
+from cloud.store.hub_assignments import PgAssignmentStore
 from cloud.store.hub_closes import PgCloseStore
 from cloud.web.keys import DATABASE, HOME_AUTOMATION, HUB_STATE_STREAM, STREAMS
 from home_hub.client import HubClient
@@ -42,12 +43,14 @@ def home_automation_context(
         # Entity lists come from the live state while the hub's event stream is up.
         cache = HubStateCache()
         farm_log = HubFarmLog(app[DATABASE])
+        assignments = PgAssignmentStore(app[DATABASE])
         service = HomeAutomation(
             config,
             client,
             farm_log.grant,
             farm_log.record,
             PgCloseStore(app[DATABASE]),
+            assignments,
             poll_s=_CLOSE_POLL_S,
             cache=cache,
         )
@@ -61,7 +64,7 @@ def home_automation_context(
         service.start()
         live: HubLiveState | None = None
         if client is not None:
-            live = HubLiveState(config, app[STREAMS].hub.publish, farm_log.farms, cache)
+            live = HubLiveState(config, app[STREAMS].hub.publish, assignments.assignments, cache)
             live.start()
             app[HUB_STATE_STREAM] = live.stream
         try:

@@ -25,7 +25,7 @@ from protocol.identity_flows.mfa import MfaFlows
 from protocol.identity_flows.ports import SelfGoverned
 from protocol.identity_flows.sessions import SessionFlows
 from protocol.login_throttle import ThrottlePolicy
-from protocol.mail import FlowPolicy, MailSender
+from protocol.mail import FlowPolicy, LogMailSender, MailSender
 from protocol.secretbox import SecretBox, derived_key, key_from_text, load_or_create_key
 from protocol.smtp import mail_sender
 from protocol.tokens import TokenSigner, TokenVerifier
@@ -85,9 +85,10 @@ def identity_services(
     )
     app[SESSIONS] = sessions
     app[MFA] = mfa
+    sender = mail or mail_sender(smtp_settings(settings))
     app[AUTH_FLOWS] = AccountFlows(
         store,
-        mail or mail_sender(smtp_settings(settings)),
+        sender,
         events,
         FlowPolicy(
             registration_enabled=settings.registration_enabled,
@@ -100,5 +101,14 @@ def identity_services(
     )
     app[API_KEYS] = ApiKeyFlows(store, events, authority)
     app[API_KEY_AUTH] = ApiKeyAuthenticator(db)
-    app[LOGIN] = LoginFlow(store, sessions, mfa, throttle, events, address_of)
+    app[LOGIN] = LoginFlow(
+        store,
+        sessions,
+        mfa,
+        throttle,
+        events,
+        address_of,
+        # Unverified accounts sign in only where nobody could verify them (no mail).
+        require_verified=not isinstance(sender, LogMailSender),
+    )
     return IdentityService(db, verifier)

@@ -81,7 +81,7 @@ def auth_api(
         body=LoginRequest,
         response=LoginAnswer,
         auth=False,
-        errors=(400, 401),
+        errors=(400, 401, 403),
     )
     async def login(request: web.Request, body: LoginRequest) -> BaseModel | web.Response:
         """Tokens, or ``{"mfa_required": true, "challenge": ...}`` for an account with MFA.
@@ -152,7 +152,8 @@ def auth_api(
         response=Accepted,
         status=202,
         auth=False,
-        errors=(403,),
+        # 409 MANAGED_BY_CLOUD: a paired agent's accounts are made in the cloud.
+        errors=(403, 409),
     )
     async def register(request: web.Request, body: RegisterRequest) -> Accepted:
         """Accepted; a verification token (or a note that the address is known) is mailed."""

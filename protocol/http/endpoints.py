@@ -53,6 +53,8 @@ class Endpoint:
     path_params: tuple[str, ...] = field(default=())
     shared_answers: bool = False
     """The handler answers models shared by many requests (a cache's): render each once."""
+    path_patterns: Mapping[str, str] = field(default_factory=dict)
+    """Path parameters that are not UUIDs (every other one is): name -> the regex it matches."""
 
 
 def issues_of(error: ValidationError, prefix: str = "") -> list[FieldIssue]:
@@ -91,11 +93,20 @@ async def read_json(request: web.Request) -> Any:
         raise BadRequest("Malformed JSON", {"reason": "nested too deeply"}) from None
 
 
-def _path_ids(request: web.Request, names: tuple[str, ...]) -> dict[str, str]:
+def _path_ids(
+    request: web.Request, names: tuple[str, ...], patterns: Mapping[str, str]
+) -> dict[str, str]:
     ids = {}
     issues = []
     for name in names:
         raw = request.match_info[name]
+        pattern = patterns.get(name)
+        if pattern is not None:
+            if re.fullmatch(pattern, raw):
+                ids[name] = raw
+            else:
+                issues.append((f"path.{name}", f"must match {pattern}"))
+            continue
         try:
             ids[name] = str(uuid.UUID(raw))
         except ValueError:
@@ -153,9 +164,11 @@ class Api:
         auth: bool = True,
         errors: tuple[int, ...] = (),
         shared_answers: bool = False,
+        path_patterns: Mapping[str, str] | None = None,
     ) -> Callable[[Handler], Handler]:
         """Declare ``handler`` as ``method path``; ``shared_answers`` when it answers the same
-        (cached, never changed) model to many requests, so its JSON is rendered once."""
+        (cached, never changed) model to many requests, so its JSON is rendered once;
+        ``path_patterns`` for path parameters that are not UUIDs (a hub's ids)."""
 
         def register(handler: Handler) -> Handler:
             params = tuple(_PATH_PARAM.findall(path))
@@ -174,6 +187,7 @@ class Api:
                     errors,
                     params,
                     shared_answers,
+                    dict(path_patterns or {}),
                 )
             )
             return handler
@@ -201,7 +215,7 @@ def _adapter(endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.Stream
     async def handle(request: web.Request) -> web.StreamResponse:
         if endpoint.auth and request.get(PRINCIPAL) is None:
             raise request.get(AUTH_FAILURE) or Unauthorized()
-        kwargs: dict[str, Any] = _path_ids(request, endpoint.path_params)
+        kwargs: dict[str, Any] = _path_ids(request, endpoint.path_params, endpoint.path_patterns)
         if endpoint.query is not None:
             kwargs["query"] = parse_model(endpoint.query, _query_dict(request.query), "query")
         if endpoint.body is not None:

@@ -19,7 +19,8 @@ _ERROR_TEXT = {
     401: "Missing, invalid or expired authentication",
     403: "Insufficient permissions",
     404: "Not found, or not visible to the caller",
-    409: "Already exists",
+    409: "Conflict: it already exists or its state forbids the change; on an agent paired"
+    " with a cloud, MANAGED_BY_CLOUD: the change is made in the cloud",
     413: "Request body over 1 MiB",
     422: "Validation error",
     429: "Rate limit exceeded",
@@ -80,7 +81,11 @@ def openapi_document(
                     "name": name,
                     "in": "path",
                     "required": True,
-                    "schema": {"type": "string", "format": "uuid"},
+                    "schema": (
+                        {"type": "string", "pattern": endpoint.path_patterns[name]}
+                        if name in endpoint.path_patterns
+                        else {"type": "string", "format": "uuid"}
+                    ),
                 }
                 for name in endpoint.path_params
             ],

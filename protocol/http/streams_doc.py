@@ -43,7 +43,7 @@ _EVENTS = {
             "offline), state (state), command (outcome, observed)",
             "error": "data.device_id, data.event (fault or command) and data.message",
             "hub-state": "a hub entity changed: data.entity_id, domain, old_state and new_state"
-            " (state, attributes, last_changed), to every farm of the agent",
+            " (state, attributes, last_changed), on the stream of the entity's farm only",
         },
     },
 }

@@ -3,6 +3,11 @@
 Written once for agent and cloud; the store is the part that differs. Every refusal is the same
 400 INVALID_CREDENTIALS (the reason goes to the authentication log only), 429 while the account
 or the address is throttled; an account with MFA on answers a challenge instead of tokens.
+
+Where mail is configured (``require_verified``), an account whose address is not verified does
+not sign in: with the right password it is told so (403 EMAIL_NOT_VERIFIED), as only the
+address's owner can act on it. Without mail nobody could verify: accounts sign in unverified,
+and a self-registered one sees nothing until an admin grants it a farm.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, Protocol
 
-from protocol.errors import InvalidCredentials
+from protocol.errors import EmailNotVerified, InvalidCredentials
 from protocol.identity_flows.mfa import MfaFlows
 from protocol.identity_flows.ports import AuthEventLog, C, LoginThrottle, SessionOpener, U
 from protocol.passwords import check_password
@@ -42,8 +47,11 @@ class LoginFlow(Generic[U, C]):
         throttle: LoginThrottle[C],
         events: AuthEventLog,
         address_of: Callable[[C], str | None],
+        *,
+        require_verified: bool = False,
     ) -> None:
         self._store = store
+        self._require_verified = require_verified
         self._sessions = sessions
         self._mfa = mfa
         self._throttle = throttle
@@ -70,6 +78,15 @@ class LoginFlow(Generic[U, C]):
             )
             raise InvalidCredentials()
         assert user is not None  # no refusal means the account exists
+        if self._require_verified and not user["email_verified"]:
+            await self._events.record(
+                "login_failed",
+                user_id=user["id"],
+                email=email,
+                address=self._address_of(origin),
+                reason="unverified",
+            )
+            raise EmailNotVerified()
         if user["mfa_enabled"]:
             return await self._mfa.challenge(user, origin)
         return await self._sessions.open(user, origin)

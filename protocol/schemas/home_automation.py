@@ -1,8 +1,9 @@
-"""The hub integration (SPEC.md "Hub integration"): status, entities, sensors and control.
+"""The hub integration: status, entities, sensors, control, and which farm each entity is of.
 
-Served by the agent (the hub on its LAN) and the cloud (through the access proxy) alike. Control
-requests name the farm the hub serves: the caller needs control of that farm, and the action is
-recorded in its event log with who asked.
+Served by the agent (the hub on its LAN) and the cloud (through the access proxy) alike. Each
+hub entity belongs to a farm: the farm its hub area is mapped to, or the one an admin assigned it
+to (``home_hub.ownership``). Reads show the entities of farms the caller may read; control needs
+control of the entity's farm, and the action is recorded in that farm's event log with who asked.
 """
 
 from __future__ import annotations
@@ -15,11 +16,16 @@ from protocol.schemas.auth import UuidIn
 from protocol.schemas.common import ApiModel, Schema
 
 __all__ = [
+    "TARGET_KEYS",
+    "HubAreaAssignment",
+    "HubAssignmentList",
+    "HubAssignmentRequest",
     "HubControlRequest",
     "HubControlResult",
     "HubDeviceList",
     "HubDeviceQuery",
     "HubEntity",
+    "HubEntityAssignment",
     "HubIrrigationControl",
     "HubLightControl",
     "HubPendingClose",
@@ -30,6 +36,12 @@ __all__ = [
 
 EntityId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+\.[a-z0-9_]+$", max_length=255)]
 Domain = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$", max_length=64)]
+AreaId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+$", max_length=255)]
+"""An area's id in the hub's area registry (e.g. ``rack_1``)."""
+
+TARGET_KEYS = frozenset({"entity_id", "area_id", "device_id", "floor_id", "label_id", "target"})
+"""Service data keys that name what a service acts on: a request names its one entity, and its
+``data`` may not widen that to other entities, areas, devices, floors or labels."""
 
 
 class HubPendingClose(Schema):
@@ -67,6 +79,10 @@ class HubEntity(Schema):
     name: str
     state: str
     area: str | None = None
+    area_id: str | None = Field(default=None, description="The hub's id of its area")
+    farm_id: str | None = Field(
+        default=None, description="The farm it belongs to; None: unassigned (admins only)"
+    )
     attributes: dict[str, Any]
     last_changed: str | None = None
 
@@ -105,7 +121,11 @@ class HubSensorList(Schema):
 
 
 class _Control(ApiModel):
-    farm_id: UuidIn = Field(description="The farm the hub serves; its event log records the action")
+    farm_id: UuidIn | None = Field(
+        default=None,
+        description="The entity's farm (checked when given); required only for an admin acting"
+        " on an entity of no farm, whose event log then records the action",
+    )
 
 
 class HubControlRequest(_Control):
@@ -113,7 +133,19 @@ class HubControlRequest(_Control):
 
     entity_id: EntityId
     action: Domain = Field(description="The service, e.g. turn_on, turn_off, toggle")
-    data: dict[str, Any] = Field(default_factory=dict, max_length=50)
+    data: dict[str, Any] = Field(
+        default_factory=dict,
+        max_length=50,
+        description="Service data; never a target (entity_id, area_id, device_id, floor_id,"
+        " label_id, target)",
+    )
+
+    @model_validator(mode="after")
+    def _no_targets(self) -> Self:
+        named = sorted(TARGET_KEYS & self.data.keys())
+        if named:
+            raise ValueError(f"data may not name targets ({', '.join(named)}): use entity_id")
+        return self
 
 
 class HubLightControl(_Control):
@@ -166,3 +198,31 @@ class HubControlResult(Schema):
     close_at: str | None = Field(
         default=None, description="When the server closes it again (irrigation with a duration)"
     )
+
+
+class HubAssignmentRequest(ApiModel):
+    """PUT an area's or an entity's farm."""
+
+    farm_id: UuidIn
+
+
+class HubAreaAssignment(Schema):
+    """A hub area mapped to a farm: its entities (those not assigned on their own) are the
+    farm's."""
+
+    area_id: str
+    farm_id: str
+
+
+class HubEntityAssignment(Schema):
+    """An entity assigned to a farm, whatever its area."""
+
+    entity_id: str
+    farm_id: str
+
+
+class HubAssignmentList(Schema):
+    """Every area mapping and entity assignment."""
+
+    areas: list[HubAreaAssignment]
+    entities: list[HubEntityAssignment]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field, SecretStr, create_model, model_validator
+from pydantic import AfterValidator, Field, SecretStr, create_model, model_validator
 
 from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, UtcDatetime, Uuid
 from protocol.schemas.grow_plans import HarvestUnit
@@ -41,6 +41,31 @@ Url = Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://[^
 Secret = Annotated[SecretStr, Field(min_length=1, max_length=2048)]
 
 
+def _header_safe(token: SecretStr) -> SecretStr:
+    # The token travels in an Authorization header: a control character (a newline, NUL, CR)
+    # would split it or be refused by the HTTP client at every call. Visible ASCII only.
+    if not all("!" <= c <= "~" for c in token.get_secret_value()):
+        raise ValueError("must be visible ASCII characters only (no spaces or control characters)")
+    return token
+
+
+AccessToken = Annotated[Secret, AfterValidator(_header_safe)]
+"""A provider access token: sent as ``Authorization: Bearer <token>``."""
+
+
+HarvestAgents = Annotated[
+    list[UUID],
+    Field(
+        max_length=100,
+        description="Opt in to the harvests of these agents' farms: a harvest goes to the active"
+        " configuration of its agent's owner, or of an owner who opted in for the agent or farm",
+    ),
+]
+HarvestFarms = Annotated[
+    list[UUID], Field(max_length=200, description="Opt in to the harvests of these farms")
+]
+
+
 class CropMapping(ApiModel):
     """Where a crop's harvest goes: a catalog item variation at a location.
 
@@ -67,11 +92,13 @@ class PosConfigCreate(ApiModel):
 
     name: str = Field(min_length=1, max_length=200)
     environment: PosEnvironment = "sandbox"
-    access_token: Secret
+    access_token: AccessToken
     webhook_signature_key: Secret | None = None
     notification_url: Url | None = None
     location_ids: list[ProviderId] = Field(default_factory=list, max_length=50)
     crop_mappings: list[CropMapping] = Field(default_factory=list, max_length=200)
+    harvest_agent_ids: HarvestAgents = Field(default_factory=list)
+    harvest_farm_ids: HarvestFarms = Field(default_factory=list)
 
 
 class PosConfigUpdate(ApiModel):
@@ -80,11 +107,13 @@ class PosConfigUpdate(ApiModel):
 
     name: str | None = Field(None, min_length=1, max_length=200)
     environment: PosEnvironment | None = None
-    access_token: Secret | None = None
+    access_token: AccessToken | None = None
     webhook_signature_key: Secret | None = None
     notification_url: Url | None = None
     location_ids: list[ProviderId] | None = Field(None, max_length=50)
     crop_mappings: list[CropMapping] | None = Field(None, max_length=200)
+    harvest_agent_ids: HarvestAgents | None = None
+    harvest_farm_ids: HarvestFarms | None = None
 
     @model_validator(mode="after")
     def _not_empty(self) -> PosConfigUpdate:
@@ -108,6 +137,12 @@ class PosConfig(Schema):
     notification_url: str | None
     location_ids: list[str]
     crop_mappings: list[dict[str, Any]]
+    harvest_agent_ids: list[str] = Field(
+        description="Agents (besides the owner's own) whose farms' harvests it takes"
+    )
+    harvest_farm_ids: list[str] = Field(
+        description="Farms (besides those of the owner's agents) whose harvests it takes"
+    )
     merchant_id: str | None
     is_active: bool
     created_at: Timestamp
@@ -128,7 +163,7 @@ class PosTestConnection(ApiModel):
 
     config_id: UUID | None = None
     environment: PosEnvironment | None = None
-    access_token: Secret | None = None
+    access_token: AccessToken | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> PosTestConnection:

@@ -26,6 +26,7 @@ __all__ = [
     "GuardedResolver",
     "TargetRefused",
     "check_target",
+    "embedded_ipv4",
     "literal_refusal",
     "url_problem",
 ]
@@ -39,6 +40,56 @@ class TargetRefused(OSError):
     """A webhook target whose address the policy refuses (or that does not resolve)."""
 
 
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+_SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
+_TEREDO = ipaddress.IPv6Network("2001::/32")
+_COMPATIBLE = ipaddress.IPv6Network("::/96")
+
+
+def _v4(bits: int) -> ipaddress.IPv4Address:
+    return ipaddress.IPv4Address(bits & 0xFFFFFFFF)
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries, which a translator or tunnel would reach:
+    IPv4-mapped (``::ffff:a.b.c.d``), IPv4-compatible (``::a.b.c.d``), NAT64 (``64:ff9b::/96``,
+    and the local-use ``64:ff9b:1::/48`` in its /48 and /96 layouts, RFC 6052), 6to4
+    (``2002::/16``) and Teredo (``2001::/32``: its server and its client)."""
+    value = int(address)
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address in _COMPATIBLE and value > 1:  # :: and ::1 are IPv6's own
+        return [_v4(value)]
+    if address in _NAT64:
+        return [_v4(value)]
+    if address in _NAT64_LOCAL:
+        # A /48 prefix puts the address in bits 48-63 and 72-87 (bits 64-71 are zero); an
+        # operator may also use a /96 of the range, with the address in the last 32 bits.
+        split = ((value >> 64) & 0xFFFF) << 16 | ((value >> 40) & 0xFFFF)
+        return [_v4(split), _v4(value)]
+    if address in _SIX_TO_FOUR:
+        return [_v4(value >> 80)]
+    if address in _TEREDO:
+        return [_v4(value >> 64), _v4(~value)]  # server; client (stored inverted)
+    return []
+
+
+def _category(address: IpAddress) -> str | None:
+    for test, name in (
+        (address.is_unspecified, "unspecified"),
+        (address.is_loopback, "loopback"),
+        (address.is_link_local, "link-local"),
+        (address.is_multicast, "multicast"),
+        (address.is_private, "private"),
+    ):
+        if test:
+            return name
+    if not address.is_global:
+        return "non-public"
+    return None
+
+
 @dataclass(frozen=True)
 class AddressPolicy:
     """Which addresses webhooks may reach; ``allow_private`` lets every address through."""
@@ -46,23 +97,27 @@ class AddressPolicy:
     allow_private: bool
 
     def refusal(self, address: IpAddress) -> str | None:
-        """Why ``address`` is refused, or ``None`` when it is allowed."""
+        """Why ``address`` is refused, by its kind and never the address itself (a message
+        about a name must not tell what it resolved to), or ``None`` when it is allowed.
+
+        An IPv6 address carrying an IPv4 address (:func:`embedded_ipv4`) is refused when that
+        IPv4 address is."""
         if self.allow_private:
             return None
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        for test, name in (
-            (address.is_unspecified, "unspecified"),
-            (address.is_loopback, "loopback"),
-            (address.is_link_local, "link-local"),
-            (address.is_multicast, "multicast"),
-            (address.is_private, "private"),
-        ):
-            if test:
-                return f"{address} is a {name} address"
-        if not address.is_global:
-            return f"{address} is not a public address"
-        return None
+        if isinstance(address, ipaddress.IPv6Address):
+            for inner in embedded_ipv4(address):
+                kind = _category(inner)
+                if kind is not None:
+                    return f"it carries a {kind} IPv4 address"
+        kind = _category(address)
+        if kind is None:
+            return None
+        return f"it is an {kind} address" if kind[0] in "aeiou" else f"it is a {kind} address"
+
+
+#: A refused name's message: what it resolved to is not the caller's to learn (it may name a
+#: host of the cloud's own network).
+NAME_REFUSED = "it resolves to an address webhooks may not reach (only public addresses)"
 
 
 def url_problem(url: str) -> str | None:
@@ -108,7 +163,7 @@ async def check_target(url: str, policy: AddressPolicy, *, timeout_s: float) -> 
     for address in addresses:
         reason = policy.refusal(address)
         if reason is not None:
-            raise TargetRefused(f"{host} is refused: {reason}")
+            raise TargetRefused(f"{host} is refused: {NAME_REFUSED if literal is None else reason}")
 
 
 async def _resolve(host: str, timeout_s: float) -> list[IpAddress]:
@@ -147,7 +202,7 @@ class GuardedResolver(AbstractResolver):
         for entry in answer:
             reason = self._policy.refusal(ipaddress.ip_address(entry["host"].split("%")[0]))
             if reason is not None:
-                raise TargetRefused(f"{host} is refused: {reason}")
+                raise TargetRefused(f"{host} is refused: {NAME_REFUSED}")
         return answer
 
     async def close(self) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from tests.support.page_headers import assert_docs_page_headers
+
 ISO_MS_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
@@ -63,3 +65,7 @@ async def test_docs_page_is_served_without_external_assets(agent):
     assert resp.status == 200 and resp.content_type == "text/html"
     assert "/api/v1/openapi.json" in text
     assert "https://" not in text
+
+
+async def test_docs_page_has_the_web_apps_security_headers(agent):
+    await assert_docs_page_headers(agent.client)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from home_hub.areas import areas_of
+from home_hub.areas import Area, areas_of
 
 
 def test_an_entity_is_in_its_own_area_else_in_its_devices() -> None:
@@ -15,5 +15,8 @@ def test_an_entity_is_in_its_own_area_else_in_its_devices() -> None:
         {"entity_id": "fan.d", "area_id": "gone", "device_id": None},  # an unknown area
         "not a row",
     ]
-    assert areas_of(areas, devices, entities) == {"light.a": "Rack 1", "light.b": "Room"}
+    assert areas_of(areas, devices, entities) == {
+        "light.a": Area("rack_1", "Rack 1"),
+        "light.b": Area("room", "Room"),
+    }
     assert areas_of(None, {"x": 1}, 3) == {}

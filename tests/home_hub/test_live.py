@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from home_hub.fake import FakeHub
@@ -70,3 +71,45 @@ async def test_a_refused_token_is_retried_with_back_off_and_never_connects(
         assert stream.stats.connects == 0 and not stream.connected.is_set()
     finally:
         await stream.stop()
+
+
+async def test_a_redirect_is_refused_as_an_access_proxy_refusal_and_never_followed() -> None:
+    # An access proxy answering the WebSocket upgrade with a redirect to its login page (here a
+    # second server that counts what reaches it): the stream does not follow, and says why.
+    reached: list[dict[str, str]] = []
+
+    async def login(request: web.Request) -> web.Response:
+        reached.append(dict(request.headers))
+        return web.Response(text="<html>sign in</html>", content_type="text/html")
+
+    login_app = web.Application()
+    login_app.router.add_get("/{tail:.*}", login)
+    login_server = TestServer(login_app)
+    await login_server.start_server()
+
+    async def redirect(request: web.Request) -> web.Response:
+        raise web.HTTPFound(str(login_server.make_url("/cdn-cgi/access/login")))
+
+    proxy_app = web.Application()
+    proxy_app.router.add_get("/{tail:.*}", redirect)
+    proxy = TestServer(proxy_app)
+    await proxy.start_server()
+    config = HubConfig(
+        enabled=True,
+        url=str(proxy.make_url("/")).rstrip("/"),
+        token=TOKEN,
+        proxy_protected=True,
+        proxy_client_id="cid",
+        proxy_client_secret="csecret",
+    )
+    stream = HubStateStream(config, lambda _change: None, backoff_initial_s=0.01)
+    stream.start()
+    try:
+        await eventually(lambda: _now(stream.stats.failures >= 2))
+        assert stream.last_error == "ACCESS_PROXY_REFUSED"
+        assert stream.stats.connects == 0 and not stream.connected.is_set()
+        assert reached == []  # the service credentials never went to the login page
+    finally:
+        await stream.stop()
+        await proxy.close()
+        await login_server.close()

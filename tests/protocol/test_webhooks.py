@@ -89,6 +89,18 @@ def test_secrets_are_whsec_and_base64_of_24_to_64_bytes() -> None:
         "ff02::1",
         "::ffff:127.0.0.1",
         "::ffff:10.0.0.1",
+        # IPv6 forms carrying a non-public IPv4 address (issue 24): NAT64, local-use NAT64 (its
+        # /48 and /96 layouts), 6to4, Teredo (server; client, stored inverted), IPv4-compatible.
+        "64:ff9b::7f00:1",
+        "64:ff9b::a00:1",
+        "64:ff9b:1:7f00:0:100::",
+        "64:ff9b:1::7f00:1",
+        "2002:7f00:1::",
+        "2002:c0a8:101::1",
+        "2001:0:7f00:1::1",
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",
+        "::127.0.0.1",
+        "::10.0.0.1",
     ],
 )
 def test_the_cloud_policy_refuses_non_public_addresses(address: str) -> None:
@@ -97,15 +109,22 @@ def test_the_cloud_policy_refuses_non_public_addresses(address: str) -> None:
     assert AddressPolicy(allow_private=True).refusal(ip) is None
 
 
-@pytest.mark.parametrize("address", ["93.184.215.14", "8.8.8.8", "2606:4700::1111"])
+@pytest.mark.parametrize(
+    "address",
+    ["93.184.215.14", "8.8.8.8", "2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1"],
+)
 def test_public_addresses_are_allowed(address: str) -> None:
     assert AddressPolicy(allow_private=False).refusal(ipaddress.ip_address(address)) is None
 
 
 async def test_a_name_resolving_to_loopback_is_refused_and_a_literal_too() -> None:
     policy = AddressPolicy(allow_private=False)
-    with pytest.raises(TargetRefused, match="loopback"):
+    with pytest.raises(TargetRefused, match="may not reach") as refused:
         await check_target("http://localhost:8080/hook", policy, timeout_s=5)
+    # What a name resolved to is not told (neither the address nor its kind).
+    assert "127.0.0.1" not in str(refused.value) and "loopback" not in str(refused.value)
+    with pytest.raises(TargetRefused, match="carries a loopback IPv4 address"):
+        await check_target("http://[64:ff9b::7f00:1]/hook", policy, timeout_s=5)
     with pytest.raises(TargetRefused, match="private"):
         await check_target("https://10.0.0.7/hook", policy, timeout_s=5)
     with pytest.raises(TargetRefused, match="does not resolve"):
@@ -176,8 +195,13 @@ async def test_the_resolver_refuses_an_answer_holding_any_refused_address() -> N
     (first,) = await guarded.resolve("hooks.example.com", 443)
     assert first["host"] == "93.184.215.14"
     # The second lookup (a rebinding answer) is refused whole: nothing to connect to.
-    with pytest.raises(TargetRefused, match="private"):
+    with pytest.raises(TargetRefused, match="may not reach") as refused:
         await guarded.resolve("hooks.example.com", 443)
+    assert "10.0.0.1" not in str(refused.value) and "private" not in str(refused.value)
+    # An answer holding a NAT64 address of an internal host is refused too.
+    nat64 = GuardedResolver(strict, _Answers(["64:ff9b::a00:1"]))
+    with pytest.raises(TargetRefused):
+        await nat64.resolve("hooks.example.com", 443)
 
 
 async def test_a_post_to_a_name_resolving_to_loopback_never_leaves_under_the_cloud_policy() -> None:

@@ -88,6 +88,10 @@ class SimAgent:
         self.seq += 1
         return Record(seq=self.seq, lane=lane, kind=kind, op="upsert", key=key, data=data)
 
+    def record(self, kind: str, key: str, data: dict[str, Any]) -> Record:
+        """The next upsert of ``kind`` (priority lane), numbered like the agent's outbox."""
+        return self._next(kind, key, data, Lane.PRIORITY)
+
     def sign(self, records: Sequence[Record], readings: int = 0) -> SignedBatch:
         """Sign ``records`` as one batch, accounting for exactly their numbers."""
         batch = Batch(

@@ -49,6 +49,8 @@ def config_model(row: asyncpg.Record) -> PosConfig:
         notification_url=row["notification_url"],
         location_ids=list(row["location_ids"]),
         crop_mappings=list(row["crop_mappings"]),
+        harvest_agent_ids=[str(i) for i in row["harvest_agent_ids"]],
+        harvest_farm_ids=[str(i) for i in row["harvest_farm_ids"]],
         merchant_id=row["merchant_id"],
         is_active=row["is_active"],
         created_at=iso(row["created_at"]),
@@ -101,6 +103,8 @@ class PosConfigService:
             "notification_url": body.notification_url,
             "location_ids": list(body.location_ids),
             "crop_mappings": [m.model_dump(mode="json") for m in body.crop_mappings],
+            "harvest_agent_ids": list(body.harvest_agent_ids),
+            "harvest_farm_ids": list(body.harvest_farm_ids),
         }
         async with self._db.as_user(UUID(principal.user_id)) as conn:
             row = await store.create_config(conn, config_id, values)

@@ -11,7 +11,7 @@ from aiohttp import web
 from home_hub.fake import FakeHub
 from home_hub.fake_proxy import FakeAccessProxy
 from tests.agent.devices_api.conftest import create_farm, error_of, login_as
-from tests.agent.hub.conftest import BASE, TOKEN
+from tests.agent.hub.conftest import BASE, TOKEN, assign
 from tests.agent.runtime.conftest import eventually
 from tests.conftest import Agent
 
@@ -58,7 +58,7 @@ async def test_status_says_the_hub_answers_without_showing_the_token(hub_agent: 
 
 
 async def test_devices_and_sensors_are_listed_and_filtered(hub_agent: Agent, hub: FakeHub) -> None:
-    token = await login_as(hub_agent, "user")
+    token = None  # an admin sees every entity, of a farm or not
     listed = await _ok(await _get(hub_agent, "/devices", token))
     assert listed["total"] == 7 and listed["domains"]["light"] == 2
     lights = await _ok(await _get(hub_agent, "/devices", token, domain="light"))
@@ -89,6 +89,7 @@ async def test_devices_and_sensors_are_listed_and_filtered(hub_agent: Agent, hub
 
 async def test_an_operator_controls_and_the_event_says_who(hub_agent: Agent, hub: FakeHub) -> None:
     farm_id = await create_farm(hub_agent)
+    await assign(hub_agent, "switch.nutrient_pump", farm_id)
     operator = await login_as(hub_agent, "operator", farm_id)
     body = {"farm_id": farm_id, "entity_id": "switch.nutrient_pump", "action": "turn_on"}
     answer = await _ok(await _post(hub_agent, "/devices/control", body, operator))
@@ -118,6 +119,7 @@ async def test_an_operator_controls_and_the_event_says_who(hub_agent: Agent, hub
 @pytest.mark.parametrize("role", ["analyst", "user"])
 async def test_read_only_roles_may_not_control(hub_agent: Agent, hub: FakeHub, role: str) -> None:
     farm_id = await create_farm(hub_agent)
+    await assign(hub_agent, "switch.nutrient_pump", farm_id)
     token = await login_as(hub_agent, role, farm_id)
     body = {"farm_id": farm_id, "entity_id": "switch.nutrient_pump", "action": "turn_on"}
     await error_of(await _post(hub_agent, "/devices/control", body, token), 403)
@@ -135,7 +137,7 @@ async def test_control_of_a_farm_one_cannot_see_is_404(hub_agent: Agent, hub: Fa
 @pytest.mark.parametrize(
     "body",
     [
-        {"entity_id": "switch.nutrient_pump", "action": "turn_on"},  # no farm
+        {"entity_id": "switch.nutrient_pump", "action": "turn_on"},  # of no farm: name one
         {"entity_id": "Switch Pump", "action": "turn_on"},
         {"entity_id": "switch.nutrient_pump", "action": "turn on"},
         {"entity_id": "switch.nutrient_pump", "action": "turn_on", "extra": 1},
@@ -326,6 +328,8 @@ async def test_hub_state_changes_reach_the_device_events_stream(
     from tests.agent.streams.helpers import open_stream, receive
 
     farm_id = await create_farm(hub_agent)
+    await create_farm(hub_agent, "South")  # the valve is not South's: nothing goes there
+    await assign(hub_agent, "valve.irrigation_zone_1", farm_id)
     stream = hub_agent.client.app[HUB_STATE_STREAM]
     await eventually(lambda: _now(stream.connected.is_set()))
     ws = await open_stream(hub_agent, "device-events")

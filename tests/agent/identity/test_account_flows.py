@@ -28,6 +28,17 @@ async def test_register_creates_a_user_with_no_farms_and_mails_a_token(
 ) -> None:
     resp = await register(agent, "  New.Grower@Farm.test ")
     assert resp.status == 202, await resp.text()
+    # Mail is configured: the account signs in once its address is verified (issue 24); a
+    # wrong password still gets the uniform refusal.
+    refused = await login(agent, "new.grower@farm.test")
+    assert (await error_of(refused, 403))["code"] == "EMAIL_NOT_VERIFIED"
+    wrong = await login(agent, "new.grower@farm.test", "not the password at all")
+    assert (await error_of(wrong, 400))["code"] == "INVALID_CREDENTIALS"
+    resp = await agent.client.post(
+        "/auth/verify", json={"token": mail.token_to("new.grower@farm.test")}
+    )
+    assert resp.status == 200, await resp.text()
+    assert (await resp.json())["email_verified"] is True
     token = await tokens_of(agent, "new.grower@farm.test")
     resp = await agent.client.get(
         "/api/v1/users/profile", headers=agent.auth(token["access_token"])
@@ -38,19 +49,9 @@ async def test_register_creates_a_user_with_no_farms_and_mails_a_token(
         "user",
         "active",
     )
-    assert user["email_verified"] is False and user["farms_access"] == []
+    assert user["email_verified"] is True and user["farms_access"] == []
     resp = await agent.client.get("/api/v1/farms/", headers=agent.auth(token["access_token"]))
     assert (await resp.json())["total"] == 0
-
-    resp = await agent.client.post(
-        "/auth/verify", json={"token": mail.token_to("new.grower@farm.test")}
-    )
-    assert resp.status == 200, await resp.text()
-    assert (await resp.json())["email_verified"] is True
-    resp = await agent.client.get(
-        "/api/v1/users/profile", headers=agent.auth(token["access_token"])
-    )
-    assert (await resp.json())["email_verified"] is True
     # The token works once.
     resp = await agent.client.post(
         "/auth/verify", json={"token": mail.token_to("new.grower@farm.test")}
@@ -67,8 +68,11 @@ async def test_register_answers_the_same_for_a_known_address_and_mails_its_owner
     assert await new.json() == await known.json()
     first, second = [m for m in mail.messages if m.to == "twice@farm.test"]
     assert "verify" in first.subject and "registered already" in second.subject
-    # The account keeps its first password.
-    assert (await tokens_of(agent, "twice@farm.test"))["access_token"]
+    # The account keeps its first password (and, unverified, is told to verify).
+    resp = await login(agent, "twice@farm.test")
+    assert (await error_of(resp, 403))["code"] == "EMAIL_NOT_VERIFIED"
+    resp = await login(agent, "twice@farm.test", "a different password")
+    assert (await error_of(resp, 400))["code"] == "INVALID_CREDENTIALS"
 
 
 async def test_register_refuses_bad_input(agent: Agent) -> None:

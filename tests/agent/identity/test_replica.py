@@ -7,6 +7,7 @@ sessions and API keys work here until the cloud revokes them; and a paired agent
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -121,6 +122,16 @@ async def _outbox(db: Database) -> tuple[Any, ...]:
     stats = await db.fetch_one("SELECT records, bytes FROM outbox_stats")
     assert stats is not None
     return (tuple(tuple(r) for r in rows), tuple(stats))
+
+
+def _operation(document: dict[str, Any], method: str, path: str) -> dict[str, Any]:
+    """The OpenAPI operation whose path template matches the concrete ``path``."""
+    for template, operations in document["paths"].items():
+        pattern = re.sub(r"\\{[^/]+\\}", "[^/]+", re.escape(template.rstrip("/")))
+        if re.fullmatch(pattern, path.rstrip("/")):
+            operation: dict[str, Any] = operations[method.lower()]
+            return operation
+    raise AssertionError(f"{path} is not documented")
 
 
 async def _grant_of(db: Database) -> str | None:
@@ -253,6 +264,12 @@ async def test_a_paired_agent_leaves_identity_changes_to_the_cloud(
         "/auth/register", json={"email": "walk-in@farm.test", "password": PASSWORD}
     )
     assert (await error_of(resp, 409))["code"] == "MANAGED_BY_CLOUD"
+    # Every one of these answers is in the API's documented responses (issue 24).
+    document = await (await agent.client.get("/api/v1/openapi.json")).json()
+    for method, path, _ in [*refused, ("POST", "/auth/register", None)]:
+        responses = _operation(document, method, path)["responses"]
+        assert "409" in responses, (method, path)
+        assert "MANAGED_BY_CLOUD" in responses["409"]["description"], (method, path)
     # A cloud user resets their password in the cloud: the answer is the same, no mail is sent.
     resp = await agent.client.post("/auth/reset-password", json={"email": GROWER_EMAIL})
     assert resp.status == 202, await resp.text()

@@ -72,6 +72,18 @@ async def post(cloud: Cloud, path: str, token: str, body: Any) -> tuple[int, Any
     return resp.status, await resp.json()
 
 
+async def assign(cloud: Cloud, entity_ids: list[str], farm_id: UUID) -> None:
+    """An admin assigns hub entities to a farm (each is of no farm until then)."""
+    admin = await cloud.login(World.email("admin"))
+    for entity_id in entity_ids:
+        resp = await cloud.client.put(
+            f"{BASE}/entities/{entity_id}",
+            json={"farm_id": str(farm_id)},
+            headers={"Authorization": f"Bearer {admin}"},
+        )
+        assert resp.status == 200, await resp.text()
+
+
 async def hub_events(system: Conn, farm_id: UUID, kind: str) -> list[dict[str, Any]]:
     rows = await system.fetch(
         "SELECT id, kind, severity, data, agent_id, jsonb_typeof(data) AS shape FROM events"
@@ -98,11 +110,17 @@ async def test_disabled_the_paths_answer_503_with_a_clear_code(cloud: Cloud, wor
     assert (body["enabled"], body["configured"], body["reachable"]) == (False, False, None)
 
 
-async def test_every_role_reads_through_the_access_proxy_and_no_secret_shows(
+async def test_a_farms_reader_reads_its_entities_through_the_access_proxy_and_no_secret_shows(
     hub_cloud: Cloud, world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    for name in ("rita", "nora"):  # a user and an analyst (no farm at all): both read
+    lights = ["light.grow_rack_1", "light.grow_rack_2"]
+    sensors = ["sensor.room_temperature", "sensor.room_humidity"]
+    await assign(hub_cloud, lights + sensors, world.farm_a.farm_id)
+    nora = await hub_cloud.login(World.email("nora"))  # an analyst with no farm: nothing
+    code, listed = await hub_cloud.get(BASE + "/devices", nora)
+    assert (code, listed["devices"]) == (200, [])
+    for name in ("rita", "will"):  # a user reading farm A, an operator writing it
         token = await hub_cloud.login(World.email(name))
         resp = await hub_cloud.client.get(
             BASE + "/status", headers={"Authorization": f"Bearer {token}"}
@@ -136,6 +154,7 @@ async def test_every_role_reads_through_the_access_proxy_and_no_secret_shows(
 async def test_an_operator_controls_and_the_cloud_records_who(
     hub_cloud: Cloud, world: World, hub: FakeHub, system: Conn
 ) -> None:
+    await assign(hub_cloud, [PUMP, "light.grow_rack_1"], world.farm_a.farm_id)
     will = await hub_cloud.login(World.email("will"))
     farm = str(world.farm_a.farm_id)
     status, answer = await post(
@@ -184,6 +203,7 @@ async def test_who_may_not_control_is_refused_before_the_hub_is_called(
         "UPDATE users SET password_hash = $1 WHERE id = $2", password_hash, analyst
     )
     await grant(system, analyst, world.farm_a.farm_id, "read_write")
+    await assign(hub_cloud, [PUMP], world.farm_a.farm_id)
     body = {"farm_id": str(world.farm_a.farm_id), "entity_id": PUMP, "action": "turn_on"}
     cases = [
         ("rita@example.com", 403),  # user, read_only
@@ -244,6 +264,7 @@ async def test_an_irrigation_close_survives_a_restart_and_runs_once_among_proces
 ) -> None:
     first = await make_cloud(**hub_settings(proxy_url))
     second = await make_cloud(**hub_settings(proxy_url))  # another process on the same database
+    await assign(first, [VALVE], world.farm_a.farm_id)
     will = await first.login(World.email("will"))
     farm = str(world.farm_a.farm_id)
     body = {"farm_id": farm, "entity_id": VALVE, "action": "open", "duration_s": 2}
@@ -315,6 +336,7 @@ async def test_hub_state_changes_reach_the_clouds_device_events_through_the_prox
 ) -> None:
     from cloud.web.keys import HUB_STATE_STREAM
 
+    await assign(hub_cloud, [VALVE], world.farm_a.farm_id)
     stream = hub_cloud.client.app[HUB_STATE_STREAM]
     await eventually(lambda: _now(stream.connected.is_set()))  # subscribed through the proxy
     will = await hub_cloud.login(World.email("will"))

@@ -20,6 +20,7 @@ from cloud.store.db import UnsafeRoleError
 from protocol.tokens import private_key_pem
 from tests.cloud.api.conftest import Cloud, Conn, World, assert_error, cloud_settings
 from tests.cloud.conftest import CloudDatabase
+from tests.support.page_headers import assert_docs_page_headers
 
 
 async def test_health_is_public_and_cheap(cloud: Cloud) -> None:
@@ -162,6 +163,10 @@ async def test_openapi_document_and_docs_page(cloud: Cloud) -> None:
     assert devices["security"] and "401" in devices["responses"]
     resp = await cloud.client.get("/api/v1/docs")
     assert resp.status == 200 and resp.content_type == "text/html"
+
+
+async def test_docs_page_has_the_web_apps_security_headers(cloud: Cloud) -> None:
+    await assert_docs_page_headers(cloud.client)
 
 
 async def test_routing_errors_use_the_envelope(cloud: Cloud) -> None:

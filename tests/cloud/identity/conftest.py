@@ -90,10 +90,13 @@ async def cloud(make_cloud: Callable[..., Awaitable[Cloud]]) -> Cloud:
 
 @pytest.fixture
 async def user(system: Conn, password_hash: str) -> User:
-    """An active account with PASSWORD."""
+    """An active account with PASSWORD and its address verified (mail is configured here: an
+    unverified account does not sign in)."""
     user_id = await add_user(system, EMAIL)
     await system.execute(
-        "UPDATE users SET password_hash = $1 WHERE id = $2", password_hash, user_id
+        "UPDATE users SET password_hash = $1, email_verified = true WHERE id = $2",
+        password_hash,
+        user_id,
     )
     return User(user_id, EMAIL)
 

@@ -30,7 +30,17 @@ async def test_registration_creates_an_unverified_user_and_mails_a_token(
 ) -> None:
     status, body = await register(cloud, "ada@example.com")
     assert status == 202, body
-    # The new account can log in at once.
+    # Mail is configured: the account signs in once its address is verified (issue 24).
+    refused = await login(cloud, "ada@example.com")
+    assert (await error_of(refused, 403))["code"] == "EMAIL_NOT_VERIFIED"
+    assert (await error_of(await login(cloud, "ada@example.com", "wrong"), 400))["code"] == (
+        "INVALID_CREDENTIALS"
+    )  # without the password it is the uniform refusal
+    token = outbox.token("ada@example.com")
+    resp = await cloud.client.post("/auth/verify", json={"token": token})
+    assert resp.status == 200, await resp.text()
+    assert await resp.json() == {"email": "ada@example.com", "email_verified": True}
+    assert await system.fetchval("SELECT email_verified FROM users WHERE email = 'ada@example.com'")
     session = await login(cloud, "ada@example.com")
     assert session.status == 200
     resp = await cloud.client.get(
@@ -41,15 +51,9 @@ async def test_registration_creates_an_unverified_user_and_mails_a_token(
     assert profile["email"] == "ada@example.com" and profile["full_name"] == "Ada L"
     assert (profile["role"], profile["email_verified"], profile["farms_access"]) == (
         "user",
-        False,
+        True,
         [],
     )
-
-    token = outbox.token("ada@example.com")
-    resp = await cloud.client.post("/auth/verify", json={"token": token})
-    assert resp.status == 200, await resp.text()
-    assert await resp.json() == {"email": "ada@example.com", "email_verified": True}
-    assert await system.fetchval("SELECT email_verified FROM users WHERE email = 'ada@example.com'")
     # The token works once.
     resp = await cloud.client.post("/auth/verify", json={"token": token})
     assert (await error_of(resp, 400))["code"] == "BAD_REQUEST"

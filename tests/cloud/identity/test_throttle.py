@@ -35,8 +35,8 @@ async def test_failures_of_one_account_throttle_only_that_account(
         assert (await login(cloud, user.email.upper(), "guess")).status == 400
     assert (await login(cloud, user.email)).status == 429
     other = await system.fetchval(
-        "INSERT INTO users (email, password_hash) SELECT 'ok@example.com', password_hash"
-        " FROM users WHERE id = $1 RETURNING email",
+        "INSERT INTO users (email, password_hash, email_verified)"
+        " SELECT 'ok@example.com', password_hash, true FROM users WHERE id = $1 RETURNING email",
         user.id,
     )
     assert (await login(cloud, other)).status == 200

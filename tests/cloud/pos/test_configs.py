@@ -68,6 +68,11 @@ async def test_configuration_crud_and_activation(owners: Owners, fake: FakeProvi
     [
         {"environment": "staging"},
         {"access_token": ""},
+        # A token goes into an Authorization header: control characters are refused (issue 24).
+        {"access_token": "a\nb"},
+        {"access_token": "a\r\nX-Injected: 1"},
+        {"access_token": "a\u0000b"},
+        {"access_token": "a b"},
         {"notification_url": "ftp://x"},
         {"crop_mappings": [{"variation_id": "V", "location_id": "L", "unit": "kg"}]},
         {
@@ -178,3 +183,28 @@ async def test_test_connection_answers_the_merchant_or_the_providers_error(
     assert result["error"]["category"] == "AUTHENTICATION_ERROR"
     assert result["error"]["code"] == "UNAUTHORIZED"
     assert "revoked-token" not in json.dumps(result)
+
+
+@pytest.mark.parametrize("token", ["a\nb", "a\r\nb", "a\u0000b", "tab\tbed", "caf\u00e9"])
+async def test_a_token_with_control_characters_is_a_422_everywhere(
+    owners: Owners, fake: FakeProvider, token: str
+) -> None:
+    status, body = await owners.call(
+        "alice",
+        "POST",
+        "/api/v1/pos/test-connection",
+        {"environment": "sandbox", "access_token": token},
+    )
+    assert status == 422, body
+    assert_error(body, "VALIDATION_ERROR")
+    _, config = await owners.call("alice", "POST", "/api/v1/pos/configs", config_body(fake))
+    status, body = await owners.call(
+        "alice", "PUT", f"/api/v1/pos/configs/{config['id']}", {"access_token": token}
+    )
+    assert status == 422, body
+    assert_error(body, "VALIDATION_ERROR")
+    # The stored token still works.
+    status, result = await owners.call(
+        "alice", "POST", "/api/v1/pos/test-connection", {"config_id": config["id"]}
+    )
+    assert status == 200 and result["ok"], result

@@ -108,6 +108,13 @@ async def test_admins_and_the_farms_managers_manage_its_webhooks(
         "http://0.0.0.0/hook",
         "http://224.0.0.1/hook",
         "https://no-such-host.invalid/hook",
+        # IPv6 forms carrying an internal IPv4 address (issue 24): NAT64, 6to4, IPv4-compatible,
+        # Teredo.
+        "http://[64:ff9b::7f00:1]/",
+        "http://[64:ff9b::a9fe:a9fe]/latest",
+        "http://[2002:7f00:1::]/",
+        "http://[::127.0.0.1]:8080/",
+        "http://[2001:0:7f00:1::1]/",
     ],
 )
 async def test_ssrf_targets_are_refused_with_a_clear_422_and_nothing_changes(
