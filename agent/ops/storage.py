@@ -101,7 +101,9 @@ class StorageWatch:
             return None
         if self._full_since is None:
             self._full_since = stalled if stalled is not None else self._clock()
-        return refused or "reading commits refused for lack of space"
+        # A small write may fit in a free page while the readings' batch does not: the
+        # database's last refusal stays the reason while the writer retries.
+        return refused or self._db.last_refusal or "writes refused for lack of space"
 
     def now(self) -> Level:
         """The state now: full as soon as a write is refused, low by the last measure."""

@@ -251,6 +251,8 @@ class Database:
         """Why the last write failed for lack of space (None once a write commits again)."""
         self.refusals = 0
         """Writes refused for lack of space since the database was opened."""
+        self.last_refusal: str | None = None
+        """Why the last write refused for lack of space was refused (kept once room is back)."""
 
     async def open(self) -> None:
         """Open the connections, check integrity, and apply pending migrations."""
@@ -340,7 +342,7 @@ class Database:
             self.refused = None
         elif out_of_space(outcome):
             self.refusals += 1
-            self.refused = str(outcome.__cause__ or outcome)
+            self.refused = self.last_refusal = str(outcome.__cause__ or outcome)
 
     async def _check_integrity(self, conn: aiosqlite.Connection) -> None:
         rows = await conn.execute_fetchall("PRAGMA quick_check")
