@@ -324,7 +324,7 @@ class Database:
             rows = await writer.execute_fetchall("PRAGMA page_size")
             page_size = int(next(iter(rows))[0])
             pages = _MAX_PAGES if max_bytes is None else max(1, max_bytes // page_size)
-            await writer.execute(f"PRAGMA max_page_count={pages}")
+            await writer.execute_fetchall(f"PRAGMA max_page_count={pages}")
 
     async def size(self) -> DatabaseSize:
         """The file's pages: in use, free inside it, and the cap (:meth:`cap`)."""
