@@ -12,6 +12,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from agent.store.space import StorageFull, out_of_space
+from protocol.errors import ApiError
 
 __all__ = ["storage_full_middleware"]
 
@@ -25,7 +26,7 @@ async def storage_full_middleware(request: web.Request, handler: Handler) -> web
     try:
         return await handler(request)
     except Exception as err:
-        if not out_of_space(err):
-            raise
+        if isinstance(err, ApiError) or not out_of_space(err):
+            raise  # a service's own answer (a StorageFull with its own message) stands
         log.warning("%s %s refused: the storage is full (%s)", request.method, request.path, err)
         raise StorageFull() from err
