@@ -58,7 +58,7 @@ class Room:
     @property
     def free(self) -> int:
         """Bytes new writes can still take."""
-        return min(self.disk_free + self.database.reusable, self.database.room_under_cap)
+        return max(0, min(self.disk_free + self.database.reusable, self.database.room_under_cap))
 
 
 class StorageWatch:

@@ -187,7 +187,9 @@ async def _deliveries(db: Database, farm_id: str) -> None:
 
 
 async def _outbox(db: Database) -> set[int]:
-    return {row[0] for row in await db.fetch_all("SELECT seq FROM outbox")}
+    """Sequence numbers of the unsent records, readings' own table included."""
+    rows = await db.fetch_all("SELECT seq FROM outbox UNION ALL SELECT seq FROM outbox_readings")
+    return {row[0] for row in rows}
 
 
 async def _reclaimed(agent: Agent) -> list[dict[str, Any]]:

@@ -82,6 +82,13 @@ async def test_readings_sent_while_the_store_is_full_are_all_stored_once_room_re
         (device_id,),
     )
     assert rows == 2 * (WHILE_FULL + AFTER)  # temperature and humidity, each exactly once
+    # And each once in the outbox for the cloud, written in the same transaction.
+    queued = await db.fetch_value(
+        "SELECT count(*) FROM outbox_readings o JOIN series s ON s.id = o.series_id"
+        " WHERE s.device_id = ?",
+        (device_id,),
+    )
+    assert queued == rows
     assert writer.stats.lost == 0 and writer.stalled_since is None
 
     await maintenance.check_disk()
