@@ -35,6 +35,7 @@ from agent.store.db import Database
 from agent.store.readings import ReadingStore, Resolution
 from agent.store.space import out_of_space
 from agent.store.webhooks import WebhookStore
+from protocol.throttled_log import ThrottledLog
 from protocol.timefmt import utcnow
 
 __all__ = ["Freed", "Reclaimer"]
@@ -72,6 +73,7 @@ class Reclaimer:
         self._raw_after_ms = round(raw_after_days * _DAY_MS)
         self._backup_dir = backup_dir
         self._clock = clock
+        self._problems = ThrottledLog(log)
 
     async def run(self, enough: Callable[[], Awaitable[bool]]) -> list[Freed]:
         """Free space step by step until ``enough()``; what each step that freed some freed."""
@@ -97,7 +99,8 @@ class Reclaimer:
         except Exception as err:
             if not out_of_space(err):
                 raise
-            log.warning("freeing space: %s could not run: %s", step.__name__.strip("_"), err)
+            name = step.__name__.strip("_")
+            self._problems.warning(name, "freeing space: %s could not run: %s", name, err)
             return None
 
     async def _raw_readings(self) -> Freed:

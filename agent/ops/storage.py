@@ -39,6 +39,9 @@ __all__ = ["Notify", "Room", "StorageWatch"]
 log = logging.getLogger(__name__)
 
 _MIB = 1024 * 1024
+# A step that frees space again and again (the WAL, at every check while the room is low) is an
+# event at most this often, with what it freed since the last one; the log says each time.
+_EVENT_INTERVAL_S = 600.0
 
 Notify = Callable[[str, str, str, dict[str, object]], Awaitable[None]]
 """(kind, severity, message, data) for the event log."""
@@ -86,6 +89,8 @@ class StorageWatch:
         self.level: Level = "ok"
         """The state the last check reported (events go out when it changes)."""
         self._full_since: float | None = None
+        self._told: dict[str, float] = {}
+        self._untold: dict[str, tuple[int, int]] = {}
 
     @property
     def free_bytes(self) -> int | None:
@@ -171,6 +176,13 @@ class StorageWatch:
 
     async def _reclaimed(self, step: str, freed: int, items: int, what: str) -> None:
         log.warning("freed %d bytes for new writes: %s (%d)", freed, what, items)
+        before_bytes, before_items = self._untold.pop(step, (0, 0))
+        freed, items = freed + before_bytes, items + before_items
+        now = self._clock()
+        if now - self._told.get(step, -_EVENT_INTERVAL_S) < _EVENT_INTERVAL_S:
+            self._untold[step] = (freed, items)
+            return
+        self._told[step] = now
         await self._notify(
             "storage_reclaimed",
             "warning",

