@@ -330,10 +330,12 @@ class Database:
         """The file's pages: in use, free inside it, and the cap (:meth:`cap`)."""
         writer = self._write_conn
         figures = []
-        for pragma in ("page_size", "page_count", "freelist_count", "max_page_count"):
-            # The writer's connection: max_page_count is a setting of that connection.
-            rows = await writer.execute_fetchall(f"PRAGMA {pragma}")
-            figures.append(int(next(iter(rows))[0]))
+        # The writer's connection (max_page_count is a setting of that connection), between
+        # two of its batches.
+        async with self._exclusive():
+            for pragma in ("page_size", "page_count", "freelist_count", "max_page_count"):
+                rows = await writer.execute_fetchall(f"PRAGMA {pragma}")
+                figures.append(int(next(iter(rows))[0]))
         return DatabaseSize(*figures)
 
     def _observe(self, outcome: BaseException | None) -> None:
