@@ -28,6 +28,7 @@ from agent.web import (
 )
 from agent.web.foreground import Foreground, foreground_middleware
 from agent.web.keys import FOREGROUND, IDENTITY, SETTINGS, STREAMS
+from agent.web.storage_full import storage_full_middleware
 from agent.wiring.climate import climate_context
 from agent.wiring.context import Announce
 from agent.wiring.control import control_context
@@ -125,6 +126,7 @@ def create_app(
             foreground_middleware(foreground),
             request_id_middleware,
             error_middleware,
+            storage_full_middleware,
             auth_middleware(authenticate),
             rate_limit_middleware(RateLimiter(clock), policy),
         ],

@@ -270,7 +270,22 @@ class AgentSettings(BaseSettings):
         "text", description="text, or json: one JSON object a line (journald, log shippers)"
     )
     disk_low_free_bytes: int = Field(
-        512 * 1024 * 1024, ge=0, description="Free space under this is a disk_low event and health"
+        512 * 1024 * 1024,
+        ge=0,
+        description="Room under this (free disk, or under database_max_bytes) is a disk_low event,"
+        " degraded health, and the agent frees space (docs/operations.md)",
+    )
+    database_max_bytes: int | None = Field(
+        None,
+        ge=1024 * 1024,
+        description="Hard cap on the database file; at it, writes wait as on a full disk;"
+        " unset: the disk is the limit",
+    )
+    reclaim_raw_after_days: float = Field(
+        7.0,
+        gt=0,
+        description="Under the watermark, raw readings older than this go first (their 1-minute"
+        " and hourly rollups stay)",
     )
     disk_check_interval_s: float = Field(60.0, gt=0, description="Seconds between disk checks")
     wal_checkpoint_interval_s: float = Field(

@@ -14,6 +14,12 @@ readings; QoS 1 messages are never dropped here. QoS 0 messages carry no such pr
 ``queue_size`` waiting messages they are dropped and counted. With a persistent session
 (clean_session false, fixed client id) the broker keeps QoS 1 messages for the agent while it is
 away, and re-delivers the ones it never acknowledged.
+
+The broker re-delivers an unacknowledged message only on a new connection (MQTT 3.1.1 section
+4.4, MQTT 5 section 4.4), and until then the message holds a place in its in-flight window: a
+connection that left messages unacknowledged would, once the window is full of them, receive
+nothing more. So when a message's readings could not be stored, the client acknowledges what
+was stored and reconnects, and the broker delivers the message again.
 """
 
 from __future__ import annotations
@@ -611,24 +617,40 @@ class MqttClient:
         barrier = self._barrier
         while True:
             mids: list[int] = []
+            left = False
             while self._acks and (committed := self._committed(self._acks[0])) is not None:
                 delivery = self._acks.popleft()
                 # Only on the connection the message came on: after a reconnect the broker
                 # re-delivers what that connection left unacknowledged.
-                if committed and delivery.client is self._receiving:
+                live = delivery.client is self._receiving
+                if committed and live:
                     mids.append(delivery.mid)
                     self.stats.acknowledged += 1
                 else:
                     self.stats.unacknowledged += 1
+                    left = left or live
             receiving = self._receiving
             if mids and receiving is not None:
                 _send_pubacks(receiving, mids)
+            if left and receiving is not None:
+                self._redeliver(receiving)
             if self._acks and self._acks[0].commit is not None:
                 assert barrier is not None  # a message waits for a commit only with a barrier
                 await barrier.progress()
             else:  # no message, or the first one is not handled yet
                 self._ack_ready.clear()
                 await self._ack_ready.wait()
+
+    def _redeliver(self, client: aiomqtt.Client) -> None:
+        """Reconnect, so the broker delivers again what ``client`` left unacknowledged."""
+        self._problems.warning(
+            "redeliver",
+            "MQTT messages whose readings could not be stored left unacknowledged;"
+            " reconnecting so the broker delivers them again",
+        )
+        # A clean DISCONNECT: the session stays (and the will is not sent); the supervisor
+        # connects again at once.
+        client._client.disconnect()
 
     def _committed(self, delivery: _Delivery) -> bool | None:
         """Whether a QoS 1 message's readings are committed (None: not known yet)."""

@@ -1,20 +1,20 @@
-"""Background upkeep of a long-running agent: free disk space, WAL checkpoints, daily backups.
+"""Background upkeep of a long-running agent: the room to write, WAL checkpoints, daily backups.
 
-Low disk space is reported before writes fail: in /healthz (``disk``) and as a ``disk_low``
-event when free space falls under the watermark (``disk_ok`` when it recovers).
+The room is checked every ``disk_check_interval_s`` (every few seconds while it is low or
+full): agent/ops/storage.py reports it and frees space under the watermark.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.ops.backup import BackupError, create_backup, prune_backups
+from agent.ops.storage import Notify, StorageWatch
 from agent.store.db import Database
 from protocol.tasks import cancel_and_wait
 
@@ -22,15 +22,15 @@ __all__ = ["Maintenance", "MaintenancePolicy", "Notify"]
 
 log = logging.getLogger(__name__)
 
-Notify = Callable[[str, str, str, dict[str, object]], Awaitable[None]]
-"""(kind, severity, message, data) for the event log."""
+# While the room is low or full, it is checked this often at least: the state (and the freeing
+# of space) follows the card within seconds.
+_PRESSED_INTERVAL_S = 5.0
 
 
 @dataclass(frozen=True)
 class MaintenancePolicy:
-    """How often each chore runs, and the free-disk watermark."""
+    """How often each chore runs."""
 
-    disk_low_free_bytes: int
     disk_check_interval_s: float
     checkpoint_interval_s: float
     backup_dir: Path | None
@@ -47,6 +47,7 @@ class Maintenance:
         state_dir: Path,
         policy: MaintenancePolicy,
         notify: Notify,
+        storage: StorageWatch,
         *,
         version: str,
         clock: Callable[[], float] = time.monotonic,
@@ -55,20 +56,12 @@ class Maintenance:
         self._state_dir = state_dir
         self._policy = policy
         self._notify = notify
+        self.storage = storage
         self._version = version
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
-        self.free_bytes: int | None = None
-        self.disk_low = False
         self.last_backup: str | None = None
         self.last_checkpoint_pages = 0
-
-    def disk_check(self) -> str:
-        """The /healthz line for the state directory's file system."""
-        if self.free_bytes is None:
-            return "unknown"
-        state = "low" if self.disk_low else "ok"
-        return f"{state} ({self.free_bytes // (1024 * 1024)} MiB free)"
 
     async def start(self) -> None:
         """Check the disk now, then keep at it."""
@@ -81,25 +74,8 @@ class Maintenance:
         await cancel_and_wait(task)
 
     async def check_disk(self) -> None:
-        """Measure free space and report crossing the watermark (either way) once."""
-        usage = await asyncio.to_thread(shutil.disk_usage, self._state_dir)
-        self.free_bytes = usage.free
-        low = usage.free < self._policy.disk_low_free_bytes
-        if low == self.disk_low:
-            return
-        self.disk_low = low
-        data: dict[str, object] = {
-            "free_bytes": usage.free,
-            "watermark_bytes": self._policy.disk_low_free_bytes,
-        }
-        if low:
-            log.warning("low disk space: %d bytes free in %s", usage.free, self._state_dir)
-            await self._notify(
-                "disk_low", "warning", f"Low disk space: {usage.free // 1048576} MiB free", data
-            )
-        else:
-            log.info("disk space recovered: %d bytes free", usage.free)
-            await self._notify("disk_ok", "info", "Disk space recovered", data)
+        """Measure the room to write, free space under the watermark, report a change."""
+        await self.storage.check()
 
     async def checkpoint(self) -> None:
         """Checkpoint and truncate the WAL."""
@@ -147,4 +123,7 @@ class Maintenance:
                 raise
             except Exception:  # supervised: log, and try again next interval
                 log.exception("maintenance chore %s failed", name)
-            next_at[name] = self._clock() + due[name]
+            interval = due[name]
+            if name == "disk" and self.storage.level != "ok":
+                interval = min(interval, _PRESSED_INTERVAL_S)
+            next_at[name] = self._clock() + interval

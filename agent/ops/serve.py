@@ -2,7 +2,9 @@
 
 READY=1 goes out once every cleanup context has run (the store is open) and the socket listens;
 WATCHDOG=1 comes from a task on the event loop and only while ``problem()`` finds nothing, so a
-blocked loop or a dead component stops the pings and systemd's watchdog restarts the agent.
+blocked loop or a dead component stops the pings and systemd's watchdog restarts the agent. A
+full card is not such a problem: the loop and the reading writer are alive and waiting for room,
+a restart would make none, so the pings go on and /healthz says ``unhealthy`` instead.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Literal
 
 from agent.store.db import Database
 from agent.sync.runtime import SyncReport
@@ -15,7 +16,10 @@ from protocol.schemas.common import Health
 from protocol.schemas.system import Connectivity, DetailedHealth
 from protocol.timefmt import iso, now_iso
 
-__all__ = ["HealthService"]
+__all__ = ["HealthService", "Status"]
+
+Status = Literal["healthy", "degraded", "unhealthy"]
+_RANK: dict[Status, int] = {"healthy": 0, "degraded": 1, "unhealthy": 2}
 
 log = logging.getLogger(__name__)
 _CHECK_TIMEOUT_S = 2.0
@@ -31,15 +35,21 @@ class HealthService:
         self._sync: Callable[[], Awaitable[SyncReport]] | None = None
         self._components: dict[str, Callable[[], bool]] = {}
         self._checks: dict[str, Callable[[], str]] = {}
+        self._statuses: dict[str, Callable[[], Status]] = {}
         self._faults: list[str] = []
 
     def watch_component(self, name: str, alive: Callable[[], bool]) -> None:
         """A part without which the agent must be restarted (the systemd watchdog asks)."""
         self._components[name] = alive
 
-    def add_check(self, name: str, check: Callable[[], str]) -> None:
-        """Report ``check()`` as the /healthz check ``name`` (disk, mail, database salvage)."""
+    def add_check(
+        self, name: str, check: Callable[[], str], status: Callable[[], Status] | None = None
+    ) -> None:
+        """Report ``check()`` as the /healthz check ``name`` (disk, mail, database salvage);
+        ``status()``, when given, counts towards the overall status (the disk's room)."""
         self._checks[name] = check
+        if status is not None:
+            self._statuses[name] = status
 
     def fault(self, reason: str) -> None:
         """Something found that only a restart mends (a damaged database to salvage)."""
@@ -108,8 +118,10 @@ class HealthService:
             checks["runtime"] = problem
         # Without the broker the agent still serves and keeps its schedules: degraded, not down.
         degraded = checks["mqtt"] == "disconnected" or problem is not None
-        status = "degraded" if degraded else "healthy"
-        return self._process.detailed(status if database_ok else "unhealthy", checks)
+        found: list[Status] = [status() for status in self._statuses.values()]
+        found.append("degraded" if degraded else "healthy")
+        found.append("healthy" if database_ok else "unhealthy")
+        return self._process.detailed(max(found, key=_RANK.__getitem__), checks)
 
     async def connectivity(self) -> Connectivity:
         """The backend link: once paired, the cloud (records waiting, round trip, last sync);

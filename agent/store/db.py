@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
+from dataclasses import dataclass
 from functools import partial
 from importlib import resources
 from pathlib import Path
@@ -17,7 +18,9 @@ from typing import Any, Generic, TypeVar, cast
 
 import aiosqlite
 
-__all__ = ["Database", "StoreCorrupted"]
+from agent.store.space import out_of_space
+
+__all__ = ["Database", "DatabaseSize", "StoreCorrupted"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +29,8 @@ T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], T]
 _OPEN_TIMEOUT_S = 30.0
 _BUSY_TIMEOUT_MS = 5000
+# SQLite's own ceiling of max_page_count (https://www.sqlite.org/pragma.html#pragma_max_page_count).
+_MAX_PAGES = 4_294_967_294
 # Reader connections, each with its own thread: SQLite releases the GIL while it reads, so
 # concurrent requests' queries run side by side instead of queueing on one thread.
 _READERS = 2
@@ -33,6 +38,26 @@ _READERS = 2
 
 class StoreCorrupted(Exception):
     """The database failed its integrity check at start-up."""
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseSize:
+    """The database file in pages: used, free inside it (reused by new writes), and its cap."""
+
+    page_size: int
+    pages: int
+    free_pages: int
+    max_pages: int
+
+    @property
+    def room_under_cap(self) -> int:
+        """Bytes new writes may still take under the size cap (free pages included)."""
+        return (self.max_pages - self.pages + self.free_pages) * self.page_size
+
+    @property
+    def reusable(self) -> int:
+        """Bytes of free pages inside the file: SQLite reuses them before it grows the file."""
+        return self.free_pages * self.page_size
 
 
 def _migrations() -> list[tuple[int, str, str]]:
@@ -161,6 +186,18 @@ def _take_all(queue: deque[_Job[Any]]) -> list[_Job[Any]]:
     return jobs
 
 
+def _refusal(outcomes: list[Any] | BaseException) -> BaseException | None:
+    """What a settled batch says about space: the error that refused it (or one of its writes)
+    for lack of space, or None when something of it committed."""
+    if isinstance(outcomes, BaseException):
+        return outcomes
+    failures = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
+    refused = next((err for err in failures if out_of_space(err)), None)
+    if refused is None and failures and len(failures) == len(outcomes):
+        return failures[0]  # nothing committed: says nothing about space either way
+    return refused
+
+
 def _first_row(sql: str, params: Params, conn: sqlite3.Connection) -> sqlite3.Row | None:
     cursor = conn.execute(sql, params)
     try:
@@ -181,9 +218,12 @@ class Database:
     requests (:meth:`lookup`) run on the event loop's thread, without a hop to another thread.
     """
 
-    def __init__(self, path: Path, *, check_integrity: bool = True) -> None:
+    def __init__(
+        self, path: Path, *, check_integrity: bool = True, max_bytes: int | None = None
+    ) -> None:
         self.path = path
         self._check_on_open = check_integrity
+        self._max_bytes = max_bytes
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
         self._inline: sqlite3.Connection | None = None
@@ -207,6 +247,12 @@ class Database:
         self.generation = 0
         """Count of committed write transactions that may change what a read cache shows (see
         ``GenerationCache``): every one but the hot writes of :meth:`write`."""
+        self.refused: str | None = None
+        """Why the last write failed for lack of space (None once a write commits again)."""
+        self.refusals = 0
+        """Writes refused for lack of space since the database was opened."""
+        self.last_refusal: str | None = None
+        """Why the last write refused for lack of space was refused (kept once room is back)."""
 
     async def open(self) -> None:
         """Open the connections, check integrity, and apply pending migrations."""
@@ -217,6 +263,7 @@ class Database:
         if self._check_on_open:
             await self._check_integrity(self._writer)
         await self._migrate(self._writer)
+        await self.cap(self._max_bytes)
         for _ in range(_READERS):
             self._readers.append(await self._connect())
         self._inline = self._connect_inline()
@@ -262,6 +309,42 @@ class Database:
         for pragma in ("PRAGMA query_only=ON", "PRAGMA busy_timeout=0", "PRAGMA cache_size=-512"):
             conn.execute(pragma)
         return conn
+
+    async def cap(self, max_bytes: int | None) -> None:
+        """Let the database file grow to ``max_bytes`` at most (None: as far as the disk lets it).
+
+        SQLite's ``max_page_count`` on the writer's connection: a write that would grow the file
+        past it fails as a full disk does (``SQLITE_FULL``), and is retried the same way. It
+        limits the database file, not its WAL (bounded by ``journal_size_limit``) nor backups.
+        A cap under the file's present size holds it where it is.
+        """
+        self._max_bytes = max_bytes
+        writer = self._write_conn
+        async with self._exclusive():
+            rows = await writer.execute_fetchall("PRAGMA page_size")
+            page_size = int(next(iter(rows))[0])
+            pages = _MAX_PAGES if max_bytes is None else max(1, max_bytes // page_size)
+            await writer.execute_fetchall(f"PRAGMA max_page_count={pages}")
+
+    async def size(self) -> DatabaseSize:
+        """The file's pages: in use, free inside it, and the cap (:meth:`cap`)."""
+        writer = self._write_conn
+        figures = []
+        # The writer's connection (max_page_count is a setting of that connection), between
+        # two of its batches.
+        async with self._exclusive():
+            for pragma in ("page_size", "page_count", "freelist_count", "max_page_count"):
+                rows = await writer.execute_fetchall(f"PRAGMA {pragma}")
+                figures.append(int(next(iter(rows))[0]))
+        return DatabaseSize(*figures)
+
+    def _observe(self, outcome: BaseException | None) -> None:
+        """Remember whether the storage refuses writes for lack of space (health asks)."""
+        if outcome is None:
+            self.refused = None
+        elif out_of_space(outcome):
+            self.refusals += 1
+            self.refused = self.last_refusal = str(outcome.__cause__ or outcome)
 
     async def _check_integrity(self, conn: aiosqlite.Connection) -> None:
         rows = await conn.execute_fetchall("PRAGMA quick_check")
@@ -362,7 +445,8 @@ class Database:
             await conn.execute("SAVEPOINT request")
             try:
                 yield conn
-            except BaseException:
+            except BaseException as err:
+                self._observe(err)
                 await self._undo(conn, group)
                 raise
             await conn.execute("RELEASE request")
@@ -531,6 +615,7 @@ class Database:
         failed = isinstance(outcomes, BaseException)
         if failed or group is not None or not all(job.hot for job in jobs):
             self.generation += 1  # even a failed COMMIT may have landed: invalidate caches
+        self._observe(_refusal(outcomes))
         if isinstance(outcomes, BaseException):
             if group is not None:
                 group.fail(outcomes)
@@ -612,8 +697,10 @@ class Database:
                 if not isinstance(err, Exception):
                     group.committed.cancel()
                     raise
+                self._observe(err)
                 group.fail(err)
             else:
+                self._observe(None)
                 group.committed.set_result(None)
             finally:  # even a failed COMMIT may have landed: invalidate caches regardless
                 self.generation += 1

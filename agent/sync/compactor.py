@@ -18,7 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.store.space import out_of_space
 from agent.sync.outbox import Compaction, OutboxStore
+from protocol.throttled_log import ThrottledLog
 
 __all__ = ["Compactor", "OutboxBounds"]
 
@@ -54,6 +56,7 @@ class Compactor:
         self._state_dir = state_dir
         self._free_disk = free_disk or (lambda path: shutil.disk_usage(path).free)
         self._full_logged = False
+        self._problems = ThrottledLog(log)
 
     async def run(self) -> None:
         """Check and compact until cancelled; a failure is logged and the loop goes on."""
@@ -62,8 +65,11 @@ class Compactor:
                 await self.enforce()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # supervised
-                log.exception("outbox compaction failed; trying again")
+            except Exception as err:  # supervised
+                if not out_of_space(err):
+                    log.exception("outbox compaction failed; trying again")
+                else:  # it writes too: it waits for room like every writer (no traceback)
+                    self._problems.warning("full", "outbox compaction waits for room: %s", err)
             await asyncio.sleep(self._bounds.check_interval_s)
 
     async def excess(self) -> int:

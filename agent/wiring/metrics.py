@@ -29,6 +29,7 @@ from agent.web.keys import (
     SYNC,
     WEBHOOK_DELIVERER,
 )
+from agent.wiring.ops import MAINTENANCE
 from protocol.http.metrics import MetricsAccess, install_metrics, parse_networks
 
 __all__ = ["install_agent_metrics"]
@@ -131,6 +132,7 @@ class _AgentFigures(Collector):
             yield _gauge(
                 "webhook_pending", "Webhook messages waiting to be delivered", self.webhooks_pending
             )
+        yield from _storage_figures(self._app)
         devices = GaugeMetricFamily(
             f"{_P}_devices", "Devices by availability", labels=["availability"]
         )
@@ -147,6 +149,30 @@ class _AgentFigures(Collector):
             yield _gauge(
                 "sync_connected", "1 while the cloud answers", int(self.sync.status.connected)
             )
+
+
+def _storage_figures(app: web.Application) -> Iterator[Metric]:
+    """The room to write and the writes refused for lack of space."""
+    if DATABASE in app:
+        yield _counter(
+            "storage_write_refusals",
+            "Writes the storage refused for lack of space (each is retried or answered 503)",
+            app[DATABASE].refusals,
+        )
+    if MAINTENANCE not in app:
+        return
+    storage = app[MAINTENANCE].storage
+    room = storage.room
+    if room is not None:
+        yield _gauge(
+            "storage_free_bytes",
+            "Bytes new writes can still take: free disk and free database pages, or under"
+            " database_max_bytes",
+            room.free,
+        )
+        yield _gauge("disk_free_bytes", "Free bytes on the state directory's disk", room.disk_free)
+    full = storage.now() == "full"
+    yield _gauge("storage_full", "1 while the storage refuses writes for lack of space", full)
 
 
 def _counter(name: str, text: str, value: float) -> CounterMetricFamily:

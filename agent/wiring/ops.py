@@ -1,4 +1,5 @@
-"""Operations: a salvaged database reported, the disk watched, WAL checkpoints, daily backups."""
+"""Operations: a salvaged database reported, the room to write watched and made, WAL checkpoints,
+daily backups."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from aiohttp import web
 
 from agent.ops.integrity import check_large_tables
 from agent.ops.maintenance import Maintenance, MaintenancePolicy
+from agent.ops.reclaim import Reclaimer
+from agent.ops.storage import StorageWatch
 from agent.settings import AgentSettings
 from agent.store.farms import FarmStore
-from agent.web.keys import DATABASE, EVENT_LOG, HEALTH
+from agent.web.keys import DATABASE, EVENT_LOG, HEALTH, READINGS
 from agent.wiring.context import CleanupContext
 from agent.wiring.mail import smtp_settings
 from agent.wiring.store import SALVAGE
@@ -57,17 +60,29 @@ def ops_context(settings: AgentSettings) -> CleanupContext:
                 },
             )
         policy = MaintenancePolicy(
-            disk_low_free_bytes=settings.disk_low_free_bytes,
             disk_check_interval_s=settings.disk_check_interval_s,
             checkpoint_interval_s=settings.wal_checkpoint_interval_s,
             backup_dir=settings.backup_dir,
             backup_interval_s=settings.backup_interval_s,
             backup_keep=settings.backup_keep,
         )
-        maintenance = Maintenance(
-            db, settings.state_dir, policy, notify, version=distribution_version()
+        writer = app[READINGS].writer if READINGS in app else None
+        storage = StorageWatch(
+            db,
+            settings.state_dir,
+            watermark=settings.disk_low_free_bytes,
+            reclaimer=Reclaimer(
+                db, raw_after_days=settings.reclaim_raw_after_days, backup_dir=settings.backup_dir
+            ),
+            notify=notify,
+            stalled=(lambda: writer.stalled_since) if writer is not None else lambda: None,
         )
-        app[HEALTH].add_check("disk", maintenance.disk_check)
+        maintenance = Maintenance(
+            db, settings.state_dir, policy, notify, storage, version=distribution_version()
+        )
+        # Its own check: a full disk is unhealthy, a low one degraded; never a watchdog problem
+        # (the loop is alive, and a restart would not make room).
+        app[HEALTH].add_check("disk", storage.check_line, storage.status)
 
         async def damaged(problems: list[str]) -> None:
             app[HEALTH].fault("database damaged: restart to salvage it")

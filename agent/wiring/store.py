@@ -40,7 +40,8 @@ def store_context(settings: AgentSettings) -> CleanupContext:
                     report.quarantined,
                 )
                 app[SALVAGE] = report
-            db = Database(path, check_integrity=False)  # checked above
+            # Integrity checked above.
+            db = Database(path, check_integrity=False, max_bytes=settings.database_max_bytes)
             await db.open()
             app[DATABASE] = db
             yield

@@ -5,10 +5,15 @@ authorized on the farm), the schedule or the climate loop. Each outcome is store
 device that is not connected (``unavailable``: nothing was sent). Manual commands are announced
 to the manual listeners first, so automation (the climate loop) pauses before the person's
 command lands rather than overriding it.
+
+A full storage does not stop the farm's controls: the command is sent, and its record, refused
+for lack of space, is tried again for up to the command timeout; after that the caller is told
+the device acted but the history lacks it (503 ``STORAGE_FULL``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
@@ -23,6 +28,7 @@ from agent.devices.gateway import CommandResult
 from agent.services.devices.registry import DeviceService
 from agent.store.actuator_commands import ActuatorCommandStore, NewCommand
 from agent.store.devices import DeviceStore
+from agent.store.space import SPACE_RETRY, StorageFull, out_of_space
 from protocol.access import Action
 from protocol.errors import Conflict, NotFound, ValidationFailed
 from protocol.identity import Principal
@@ -150,7 +156,7 @@ class ActuatorService:
                 outcome, detail, observed = result.outcome, result.detail, dict(result.observed)
             except DeviceUnavailable as err:
                 outcome, detail, observed = "unavailable", str(err), {}
-            stored = await self._store.record(
+            stored = await self._record(
                 NewCommand(
                     id=str(uuid.uuid4()),
                     device_id=device_id,
@@ -174,6 +180,26 @@ class ActuatorService:
             outcome,
         )
         return command_record(stored)
+
+    async def _record(self, command: NewCommand) -> sqlite3.Row:
+        """Store a command's outcome; a refusal for lack of space is retried for up to the
+        command timeout (the device has acted: its record is worth the wait)."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self._timeout
+        refusals = 0
+        while True:
+            try:
+                return await self._store.record(command)
+            except Exception as err:
+                if not out_of_space(err):
+                    raise
+                if loop.time() >= give_up:
+                    raise StorageFull(
+                        f"The device's command outcome is {command.outcome}, but the agent's"
+                        " storage is full: the command is not in its history"
+                    ) from err
+            await asyncio.sleep(SPACE_RETRY.delay(refusals))
+            refusals += 1
 
     def checked(self, row: sqlite3.Row, command: Command, *, capped: bool = False) -> Command:
         """``command`` as the device will get it; 409 if it is disabled, 422 if it cannot take it.

@@ -25,6 +25,7 @@ from typing import Any
 
 from agent.services.live.hub import DeviceEventLike, FarmStatusChange
 from agent.store.events import EventRecord, EventStore
+from agent.store.space import SPACE_RETRY, out_of_space
 from protocol.backoff import Backoff, Retry
 from protocol.live.outbox import Stream, StreamEvent
 from protocol.tasks import cancel_and_wait
@@ -238,12 +239,23 @@ class EventLog:
                     # One bad event must not block every later one: write them one by one.
                     await self._insert_each(batch)
                     break
-                except Exception:
+                except Exception as err:
                     self.stats.failed_batches += 1
-                    log.exception("event log: writing %d events failed; retrying", len(batch))
-                    await asyncio.sleep(retry.next_delay())
+                    await asyncio.sleep(self._retry_delay(retry, err, len(batch)))
             for _ in batch:
                 self._queue.task_done()
+
+    def _retry_delay(self, retry: Retry, err: Exception, size: int) -> float:
+        """How long to wait before writing a failed batch again: a full storage is tried
+        every few seconds at most, so the events are stored soon after room comes back."""
+        delay = retry.next_delay()
+        if out_of_space(err):
+            self._problems.warning(
+                "no-room", "event log: %d events wait for room on the storage: %s", size, err
+            )
+            return min(delay, SPACE_RETRY.maximum)
+        log.error("event log: writing %d events failed; retrying", size, exc_info=err)
+        return delay
 
     async def _insert_each(self, batch: list[EventRecord]) -> None:
         for record in batch:

@@ -13,6 +13,11 @@ position, :meth:`ReadingWriter.outcome` tells whether the readings between two p
 committed (:meth:`ReadingWriter.progress` waits for the next ones to finish), and
 :meth:`ReadingWriter.room` makes a producer wait while the queue is nearly full. A QoS 1 message
 is acknowledged only after that, so overload slows the broker instead of dropping readings.
+
+A commit the storage refuses for lack of space (a full card, the database's size cap) is not a
+lost batch: it is retried with back-off for as long as it takes (``stalled_since`` says since
+when), the queue fills and :meth:`ReadingWriter.room` holds the MQTT client, whose unacknowledged
+messages wait in the broker; ingest resumes by itself within seconds of room coming back.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from datetime import UTC, datetime, timedelta
 from agent.devices.calibration import LinearCalibration, apply
 from agent.devices.codec import Measurement
 from agent.services.readings.listeners import CommittedReading, ListenerSet, ReadingSubscription
-from agent.store.readings import NewReading, ReadingStore
+from agent.store.readings import NewReading, ReadingStore, WriteOutcome
+from agent.store.space import SPACE_RETRY, out_of_space
 from protocol.backoff import Backoff
 from protocol.records import record
 from protocol.throttled_log import ThrottledLog
@@ -131,6 +137,8 @@ class WriterStats:
     commits: int = 0
     commit_times: CommitTimes = field(default_factory=CommitTimes)
     commit_failures: int = 0
+    space_refusals: int = 0
+    """Commits refused for lack of space (each retried until it succeeds)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +219,8 @@ class ReadingWriter:
         self._has_room.set()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self.stalled_since: float | None = None
+        """Unix time since which the batch being committed is refused for lack of space."""
         self.stats = WriterStats()
         self.listeners = ListenerSet(log_interval)
 
@@ -498,15 +508,23 @@ class ReadingWriter:
         return self._max_batch
 
     async def _commit(self, batch: list[NewReading]) -> bool:
-        """Commit with retries; False if the batch was lost."""
-        for attempt in range(1, self._attempts + 1):
+        """Commit with retries; False if the batch was lost.
+
+        A refusal for lack of space is no attempt: it is retried until the batch commits."""
+        attempt = refusals = 0
+        while True:
             try:
                 began = time.perf_counter()
                 outcome = await self._store.write(batch)
                 self.stats.commit_times.observe(time.perf_counter() - began)
-            except Exception:
+            except Exception as err:
                 self.stats.commit_failures += 1
-                if attempt == self._attempts:
+                if out_of_space(err):
+                    await self._wait_for_room(refusals, len(batch))
+                    refusals += 1
+                    continue
+                attempt += 1
+                if attempt >= self._attempts:
                     self.stats.lost += len(batch)
                     log.exception("reading batch of %d lost after %d attempts", len(batch), attempt)
                     return False
@@ -515,19 +533,44 @@ class ReadingWriter:
                     Backoff(self._retry_delay, math.inf, jitter=False).delay(attempt - 1)
                 )
                 continue
-            self.stats.commits += 1
-            self.stats.committed += len(outcome.inserted)
-            self.stats.duplicates += outcome.duplicates
-            self.stats.unknown_device += outcome.unknown_device
-            if outcome.unknown_device:
-                self._problems.warning(
-                    "unknown-device",
-                    "%d readings of deleted or unknown devices dropped",
-                    outcome.unknown_device,
-                )
-            self.listeners.deliver(
-                CommittedReading(r.device_id, r.metric, r.unit, r.ts, r.value, r.raw, r.received_ts)
-                for r in outcome.inserted
-            )
+            self._room_back(refusals, len(batch))
+            self._committed(outcome)
             return True
-        return False
+
+    async def _wait_for_room(self, refusals: int, size: int) -> None:
+        """A commit was refused for lack of space: wait before trying the same batch again."""
+        self.stats.space_refusals += 1
+        if self.stalled_since is None:
+            self.stalled_since = time.time()
+            log.error(
+                "reading batch of %d refused: the storage is full; retrying until there is room"
+                " (QoS 1 messages stay unacknowledged in the broker meanwhile)",
+                size,
+            )
+        await asyncio.sleep(SPACE_RETRY.delay(refusals))
+
+    def _room_back(self, refusals: int, size: int) -> None:
+        if refusals and self.stalled_since is not None:
+            log.warning(
+                "reading batch of %d committed after %d refusals for lack of space (%.0f s)",
+                size,
+                refusals,
+                time.time() - self.stalled_since,
+            )
+        self.stalled_since = None
+
+    def _committed(self, outcome: WriteOutcome) -> None:
+        self.stats.commits += 1
+        self.stats.committed += len(outcome.inserted)
+        self.stats.duplicates += outcome.duplicates
+        self.stats.unknown_device += outcome.unknown_device
+        if outcome.unknown_device:
+            self._problems.warning(
+                "unknown-device",
+                "%d readings of deleted or unknown devices dropped",
+                outcome.unknown_device,
+            )
+        self.listeners.deliver(
+            CommittedReading(r.device_id, r.metric, r.unit, r.ts, r.value, r.raw, r.received_ts)
+            for r in outcome.inserted
+        )

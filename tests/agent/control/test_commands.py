@@ -6,12 +6,15 @@ import asyncio
 import sqlite3
 from typing import Any
 
+import pytest
+
 from agent.devices.codec import Command
 from agent.devices.gateway import CommandResult
 from agent.services.control.actuators import ActuatorService
 from agent.store.actuator_commands import ActuatorCommandStore
 from agent.store.db import Database
 from agent.store.devices import DeviceStore
+from agent.store.space import StorageFull
 from agent.web.keys import ACTUATORS, DATABASE, DEVICES
 from tests.agent.control.conftest import Rig
 from tests.agent.devices_api.conftest import create_farm, error_of, login_as, register
@@ -195,3 +198,60 @@ async def test_a_command_is_recorded_before_a_reading_batch_queued_while_it_ran(
     assert record.outcome == "confirmed"
     assert device.batch is not None
     assert await device.batch == 1  # the record was committed before the batch ran
+
+
+class _FullStore(ActuatorCommandStore):
+    """The command store of a card with no room left until the test makes some: each record
+    is refused as SQLite refuses it (SQLITE_FULL), and counted."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self.full = True
+        self.refused = 0
+        self.refusing = asyncio.Event()
+
+    async def record(self, command: Any) -> sqlite3.Row:
+        if self.full:
+            self.refused += 1
+            self.refusing.set()
+            raise sqlite3.OperationalError("database or disk is full")
+        return await super().record(command)
+
+
+class _Confirms:
+    async def send(self, device_id: str, command: Command, timeout: float) -> CommandResult:  # noqa: ASYNC109
+        return CommandResult("confirmed", {"power": True}, {"power": True})
+
+
+async def test_a_command_whose_record_finds_the_storage_full_is_recorded_once_there_is_room(
+    agent: Agent,
+) -> None:
+    # The device acts whatever the card says; its record waits for room (up to the command
+    # timeout) instead of failing the command: it was a 503 that said nothing had changed.
+    farm_id = await create_farm(agent)
+    body = {
+        "name": "Fan",
+        "kind": "fan",
+        "farm_id": farm_id,
+        "profile": "esphome-fan",
+        "address": {"transport": "mqtt", "topic_base": "full-card"},
+    }
+    fan_id = (await register(agent, body))["id"]
+    app = agent.client.app
+    db = app[DATABASE]
+    store = _FullStore(db)
+    actuators = ActuatorService(app[DEVICES], DeviceStore(db), store, _Confirms(), timeout=30.0)
+    command = asyncio.create_task(
+        actuators.command(None, fan_id, Command("power", True), source="schedule")
+    )
+    await asyncio.wait_for(store.refusing.wait(), 10)
+    store.full = False
+    record = await asyncio.wait_for(command, 30)
+    assert record.outcome == "confirmed" and store.refused >= 1
+    assert await db.fetch_value("SELECT count(*) FROM actuator_commands") == 1
+
+    # Still full when the command's timeout is over: the caller learns the device acted.
+    store.full = True
+    short = ActuatorService(app[DEVICES], DeviceStore(db), store, _Confirms(), timeout=0.01)
+    with pytest.raises(StorageFull, match="outcome is confirmed"):
+        await short.command(None, fan_id, Command("power", False), source="schedule")

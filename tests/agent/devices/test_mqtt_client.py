@@ -287,6 +287,51 @@ async def test_a_qos1_message_is_acknowledged_only_once_its_readings_are_committ
             await eventually(lambda: third.payloads("readings/ph") == ["6.3"])
 
 
+class LosesFirst:
+    """A commit barrier whose first message's readings are lost (as a batch the database
+    refused); every later one is committed. Each message takes the next two positions."""
+
+    def __init__(self) -> None:
+        self._position = 0
+
+    def mark(self) -> int:
+        self._position += 1
+        return self._position
+
+    async def room(self) -> None:
+        return None
+
+    def full(self) -> bool:
+        return False
+
+    def outcome(self, start: int, end: int) -> bool | None:
+        return start != 1
+
+    async def progress(self) -> None:
+        await asyncio.Event().wait()  # outcome() is never None: nothing to wait for
+
+
+async def test_a_message_whose_readings_were_lost_is_delivered_again_on_a_live_connection(
+    broker: Mosquitto,
+) -> None:
+    # The broker re-delivers an unacknowledged message only on a new connection; left alone,
+    # each such message held a place in its in-flight window for good, and once the window was
+    # full the agent received nothing more (readings stopped until a restart).
+    settings = settings_for(broker, client_id="agent-losing", persistent_session=True)
+    inbox = Inbox()
+    async with MqttClient(settings_for(broker), Inbox()) as device:
+        await device.wait_connected(WAIT)
+        async with MqttClient(settings, inbox, barrier=LosesFirst()) as agent:
+            await agent.wait_connected(WAIT)
+            await agent.subscribe(["readings/#"])
+            await _publish_all(device, "readings/ph", ["6.1", "6.2"])
+            await eventually(lambda: inbox.payloads("readings/ph").count("6.1") == 2)
+            await eventually(lambda: agent.stats.acknowledged == 2)
+            assert agent.stats.unacknowledged == 1
+            await _publish_all(device, "readings/ph", ["6.3"])
+            await eventually(lambda: "6.3" in inbox.payloads("readings/ph"))
+
+
 async def test_failing_or_hanging_handler_does_not_stop_dispatch(broker: Mosquitto) -> None:
     seen: list[str] = []
 

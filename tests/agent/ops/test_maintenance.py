@@ -12,8 +12,9 @@ async def test_low_disk_space_shows_in_health_and_as_an_event(make_agent):
     farm_id = (await farm.json())["id"]
     health = await (await agent.client.get("/healthz")).json()
     assert health["checks"]["disk"].startswith("low (")
+    assert health["status"] == "degraded"
     maintenance = agent.client.app[MAINTENANCE]
-    maintenance.disk_low = False  # as if space had been fine until now
+    maintenance.storage.level = "ok"  # as if space had been fine until now
     await maintenance.check_disk()
     await agent.client.app[EVENT_LOG].flush()  # events are written in batches
     resp = await agent.client.get(
