@@ -157,6 +157,16 @@ class DeviceStore:
             params.append(device_type)
         return list(await self._db.fetch_all(sql + " ORDER BY d.name, d.id", params))
 
+    async def facts_of_farm(self, farm_id: str) -> list[sqlite3.Row]:
+        """Id, name, kind, location, shown status and last times of every device of a farm."""
+        return list(
+            await self._db.fetch_all(
+                "SELECT d.id, d.name, d.kind, d.location, d.status, d.last_seen,"
+                " d.last_reading FROM devices d WHERE d.farm_id = ? ORDER BY d.name, d.id",
+                (farm_id,),
+            )
+        )
+
     async def bindable(self) -> list[sqlite3.Row]:
         """Devices with a profile that are not disabled: what the runtime binds."""
         return list(
