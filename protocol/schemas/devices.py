@@ -32,6 +32,7 @@ __all__ = [
     "DeviceProfile",
     "DeviceProfileList",
     "DeviceProfileMetric",
+    "DeviceSort",
     "DeviceStatus",
     "DeviceStatusUpdate",
     "DeviceUpdate",
@@ -256,6 +257,9 @@ class FanListQuery(PageQuery):
     status: FanStatus | None = None
 
 
+DeviceSort = Literal["name", "-name", "kind", "location", "status", "last_seen", "-last_seen"]
+
+
 class DeviceListQuery(PageQuery):
     """Query of GET /devices."""
 
@@ -263,6 +267,15 @@ class DeviceListQuery(PageQuery):
     kind: DeviceKind | None = None
     device_type: Ident | None = None
     status: DeviceStatus | None = None
+    location: str | None = Field(
+        None, max_length=200, description="Exactly this location (case-insensitive)"
+    )
+    q: str | None = Field(
+        None, max_length=200, description="Name, location or device type contains this"
+    )
+    sort: DeviceSort = Field(
+        "name", description="Order of the list; '-' sorts descending; ties by name"
+    )
 
 
 # Responses ------------------------------------------------------------------------------------

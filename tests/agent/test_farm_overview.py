@@ -88,3 +88,22 @@ async def test_a_farm_the_caller_may_not_see_is_a_404(agent: Agent) -> None:
     user = await make_user(agent, "user")
     await send(agent, "GET", f"/api/v1/farms/{farm_id}/overview", headers=user.headers, expect=404)
     assert await agent.client.app[DATABASE].fetch_value("SELECT count(*) FROM farms") >= 1
+
+
+async def test_the_device_list_searches_filters_by_location_and_sorts(agent: Agent) -> None:
+    f = await _small_farm(agent)
+    await agent.client.app[DEVICES].record_availability(f["R"], False, utcnow())
+    base = f"/api/v1/devices?farm_id={f['farm']}"
+
+    async def names(query: str) -> list[str]:
+        body = await send(agent, "GET", base + query, expect=200)
+        return [d["name"] for d in body["devices"]]
+
+    assert await names("&q=shelf") == ["A", "B"]  # in the location
+    assert await names("&location=shelf%202&sort=-name") == ["B", "A"]
+    assert await names("&status=offline") == ["R"]
+    assert await names("&sort=location") == ["F", "R", "A", "B"]  # hall, Rack 1, Shelf 2
+    assert await names("&q=100%25") == []  # a wildcard is a plain character
+    page = await send(agent, "GET", base + "&limit=2&offset=2", expect=200)
+    assert ([d["name"] for d in page["devices"]], page["total"]) == (["F", "R"], 4)
+    await send(agent, "GET", base + "&sort=price", expect=422)
