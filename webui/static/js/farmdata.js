@@ -22,7 +22,51 @@ export const SHELF_METRICS = [
   { key: "ph", label: "pH", unit: "", digits: 2 },
   { key: "ec", label: "EC", unit: "", digits: 2 },
   { key: "light", label: "Light", unit: "", digits: 0, aliases: ["illuminance", "ppfd", "lux"] },
+  { key: "co2", label: "CO₂", unit: " ppm", digits: 0 },
 ];
+
+/** @type {Map<string, {at: number, overview: Promise<any>}>} */
+const overviews = new Map();
+
+/**
+ * The farm at a glance in one request (GET /farms/{id}/overview): layout, each shelf's sensors
+ * with their latest values and per-metric aggregates, offline devices and active alerts. The
+ * answer is kept for a minute for screens that need only the layout (``fresh`` asks again).
+ * @param {string} farmId @param {{fresh?: boolean}} [options]
+ */
+export function loadOverview(farmId, options = {}) {
+  const cached = overviews.get(farmId);
+  if (!options.fresh && cached && Date.now() - cached.at < HIERARCHY_TTL_MS) return cached.overview;
+  const overview = get(`/api/v1/farms/${farmId}/overview`, { offline_limit: 5, alert_limit: 50 });
+  overviews.set(farmId, { at: Date.now(), overview });
+  overview.catch(() => overviews.delete(farmId));
+  return overview;
+}
+
+/** Names of a farm's rows, racks and shelves (for location fields and filters), from the overview. @param {string} farmId */
+export async function loadPlaces(farmId) {
+  const overview = await loadOverview(farmId);
+  return overview.rows.flatMap((/** @type {any} */ row) => [
+    row.name,
+    ...row.racks.flatMap((/** @type {any} */ rack) => [rack.name, ...rack.shelves.map((/** @type {any} */ s) => s.name)]),
+  ]);
+}
+
+/** How the overview shows a reported metric: label, unit, decimals. @param {string} metric @param {string} [unit] */
+export function metricInfo(metric, unit = "") {
+  const known = SHELF_METRICS.find((x) => x.key === metric || (x.aliases || []).includes(metric));
+  if (known) return known;
+  return { key: metric, label: metric.replace(/_/g, " "), unit: unit ? ` ${unit}` : "", digits: 1 };
+}
+
+/** Order of metrics on a shelf: the known ones first, in SHELF_METRICS order. @param {string} a @param {string} b */
+export function metricOrder(a, b) {
+  const rank = (/** @type {string} */ m) => {
+    const i = SHELF_METRICS.findIndex((x) => x.key === m || (x.aliases || []).includes(m));
+    return i < 0 ? SHELF_METRICS.length : i;
+  };
+  return rank(a) - rank(b) || a.localeCompare(b);
+}
 
 /** @type {Map<string, {at: number, rows: Promise<any[]>}>} */
 const hierarchies = new Map();
