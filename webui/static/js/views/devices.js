@@ -10,6 +10,8 @@ import { confirmDialog, messageOf, showError, toast } from "../notify.js";
 const KINDS = ["sensor", "fan", "light", "pump", "valve"];
 const STATES = ["online", "offline", "maintenance", "disabled"];
 const PAGE_SIZES = [25, 50, 100, 200];
+/** Columns a phone leaves out (the kind is in the filter, the rest one tap away). */
+const OPTIONAL = new Set(["Kind", "Last seen", "Profile"]);
 /** Columns a click sorts by (the API's sort names). */
 const SORTS = { Name: "name", Kind: "kind", Where: "location", State: "status", "Last seen": "-last_seen" };
 /** Typing in the search box asks the server after this pause. */
@@ -75,10 +77,11 @@ export async function render(ctx) {
   const drawHeaders = () => {
     mount(headers, [...Object.keys(SORTS), "Profile", canManage ? "Actions" : null].filter(Boolean).map((t) => {
       const key = /** @type {Record<string,string>} */ (SORTS)[/** @type {string} */ (t)];
-      if (!key) return h("th", { scope: "col" }, t);
+      const opt = OPTIONAL.has(/** @type {string} */ (t)) ? "opt" : null;
+      if (!key) return h("th", { scope: "col", class: opt }, t);
       const active = filter.sort === key || (key === "name" && filter.sort === "-name");
       const next = key === "name" && filter.sort === "name" ? "-name" : key;
-      return h("th", { scope: "col", "aria-sort": active ? (filter.sort.startsWith("-") ? "descending" : "ascending") : null },
+      return h("th", { scope: "col", class: opt, "aria-sort": active ? (filter.sort.startsWith("-") ? "descending" : "ascending") : null },
         h("button", { type: "button", class: "sort", onclick: () => { filter.sort = next; go(0); } }, t));
     }));
   };
@@ -127,11 +130,11 @@ function deviceRow(ctx, editor, d, places, canManage) {
     "tr",
     { "data-device": d.name },
     h("td", null, d.kind === "sensor" ? h("a", { href: `#/sensors/${d.id}` }, d.name) : d.name),
-    h("td", null, d.device_type || d.kind),
+    h("td", { class: "opt" }, d.device_type || d.kind),
     h("td", null, d.location || "–"),
     h("td", { class: `status-${d.status}` }, d.admin_status !== "active" ? `${d.status} (${d.admin_status})` : d.status),
-    h("td", null, when(d.last_seen)),
-    h("td", null, d.profile || "–"),
+    h("td", { class: "opt" }, when(d.last_seen)),
+    h("td", { class: "opt" }, d.profile || "–"),
     canManage
       ? h(
           "td",
