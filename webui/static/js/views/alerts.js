@@ -65,6 +65,10 @@ class AlertsTable {
     this.tbody = h("tbody");
     this.found = h("p", { class: "hint", role: "status" });
     this.pager = h("div", { class: "pager" });
+    this.wrap = h("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Alerts table" });
+    mount(this.wrap, h("table", { class: "compact" },
+      h("thead", null, h("tr", null, ["State", "Sensor", "Metric", "Raised", "Value", "Cleared"].map((t) => h("th", { scope: "col" }, t)))),
+      this.tbody));
     const choice = h("select", { name: "alert-state" }, [["active", "Active"], ["", "All"], ["cleared", "Cleared"]].map(([v, t]) => h("option", { value: v }, t)));
     choice.addEventListener("change", () => {
       this.state = /** @type {HTMLSelectElement} */ (choice).value;
@@ -77,9 +81,7 @@ class AlertsTable {
       h("h2", { id: "alerts-title" }, "Alerts"),
       h("div", { class: "list-tools" }, field("Show", choice)),
       this.found,
-      h("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Alerts table" }, h("table", { class: "compact" },
-        h("thead", null, h("tr", null, ["State", "Sensor", "Metric", "Raised", "Value", "Cleared"].map((t) => h("th", { scope: "col" }, t)))),
-        this.tbody)),
+      this.wrap,
       this.pager,
     );
   }
@@ -102,6 +104,7 @@ class AlertsTable {
       h("td", null, when(a.raised_at)),
       h("td", null, num(a.raised_value, 2)),
       h("td", null, a.cleared_at ? `${when(a.cleared_at)} (${a.cleared_reason || num(a.cleared_value, 2)})` : "–"))));
+    this.wrap.hidden = page.alerts.length === 0;
     this.found.textContent = page.total ? `${this.offset + 1}–${this.offset + page.alerts.length} of ${page.total}` : "No alerts.";
     const last = this.offset + page.alerts.length;
     mount(
