@@ -40,6 +40,7 @@ __all__ = [
     "FanList",
     "FanListQuery",
     "FanStatus",
+    "ListSearch",
     "MqttAddress",
     "SensorDevice",
     "SensorDeviceCreate",
@@ -260,13 +261,9 @@ class FanListQuery(PageQuery):
 DeviceSort = Literal["name", "-name", "kind", "location", "status", "last_seen", "-last_seen"]
 
 
-class DeviceListQuery(PageQuery):
-    """Query of GET /devices."""
+class ListSearch(PageQuery):
+    """Search, place and order of a device list (GET /devices, GET /sensors)."""
 
-    farm_id: UUID | None = None
-    kind: DeviceKind | None = None
-    device_type: Ident | None = None
-    status: DeviceStatus | None = None
     location: str | None = Field(
         None, max_length=200, description="Exactly this location (case-insensitive)"
     )
@@ -276,6 +273,15 @@ class DeviceListQuery(PageQuery):
     sort: DeviceSort = Field(
         "name", description="Order of the list; '-' sorts descending; ties by name"
     )
+
+
+class DeviceListQuery(ListSearch):
+    """Query of GET /devices."""
+
+    farm_id: UUID | None = None
+    kind: DeviceKind | None = None
+    device_type: Ident | None = None
+    status: DeviceStatus | None = None
 
 
 # Responses ------------------------------------------------------------------------------------

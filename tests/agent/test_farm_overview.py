@@ -107,3 +107,7 @@ async def test_the_device_list_searches_filters_by_location_and_sorts(agent: Age
     page = await send(agent, "GET", base + "&limit=2&offset=2", expect=200)
     assert ([d["name"] for d in page["devices"]], page["total"]) == (["F", "R"], 4)
     await send(agent, "GET", base + "&sort=price", expect=422)
+    sensors = await send(
+        agent, "GET", f"/api/v1/sensors?farm_id={f['farm']}&q=shelf&sort=-name", expect=200
+    )
+    assert [s["name"] for s in sensors["sensors"]] == ["B", "A"]
