@@ -45,13 +45,15 @@ export async function render(ctx) {
   );
 
   let seq = 0;
-  const load = async () => {
+  /** @param {boolean} [initial] a failure of the first page is the screen's (it shows the error) */
+  const load = async (initial = false) => {
     const mine = ++seq;
     const query = { farm_id: farm.id, ...filter };
     let page;
     try {
       page = await get("/api/v1/devices", query);
     } catch (err) {
+      if (initial) throw err;
       if (mine === seq) found.textContent = messageOf(err);
       return;
     }
@@ -121,7 +123,7 @@ export async function render(ctx) {
     pager,
   );
   drawHeaders();
-  await load();
+  await load(true);
 }
 
 /** One compact row of the list. @param {any} ctx @param {HTMLElement} editor @param {any} d @param {string[]} places @param {boolean} canManage */

@@ -127,12 +127,14 @@ class FarmView {
       const state = /** @type {SensorState} */ (this.sensors.get(sensor.id));
       this.others.append(state.card());
     }
+    this.calm = h("p", { class: "panel calm", hidden: true }, "Nothing needs a look: every shelf is in band, every device answers, no alert is active.");
     const tools = this.toolbar(fold);
     this.el = h(
       "div",
       { class: "overview" },
       this.summary.el,
       tools,
+      this.calm,
       data.rows.length ? this.grid : h("p", null, "This farm has no shelves yet."),
       data.unplaced.length ? h("section", { class: "others", "aria-labelledby": "others-title" }, h("h2", { id: "others-title" }, "Other sensors"), this.others) : null,
     );
@@ -162,6 +164,7 @@ class FarmView {
       if (!found) return;
       this.grid.classList.remove("attention");
       attention.setAttribute("aria-pressed", "false");
+      this.calm.hidden = true;
       found.open();
       const target = found.target();
       target.scrollIntoView({ block: "center" });
@@ -174,6 +177,7 @@ class FarmView {
       const on = attention.getAttribute("aria-pressed") !== "true";
       attention.setAttribute("aria-pressed", String(on));
       this.grid.classList.toggle("attention", on);
+      this.recount();
     } }, "Needs a look");
     return h(
       "div",
@@ -230,6 +234,8 @@ class FarmView {
     for (const rack of this.racks) rack.recount();
     for (const row of this.rows) row.recount();
     this.summary.show(this);
+    const calm = this.grid.classList.contains("attention") && this.rows.every((r) => r.el.classList.contains("quiet"));
+    if (this.calm.hidden === calm) this.calm.hidden = !calm;
   }
 }
 
