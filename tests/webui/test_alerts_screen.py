@@ -105,3 +105,30 @@ def test_the_rule_form_offers_sensors_only_and_each_sensors_metrics(screen: Scre
     sensor.select_option(label="Rack A1 climate")
     values = metric.locator("option").evaluate_all("(os) => os.map((o) => o.value)")
     assert {"temperature", "humidity"} <= set(values)
+
+
+def test_an_alert_raised_shows_on_the_overview_without_a_reload(screen: Screen) -> None:
+    site = screen.site
+    _, devices = farm_and_devices(site)
+    screen.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD)
+    shelf = screen.page.locator('[data-shelf="A1 top"]')
+    expect(shelf).to_be_visible()
+    rule = {
+        "device_id": devices["Rack A1 climate"],
+        "metric": "humidity",
+        "name": f"overview {screen.size}",
+        "below": 200.0,
+        "hysteresis": 0.5,
+        "min_duration_s": 0,
+        "severity": "warning",
+    }
+    status, created = site.api("POST", "/api/v1/alert-rules", rule, site.login())
+    assert status == 201, created
+    try:
+        # The rack's sensor covers each of its shelves: the top one shows the alert.
+        expect(shelf.locator(".badge.bad")).to_have_text("1 alert")
+        expect(screen.page.locator(".stat", has_text="Active alerts")).to_contain_text("1")
+    finally:
+        status, _ = site.api("DELETE", f"/api/v1/alert-rules/{created['id']}", token=site.login())
+        assert status == 204
+    expect(shelf.locator(".badge.bad")).to_be_hidden()

@@ -15,7 +15,7 @@ const FOLD_OVER = 40;
 /** Stream readings come in one message per this many milliseconds. */
 const BATCH_MS = 250;
 /** The overview is read again at most this often after alerts or devices change. */
-const REFRESH_MS = 15_000;
+const REFRESH_MS = 5_000;
 
 /** @param {any} ctx */
 export async function render(ctx) {
