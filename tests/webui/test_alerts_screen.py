@@ -83,6 +83,10 @@ def test_repeated_events_are_one_line_acknowledged_at_once(screen: Screen) -> No
     screen.capture("events-grouped")
     group.get_by_role("button", name="Acknowledge all 6").click()
     expect(group).to_contain_text("acknowledged (6)")
+    screen.page.get_by_label("Events to show").select_option(label="To acknowledge")
+    expect(group).to_have_count(0)
+    screen.page.get_by_label("Events to show").select_option(label="Acknowledged")
+    expect(group).to_have_count(1)
     query = f"/api/v1/events?farm_id={farm_id}&kind={kind}&acknowledged=false"
     status, left = site.api("GET", query, token=site.login())
     assert (status, left["total"]) == (200, 0), left

@@ -30,7 +30,7 @@ export async function render(ctx) {
   const alerts = new AlertsTable(farm.id, names);
   await alerts.load();
   const groups = new EventGroups(farm.id, names, canWrite);
-  for (const e of [...events].reverse()) groups.add(e);
+  groups.fill(events);
   // Sensors only (never a fan), each with the metrics its profile reports.
   const ruleSensors = sensors || devices.filter((d) => d.kind === "sensor").map((d) => ({ ...d, metrics: [] }));
   if (!ctx.isCurrent()) return;
@@ -39,7 +39,7 @@ export async function render(ctx) {
     h("h1", null, "Alerts and events"),
     alerts.el,
     rulesPanel(ctx, rules, ruleSensors, names, canWrite && role !== "operator"),
-    h("section", { class: "panel", "aria-labelledby": "events-title" }, h("h2", { id: "events-title" }, "Events (live)"), groups.el),
+    h("section", { class: "panel", "aria-labelledby": "events-title" }, h("h2", { id: "events-title" }, "Events (live)"), groups.tools, groups.found, groups.el),
   );
   let pending = 0;
   new LiveStream("farm-status", farm.id, (msg) => {
@@ -186,10 +186,51 @@ class EventGroups {
     /** @type {Map<string, EventGroup>} open groups by kind and device */
     this.open = new Map();
     this.el = h("ul", { class: "event-list", "aria-live": "polite" });
+    this.filter = { acknowledged: "", severity: "" };
+    this.found = h("p", { class: "hint", role: "status" });
+    const choose = (/** @type {"acknowledged"|"severity"} */ key, /** @type {string} */ label, /** @type {string[][]} */ options) => {
+      const select = h("select", { name: `events-${key}` }, options.map(([v, t]) => h("option", { value: v }, t)));
+      select.addEventListener("change", () => {
+        this.filter[key] = /** @type {HTMLSelectElement} */ (select).value;
+        void this.reload();
+      });
+      return field(label, select);
+    };
+    this.tools = h(
+      "div",
+      { class: "list-tools" },
+      choose("acknowledged", "Events to show", [["", "All"], ["false", "To acknowledge"], ["true", "Acknowledged"]]),
+      choose("severity", "Severity", [["", "Any"], ["critical", "critical"], ["error", "error"], ["warning", "warning"], ["info", "info"]]),
+    );
   }
 
-  /** Add an event, newest last: to its open group, or as a new line on top. @param {any} e */
-  add(e) {
+  /** Show these events (newest first, as listed), grouped. @param {any[]} events */
+  fill(events) {
+    this.open.clear();
+    this.el.replaceChildren();
+    for (const e of [...events].reverse()) this.add(e, true);
+    this.found.textContent = events.length ? "" : "No events.";
+  }
+
+  /** Read the events the filters ask for (a person's choice: the list is drawn again). */
+  async reload() {
+    try {
+      const page = await get("/api/v1/events", { farm_id: this.farmId, limit: EVENT_PAGE, ...this.filter });
+      this.fill(page.events);
+    } catch (err) {
+      this.found.textContent = messageOf(err);
+    }
+  }
+
+  /** Whether a live event passes the filters. @param {any} e */
+  wants(e) {
+    return this.filter.acknowledged !== "true" && (!this.filter.severity || e.severity === this.filter.severity);
+  }
+
+  /** Add an event, newest last: to its open group, or as a new line on top. @param {any} e @param {boolean} [listed] */
+  add(e, listed = false) {
+    if (!listed && !this.wants(e)) return;
+    this.found.textContent = "";
     const key = `${e.acknowledged_at ? "seen" : "new"}|${e.kind}|${e.device_id || ""}`;
     let group = this.open.get(key);
     if (!group) {
