@@ -12,6 +12,8 @@ import { SYNCED, LiveStream, perFrame, readingsOf } from "../streams.js";
 
 /** A farm with more shelves than this opens with its racks folded. */
 const FOLD_OVER = 40;
+/** More sensors than this on no shelf start folded. */
+const FOLD_OTHERS_OVER = 12;
 /** Stream readings come in one message per this many milliseconds. */
 const BATCH_MS = 250;
 /** The overview is read again at most this often after alerts or devices change. */
@@ -136,7 +138,13 @@ class FarmView {
       tools,
       this.calm,
       data.rows.length ? this.grid : h("p", null, "This farm has no shelves yet."),
-      data.unplaced.length ? h("section", { class: "others", "aria-labelledby": "others-title" }, h("h2", { id: "others-title" }, "Other sensors"), this.others) : null,
+      data.unplaced.length
+        ? h("section", { class: "others", "aria-labelledby": "others-title" },
+            // Many sensors on no shelf (a farm that has not placed them yet) start folded.
+            h("details", { open: data.unplaced.length <= FOLD_OTHERS_OVER },
+              h("summary", null, h("h2", { id: "others-title" }, `Other sensors (${data.unplaced.length})`)),
+              this.others))
+        : null,
     );
     for (const shelf of this.shelves) shelf.refresh();
     this.recount();
