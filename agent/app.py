@@ -21,6 +21,7 @@ from agent.web import (
     hierarchy,
     home_automation,
     mfa,
+    overview,
     sensors,
     system,
     users,
@@ -39,6 +40,7 @@ from agent.wiring.home_automation import home_automation_context
 from agent.wiring.hub import hub_context
 from agent.wiring.metrics import install_agent_metrics
 from agent.wiring.ops import ops_context
+from agent.wiring.overview import overview_context
 from agent.wiring.readings import readings_context
 from agent.wiring.scheduler import scheduler_context
 from agent.wiring.services import services_context
@@ -80,6 +82,7 @@ def api_of_agent() -> Api:
         users,
         api_keys,
         farms,
+        overview,
         hierarchy,
         devices,
         sensors,
@@ -171,6 +174,7 @@ def create_app(
             home_automation_context(settings),
             climate_context(settings, clock=clock),
             grow_plans_context(settings, clock=clock),
+            overview_context(settings, clock=clock),
             webhooks_context(settings),
             sync_context(),
         ]

@@ -18,6 +18,7 @@ from cloud.services.events import EventService
 from cloud.services.farms import FarmService
 from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
+from cloud.services.overview import OverviewService
 from cloud.services.pairing import PairingService
 from cloud.services.rate_limits import SharedRateLimiter
 from cloud.services.readings import ReadingService
@@ -38,6 +39,7 @@ from cloud.web import (
     grow_plans,
     home_automation,
     mfa,
+    overview,
     pos,
     sensors,
     sync,
@@ -57,6 +59,7 @@ from cloud.web.keys import (
     HEALTH,
     IDENTITY,
     JWKS,
+    OVERVIEW,
     PAIRING,
     READINGS,
     SENSORS,
@@ -114,6 +117,7 @@ def api_of_cloud() -> Api:
         farms,
         devices,
         sensors,
+        overview,
         alerts,
         grow_plans,
         climate,
@@ -234,6 +238,7 @@ def create_app(
         app[SENSORS] = SensorService(db)
         app[ALERTS] = AlertService(db)
         app[CLIMATE] = ClimateService(db, clock)
+        app[OVERVIEW] = OverviewService(db, app[ALERTS], app[CLIMATE], app[GROW_PLANS])
         smtp = smtp_settings(settings)
         if smtp is None:
             log.warning(

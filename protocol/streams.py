@@ -3,10 +3,13 @@
 Client messages: ``auth`` (``token`` or ``api_key``), ``subscribe`` (``farm_id``, ``device_ids``,
 ``metrics``; each one replaces the previous filter) and ``ping``. Server messages are
 ``{"type", "farm_id", "data", "timestamp", "seq"}`` with ``seq`` counting every message sent on
-the connection from 1. Besides the events of each stream the server sends ``ready`` (after
-authentication), ``subscribed`` (the filter in force), ``heartbeat`` (after ``heartbeat_s``
-without any message), ``missed`` (``data.count`` events dropped at this point because the client
-read too slowly), ``pong`` and ``rejected`` (a client message it could not use).
+the connection from 1. A ``subscribe`` with ``batch_ms`` asks for readings in batches: at most one
+``readings`` message per ``batch_ms`` whose ``data.readings`` holds what each ``reading`` message
+would have carried (its ``data`` plus its ``timestamp``), oldest first. Besides the events of
+each stream the server sends ``ready`` (after authentication), ``subscribed`` (the filter in
+force), ``heartbeat`` (after ``heartbeat_s`` without any message), ``missed`` (``data.count``
+events dropped at this point because the client read too slowly), ``pong`` and ``rejected`` (a
+client message it could not use).
 """
 
 from __future__ import annotations
@@ -31,11 +34,14 @@ __all__ = [
     "CLOSE_POLICY",
     "CLOSE_TOO_MANY",
     "CLOSE_UNAUTHENTICATED",
+    "MAX_BATCH_MS",
+    "MIN_BATCH_MS",
     "AuthMessage",
     "ClientMessage",
     "PingMessage",
     "StreamClosed",
     "SubscribeMessage",
+    "batch_prefix",
     "frame",
     "frame_prefix",
     "id_strings",
@@ -54,6 +60,8 @@ CLOSE_FORBIDDEN = 4403
 CLOSE_TOO_MANY = 4429
 
 _MAX_FILTER_ITEMS = 1000
+MIN_BATCH_MS = 50
+MAX_BATCH_MS = 5000
 
 
 class StreamClosed(Exception):
@@ -81,6 +89,12 @@ class SubscribeMessage(ApiModel):
     device_ids: list[UUID] | None = Field(None, max_length=_MAX_FILTER_ITEMS)
     metrics: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
         None, max_length=_MAX_FILTER_ITEMS
+    )
+    batch_ms: int | None = Field(
+        None,
+        ge=MIN_BATCH_MS,
+        le=MAX_BATCH_MS,
+        description="Send readings as one `readings` message per this many milliseconds",
     )
 
 
@@ -120,6 +134,14 @@ def frame_prefix(type_: str, farm_id: str | None, data: dict[str, Any], at: date
 def frame(type_: str, farm_id: str | None, data: dict[str, Any], at: datetime, seq: int) -> str:
     """One server message as JSON text."""
     return with_seq(frame_prefix(type_, farm_id, data, at), seq)
+
+
+def batch_prefix(farm_id: str | None, readings: Sequence[str], at: datetime) -> str:
+    """A ``readings`` message up to its ``seq``, from readings already encoded as JSON objects
+    (each one's ``data`` with its ``timestamp``)."""
+    head = frame_prefix("readings", farm_id, {"readings": []}, at)
+    # The empty list is the first "[]" in the text: type and farm id hold no brackets.
+    return head.replace("[]", "[" + ",".join(readings) + "]", 1)
 
 
 def with_seq(prefix: str, seq: int) -> str:

@@ -13,6 +13,7 @@ import aiosqlite
 
 from agent.store.access import visible_farm_filter
 from agent.store.db import Database
+from agent.store.farms import like_pattern
 from protocol.identity import Principal
 from protocol.timefmt import now_iso, parse_iso
 
@@ -88,6 +89,21 @@ class DeviceFilter:
     kind: str | None = None
     device_type: str | None = None
     status: str | None = None
+    location: str | None = None
+    search: str | None = None
+    sort: str = "name"
+
+
+_ORDER = {
+    "name": "d.name, d.id",
+    "-name": "d.name DESC, d.id",
+    "kind": "d.kind, d.name, d.id",
+    "location": "lower(d.location), d.name, d.id",
+    "status": "d.status, d.name, d.id",
+    "last_seen": "coalesce(d.last_seen, ''), d.name, d.id",
+    "-last_seen": "coalesce(d.last_seen, '') DESC, d.name, d.id",
+}
+"""ORDER BY of each sort a device list offers (after the farm)."""
 
 
 def stamp_last_readings(conn: sqlite3.Connection, latest: Mapping[str, str]) -> None:
@@ -129,13 +145,22 @@ class DeviceStore:
             if value is not None:
                 conditions.append(f"{column} = ?")
                 params.append(value)
+        if where.location is not None:
+            conditions.append("lower(d.location) = lower(?)")
+            params.append(where.location.strip())
+        if where.search:
+            conditions.append(
+                "(d.name LIKE ? ESCAPE '\\' OR d.location LIKE ? ESCAPE '\\'"
+                " OR d.device_type LIKE ? ESCAPE '\\')"
+            )
+            params.extend([like_pattern(where.search.strip())] * 3)
         condition = " AND ".join(conditions)
         total = await self._db.fetch_value(
             f"SELECT count(*) FROM devices d WHERE {condition}", params
         )
         rows = await self._db.fetch_all(
             f"SELECT {_COLUMNS} FROM devices d WHERE {condition}"
-            " ORDER BY d.farm_id, d.name, d.id LIMIT ? OFFSET ?",
+            f" ORDER BY d.farm_id, {_ORDER[where.sort]} LIMIT ? OFFSET ?",
             [*params, limit, min(offset, MAX_OFFSET)],
         )
         return list(rows), int(total)
@@ -156,6 +181,16 @@ class DeviceStore:
             sql += " AND d.device_type = ?"
             params.append(device_type)
         return list(await self._db.fetch_all(sql + " ORDER BY d.name, d.id", params))
+
+    async def facts_of_farm(self, farm_id: str) -> list[sqlite3.Row]:
+        """Id, name, kind, location, shown status and last times of every device of a farm."""
+        return list(
+            await self._db.fetch_all(
+                "SELECT d.id, d.name, d.kind, d.location, d.status, d.last_seen,"
+                " d.last_reading FROM devices d WHERE d.farm_id = ? ORDER BY d.name, d.id",
+                (farm_id,),
+            )
+        )
 
     async def bindable(self) -> list[sqlite3.Row]:
         """Devices with a profile that are not disabled: what the runtime binds."""

@@ -40,6 +40,7 @@ class EventFilter:
     kind: str | None = None
     since: str | None = None
     until: str | None = None
+    acknowledged: bool | None = None
 
 
 def event_row(row: sqlite3.Row) -> dict[str, Any]:
@@ -108,6 +109,8 @@ class EventStore:
             if value is not None:
                 condition += f" AND {column} {op} ?"
                 params.append(value)
+        if where.acknowledged is not None:
+            condition += f" AND acknowledged_at IS {'NOT ' if where.acknowledged else ''}NULL"
         rows, total = await self._db.fetch_page(
             "events", condition, params, order="ts DESC, id", limit=limit, offset=offset
         )
@@ -127,6 +130,20 @@ class EventStore:
                 (at, user_id, event_id),
             )
         return await self.get(event_id)
+
+    async def acknowledge_group(
+        self, farm_id: str, kind: str, device_id: str | None, until: str, user_id: str, at: str
+    ) -> int:
+        """Acknowledge every unacknowledged event of a farm of ``kind`` and ``device_id`` (None:
+        of no device) up to ``until``; how many."""
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "UPDATE events SET acknowledged_at = ?, acknowledged_by = ?"
+                " WHERE farm_id = ? AND kind = ? AND device_id IS ? AND ts <= ?"
+                " AND acknowledged_at IS NULL",
+                (at, user_id, farm_id, kind, device_id, until),
+            )
+            return cursor.rowcount
 
     async def delete_before(self, ts: str, chunk: int) -> int:
         """Delete up to ``chunk`` events older than ``ts``; return how many went."""

@@ -7,6 +7,7 @@ cascade down through the foreign keys of migration 0001.
 
 from __future__ import annotations
 
+import builtins
 import sqlite3
 import uuid
 from collections.abc import Mapping
@@ -161,6 +162,24 @@ class HierarchyStore:
             [*params, limit, offset],
         )
         return list(rows), int(total)
+
+    async def layout(self, farm_id: str) -> builtins.list[sqlite3.Row]:
+        """Every shelf of a farm with its rack and row, by row, rack and level (the caller has
+        authorized the farm)."""
+        return list(
+            await self._db.fetch_all(
+                """
+                SELECT r.id AS row_id, r.name AS row_name, r.position AS row_position,
+                    k.id AS rack_id, k.name AS rack_name, k.position AS rack_position,
+                    s.id AS shelf_id, s.name AS shelf_name, s.level, s.current_species,
+                    s.current_plant_count
+                FROM shelves s JOIN racks k ON k.id = s.rack_id JOIN farm_rows r ON r.id = s.row_id
+                WHERE s.farm_id = ?
+                ORDER BY r.position, k.position, s.level DESC
+                """,
+                (farm_id,),
+            )
+        )
 
     async def get(self, level: Level, item_id: str) -> sqlite3.Row | None:
         """One item by id (the caller has already been authorized on its farm)."""

@@ -6,7 +6,13 @@ from aiohttp import web
 
 from agent.web.keys import EVENTS
 from protocol.http.endpoints import Api, principal_of
-from protocol.schemas.events import Event, EventList, EventListQuery
+from protocol.schemas.events import (
+    Event,
+    EventGroupAcknowledge,
+    EventGroupAcknowledged,
+    EventList,
+    EventListQuery,
+)
 
 api = Api()
 _TAG = "Events"
@@ -37,3 +43,19 @@ async def list_events(request: web.Request, query: EventListQuery) -> EventList:
 async def acknowledge_event(request: web.Request, event_id: str) -> Event:
     """Mark an event seen by the caller (needs write access to its farm)."""
     return await request.app[EVENTS].acknowledge(principal_of(request), event_id)
+
+
+@api.route(
+    "POST",
+    "/api/v1/events/acknowledge",
+    summary="Acknowledge a group of like events",
+    tag=_TAG,
+    body=EventGroupAcknowledge,
+    response=EventGroupAcknowledged,
+    errors=(403, 404),
+)
+async def acknowledge_event_group(
+    request: web.Request, body: EventGroupAcknowledge
+) -> EventGroupAcknowledged:
+    """Every event of the farm of one kind and device up to ``until`` not acknowledged yet."""
+    return await request.app[EVENTS].acknowledge_group(principal_of(request), body)

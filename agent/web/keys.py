@@ -35,6 +35,7 @@ from agent.services.identity.users import UserService
 from agent.services.ingest.device_runtime import DeviceRuntime
 from agent.services.ingest.reading_runtime import ReadingRuntime
 from agent.services.live.hub import EventHub
+from agent.services.overview.service import OverviewService
 from agent.services.streams.service import StreamService
 from agent.services.webhooks.service import WebhookService
 from agent.settings import AgentSettings
@@ -79,6 +80,7 @@ ACTUATORS = web.AppKey("actuators", ActuatorService)
 ACTUATOR_CONTROL = web.AppKey("actuator_control", ActuatorControl)
 SCHEDULES = web.AppKey("schedules", ActuatorSchedules)
 GROW_PLANS = web.AppKey("grow_plans", GrowPlanService)
+OVERVIEW = web.AppKey("overview", OverviewService)
 HARVEST_WATCH = web.AppKey("harvest_watch", HarvestWatch)
 HOME_AUTOMATION = web.AppKey("home_automation", HomeAutomation)
 HUB_STATE_STREAM = web.AppKey("hub_state_stream", HubStateStream)

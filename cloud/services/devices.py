@@ -33,6 +33,9 @@ class DeviceService:
                 status=query.status,
                 limit=query.limit,
                 offset=query.offset,
+                location=query.location,
+                search=query.q,
+                sort=query.sort,
             )
         devices = []
         for row in rows:

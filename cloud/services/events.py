@@ -35,6 +35,7 @@ class EventService:
                 until=query.until,
                 limit=query.limit,
                 offset=query.offset,
+                acknowledged=query.acknowledged,
             )
         return EventList(
             events=[Event(**row) for row in rows],

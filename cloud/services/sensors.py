@@ -54,6 +54,9 @@ class SensorService:
                 status=query.status,
                 limit=query.limit,
                 offset=query.offset,
+                location=query.location,
+                search=query.q,
+                sort=query.sort,
             )
         return SensorList(
             sensors=[_sensor(row) for row in rows],

@@ -24,19 +24,21 @@ async def list_events(
     until: datetime | None,
     limit: int,
     offset: int,
+    acknowledged: bool | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Visible events matching every filter given, newest first, and the total."""
     condition = """
         ($1::uuid IS NULL OR farm_id = $1) AND ($2::uuid IS NULL OR device_id = $2)
         AND ($3::text IS NULL OR severity = $3) AND ($4::text IS NULL OR kind = $4)
         AND ($5::timestamptz IS NULL OR ts >= $5) AND ($6::timestamptz IS NULL OR ts < $6)
+        AND ($7::boolean IS NULL OR (acknowledged_at IS NOT NULL) = $7)
     """
-    filters = (farm_id, device_id, severity, kind, since, until)
+    filters = (farm_id, device_id, severity, kind, since, until, acknowledged)
     total: int = await conn.fetchval(f"SELECT count(*) FROM events WHERE {condition}", *filters)
     rows = await conn.fetch(
         "SELECT id, farm_id, device_id, kind, severity, message, data, ts AS timestamp,"
         f" acknowledged_at, acknowledged_by FROM events WHERE {condition}"
-        " ORDER BY ts DESC, id LIMIT $7 OFFSET $8",
+        " ORDER BY ts DESC, id LIMIT $8 OFFSET $9",
         *filters,
         limit,
         offset,

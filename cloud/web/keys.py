@@ -23,6 +23,7 @@ from cloud.services.flows import (
 from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.identity import IdentityService
+from cloud.services.overview import OverviewService
 from cloud.services.pairing import PairingService
 from cloud.services.permissions import PermissionService
 from cloud.services.pos import PosConfigService, PosJobService, PosReads, PosWebhookReceiver
@@ -49,6 +50,7 @@ GROW_PLANS = web.AppKey("grow_plans", GrowPlanService)
 READINGS = web.AppKey("readings", ReadingService)
 EVENTS = web.AppKey("events", EventService)
 SENSORS = web.AppKey("sensors", SensorService)
+OVERVIEW = web.AppKey("overview", OverviewService)
 ALERTS = web.AppKey("alerts", AlertService)
 CLIMATE = web.AppKey("climate", ClimateService)
 HEALTH = web.AppKey("health", HealthService)

@@ -34,6 +34,9 @@ _EVENTS = {
         "events": {
             "reading": "data.device_id, metric, unit, value, raw (before calibration),"
             " received_at; timestamp is the reading's own time",
+            "readings": "Instead of reading, after a subscribe with batch_ms: at most one per"
+            " batch_ms, data.readings a list of what each reading carried (its data and its"
+            " timestamp), oldest first",
         },
     },
     "/ws/device-events": {

@@ -30,6 +30,7 @@ from protocol.streams import (
     PingMessage,
     StreamClosed,
     SubscribeMessage,
+    batch_prefix,
     frame_prefix,
     id_strings,
     parse_client_message,
@@ -43,6 +44,10 @@ log = logging.getLogger(__name__)
 
 _BURST = 256
 """Messages sent per wake-up at most, so one client's backlog cannot hog the event loop."""
+_BATCHED = "reading"
+"""The event type a ``batch_ms`` subscription receives in ``readings`` messages."""
+_BATCH_MAX = 5000
+"""Readings in one ``readings`` message at most (a 5 s batch of a 1,000 readings/s farm)."""
 
 
 class Socket(Protocol):
@@ -83,6 +88,7 @@ class StreamFilter:
     farm_id: str | None = None
     device_ids: frozenset[str] | None = None
     metrics: frozenset[str] | None = None
+    batch_ms: int | None = None
 
     def matches(self, event: StreamEvent) -> bool:
         """Whether ``event`` passes this filter (visibility aside)."""
@@ -97,12 +103,15 @@ class StreamFilter:
         return self.metrics is None or event.metric is None or event.metric in self.metrics
 
     def describe(self) -> dict[str, Any]:
-        """The filter as the ``subscribed`` message echoes it."""
-        return {
+        """The filter as the ``subscribed`` message echoes it (``batch_ms`` only when asked)."""
+        described: dict[str, Any] = {
             "farm_id": self.farm_id,
             "device_ids": None if self.device_ids is None else sorted(self.device_ids),
             "metrics": None if self.metrics is None else sorted(self.metrics),
         }
+        if self.batch_ms is not None:
+            described["batch_ms"] = self.batch_ms
+        return described
 
 
 class StreamConnection:
@@ -200,6 +209,12 @@ class StreamConnection:
                     await outbox.wait()
             except TimeoutError:
                 continue
+            batch_ms = self._filter.batch_ms
+            if batch_ms is not None:
+                # Readings that arrive meanwhile join the batch: one message per period.
+                await asyncio.sleep(self._last_sent + batch_ms / 1000 - loop.time())
+                await self._send_batched(outbox)
+                continue
             await self._send_burst(outbox)
             if outbox.pending():
                 await asyncio.sleep(0)  # a long backlog goes out in turns with other clients
@@ -216,8 +231,41 @@ class StreamConnection:
             elif self.wants(item):
                 # Checked again: access or the filter may have changed while it was queued.
                 prefixes.append(item.encoded())
-        if not prefixes:
-            return
+        if prefixes:
+            await self._send_prefixes(prefixes)
+
+    async def _send_batched(self, outbox: Outbox) -> None:
+        """Send what is waiting with runs of readings folded into ``readings`` messages; a gap
+        marker or another event ends a run, so ``missed`` stays where the gap is."""
+        prefixes: list[str] = []
+        run: list[str] = []
+
+        def end_run() -> None:
+            if run:
+                prefixes.append(batch_prefix(self._filter.farm_id, run, self._clock()))
+                run.clear()
+
+        while len(prefixes) < _BURST:
+            item = outbox.get_nowait()
+            if item is None:
+                break
+            if isinstance(item, Missed):
+                end_run()
+                prefixes.append(frame_prefix("missed", None, {"count": item.count}, self._clock()))
+            elif not self.wants(item):
+                continue
+            elif item.type == _BATCHED:
+                run.append(item.batch_item())
+                if len(run) >= _BATCH_MAX:
+                    end_run()
+            else:
+                end_run()
+                prefixes.append(item.encoded())
+        end_run()
+        if prefixes:
+            await self._send_prefixes(prefixes)
+
+    async def _send_prefixes(self, prefixes: list[str]) -> None:
         async with self._send_lock:
             texts = []
             for prefix in prefixes:
@@ -256,6 +304,7 @@ class StreamConnection:
             farm_id=farm_id,
             device_ids=id_strings(message.device_ids),
             metrics=None if message.metrics is None else frozenset(message.metrics),
+            batch_ms=message.batch_ms,
         )
         await self._send("subscribed", farm_id, self._filter.describe())
 

@@ -9,6 +9,7 @@ lost between the ones it received, and a slow client never slows anybody else.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from protocol.streams import frame_prefix
+from protocol.timefmt import iso
 
 __all__ = ["Missed", "Outbox", "Stream", "StreamEvent"]
 
@@ -41,12 +43,19 @@ class StreamEvent:
     device_id: str | None = None
     metric: str | None = None
     _encoded: str | None = field(default=None, repr=False, compare=False)
+    _item: str | None = field(default=None, repr=False, compare=False)
 
     def encoded(self) -> str:
         """The message as JSON up to its ``seq``: encoded once, however many clients get it."""
         if self._encoded is None:
             self._encoded = frame_prefix(self.type, self.farm_id, self.data, self.at)
         return self._encoded
+
+    def batch_item(self) -> str:
+        """The event as one item of a batch: its data with its timestamp, encoded once."""
+        if self._item is None:
+            self._item = json.dumps({**self.data, "timestamp": iso(self.at)}, separators=(",", ":"))
+        return self._item
 
 
 @dataclass(frozen=True, slots=True)

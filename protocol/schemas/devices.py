@@ -32,6 +32,7 @@ __all__ = [
     "DeviceProfile",
     "DeviceProfileList",
     "DeviceProfileMetric",
+    "DeviceSort",
     "DeviceStatus",
     "DeviceStatusUpdate",
     "DeviceUpdate",
@@ -39,6 +40,7 @@ __all__ = [
     "FanList",
     "FanListQuery",
     "FanStatus",
+    "ListSearch",
     "MqttAddress",
     "SensorDevice",
     "SensorDeviceCreate",
@@ -256,7 +258,24 @@ class FanListQuery(PageQuery):
     status: FanStatus | None = None
 
 
-class DeviceListQuery(PageQuery):
+DeviceSort = Literal["name", "-name", "kind", "location", "status", "last_seen", "-last_seen"]
+
+
+class ListSearch(PageQuery):
+    """Search, place and order of a device list (GET /devices, GET /sensors)."""
+
+    location: str | None = Field(
+        None, max_length=200, description="Exactly this location (case-insensitive)"
+    )
+    q: str | None = Field(
+        None, max_length=200, description="Name, location or device type contains this"
+    )
+    sort: DeviceSort = Field(
+        "name", description="Order of the list; '-' sorts descending; ties by name"
+    )
+
+
+class DeviceListQuery(ListSearch):
     """Query of GET /devices."""
 
     farm_id: UUID | None = None

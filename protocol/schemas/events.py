@@ -7,9 +7,16 @@ from uuid import UUID
 
 from pydantic import Field, model_validator
 
-from protocol.schemas.common import PageQuery, Schema, Timestamp, UtcDatetime, Uuid
+from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, UtcDatetime, Uuid
 
-__all__ = ["Event", "EventList", "EventListQuery", "Severity"]
+__all__ = [
+    "Event",
+    "EventGroupAcknowledge",
+    "EventGroupAcknowledged",
+    "EventList",
+    "EventListQuery",
+    "Severity",
+]
 
 Severity = Literal["debug", "info", "warning", "error", "critical"]
 
@@ -47,9 +54,26 @@ class EventListQuery(PageQuery):
     kind: str | None = Field(None, max_length=64)
     since: UtcDatetime | None = None
     until: UtcDatetime | None = None
+    acknowledged: bool | None = Field(None, description="Only acknowledged ones, or only not")
 
     @model_validator(mode="after")
     def _ordered(self) -> EventListQuery:
         if self.since and self.until and self.since >= self.until:
             raise ValueError("since must be before until")
         return self
+
+
+class EventGroupAcknowledge(ApiModel):
+    """POST /events/acknowledge: every event of a farm of one kind and device (none: events of
+    no device) up to ``until`` inclusive that is not acknowledged yet."""
+
+    farm_id: UUID
+    kind: str = Field(min_length=1, max_length=64)
+    device_id: UUID | None = None
+    until: UtcDatetime
+
+
+class EventGroupAcknowledged(Schema):
+    """How many events the group acknowledgement marked."""
+
+    acknowledged: int

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, UtcDatetime, Uuid
-from protocol.schemas.devices import DeviceStatus
+from protocol.schemas.devices import DeviceStatus, ListSearch
 
 __all__ = [
     "Calibrate",
@@ -64,7 +64,7 @@ Reference = Annotated[float, Strict(), Field(allow_inf_nan=False, ge=-1e9, le=1e
 # Sensor view ----------------------------------------------------------------------------------
 
 
-class SensorListQuery(PageQuery):
+class SensorListQuery(ListSearch):
     """Query of GET /sensors."""
 
     farm_id: UUID | None = None

@@ -159,6 +159,22 @@ BENCHES = {
             r"flood .*: \d+%",
         ],
     ),
+    "webui": (
+        [
+            "bench/webui.py",
+            *("--rows", "1", "--racks", "2", "--shelves", "2", "--per-shelf", "1"),
+            *("--period", "2", "--presses", "2", "--busy-seconds", "1", "--timeout", "240"),
+        ],
+        [
+            r"sign-in -> complete overview, unthrottled: [\d.]+ s .*ratio [\d.]+x",
+            r"sign-in -> complete overview, CPU throttled 4x: [\d.]+ s",
+            r"API requests, unthrottled: \d+ \(target <= 10: (ok|FAILED)\)",
+            r"lost taps, CPU throttled 4x, readings streaming: \d+ of 2 presses",
+            r"main thread busy, CPU throttled 4x, readings streaming: [\d.]+% with every rack",
+            r"devices screen of 4: first page in [\d.]+ s, 4 rows",
+            r"429 answers over the whole run: \d+",
+        ],
+    ),
     "webhooks": (
         [
             *("-m", "bench.webhooks", "--events", "300", "--kill-at", "0.3"),

@@ -41,6 +41,7 @@ class FarmSite:
     loop: asyncio.AbstractEventLoop
     simulation: DeviceSimulation
     mqtt_port: int
+    app: web.Application
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the site's loop and wait for its result."""
@@ -81,8 +82,8 @@ class FarmSite:
 
 
 @contextmanager
-def farm_site(workdir: Path) -> Iterator[FarmSite]:
-    """Run the site until the block ends."""
+def farm_site(workdir: Path, **overrides: Any) -> Iterator[FarmSite]:
+    """Run the site until the block ends; ``overrides`` change the agent's test settings."""
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     holder: dict[str, Any] = {}
@@ -94,6 +95,7 @@ def farm_site(workdir: Path) -> Iterator[FarmSite]:
             serial_enabled=True,
             sample_data=True,
             serial_poll_interval_s=1.0,
+            **overrides,
         )
         simulation = DeviceSimulation(
             workdir / "simulation", load_profiles(settings.profiles_dir), period=2.0
@@ -107,7 +109,9 @@ def farm_site(workdir: Path) -> Iterator[FarmSite]:
         await site.start()
         await simulation.register(app[DEVICES], FarmStore(app[DATABASE]), UserStore(app[DATABASE]))
         await simulation.start_mqtt()
-        holder.update(runner=runner, port=runner.addresses[0][1], simulation=simulation, mqtt=port)
+        holder.update(
+            runner=runner, port=runner.addresses[0][1], simulation=simulation, mqtt=port, app=app
+        )
 
     async def stop() -> None:
         await holder["simulation"].stop_devices()
@@ -135,7 +139,11 @@ def farm_site(workdir: Path) -> Iterator[FarmSite]:
         raise RuntimeError("the farm site did not start") from holder["error"]
     try:
         yield FarmSite(
-            f"http://127.0.0.1:{holder['port']}", loop, holder["simulation"], holder["mqtt"]
+            f"http://127.0.0.1:{holder['port']}",
+            loop,
+            holder["simulation"],
+            holder["mqtt"],
+            holder["app"],
         )
     finally:
         loop.call_soon_threadsafe(loop.stop)

@@ -215,7 +215,15 @@ class DeviceService:
 
     async def list_devices(self, principal: Principal, query: DeviceListQuery) -> DeviceList:
         """Visible devices of every kind."""
-        where = DeviceFilter(_text(query.farm_id), query.kind, query.device_type, query.status)
+        where = DeviceFilter(
+            _text(query.farm_id),
+            query.kind,
+            query.device_type,
+            query.status,
+            location=query.location,
+            search=query.q,
+            sort=query.sort,
+        )
         rows, total = await self._visible(principal, where, query.limit, query.offset)
         active = await self._active_by_device(rows)
         devices = [device_view(row, active[row["id"]], self.profile_of(row)) for row in rows]

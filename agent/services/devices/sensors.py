@@ -126,7 +126,15 @@ class SensorService:
         farm_id = None if query.farm_id is None else str(query.farm_id)
         if farm_id is not None:
             await self._devices.authorize_farm(principal, farm_id, Action.READ)
-        where = DeviceFilter(farm_id, "sensor", query.device_type, query.status)
+        where = DeviceFilter(
+            farm_id,
+            "sensor",
+            query.device_type,
+            query.status,
+            location=query.location,
+            search=query.q,
+            sort=query.sort,
+        )
         rows, total = await self._device_store.list_visible(
             principal, where, query.limit, query.offset
         )

@@ -8,7 +8,13 @@ from agent.store.events import EventFilter, EventStore
 from protocol.access import Action, authorize
 from protocol.errors import NotFound
 from protocol.identity import Principal
-from protocol.schemas.events import Event, EventList, EventListQuery
+from protocol.schemas.events import (
+    Event,
+    EventGroupAcknowledge,
+    EventGroupAcknowledged,
+    EventList,
+    EventListQuery,
+)
 from protocol.timefmt import iso, now_iso
 
 __all__ = ["EventService"]
@@ -33,6 +39,7 @@ class EventService:
             kind=query.kind,
             since=None if query.since is None else iso(query.since),
             until=None if query.until is None else iso(query.until),
+            acknowledged=query.acknowledged,
         )
         rows, total = await self._store.list(principal, where, query.limit, query.offset)
         return EventList(
@@ -41,6 +48,22 @@ class EventService:
             limit=query.limit,
             offset=query.offset,
         )
+
+    async def acknowledge_group(
+        self, principal: Principal, body: EventGroupAcknowledge
+    ) -> EventGroupAcknowledged:
+        """Acknowledge a group of like events at once (needs write access to the farm)."""
+        farm_id = str(body.farm_id)
+        authorize(principal, Action.CONTROL, await farm_grant(self._db, principal, farm_id))
+        count = await self._store.acknowledge_group(
+            farm_id,
+            body.kind,
+            None if body.device_id is None else str(body.device_id),
+            iso(body.until),
+            principal.user_id,
+            now_iso(),
+        )
+        return EventGroupAcknowledged(acknowledged=count)
 
     async def acknowledge(self, principal: Principal, event_id: str) -> Event:
         """Mark an event seen; acknowledging it again keeps the first acknowledgement."""

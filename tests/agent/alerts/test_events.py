@@ -224,3 +224,26 @@ async def test_an_event_the_database_refuses_does_not_block_the_ones_after_it(
     assert stored[odd]["data"] == {"value": None}  # NaN is not JSON: stored as null
     assert bad not in stored
     assert stored[good]["data"] == {"value": 1.5}
+
+
+async def test_a_group_of_like_events_is_acknowledged_in_one_request(agent: Agent) -> None:
+    farm_id = await create_farm(agent)
+    log = agent.client.app[EVENT_LOG]
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(5):
+        log.record(farm_id, None, "device_fault", "error", "silent", {}, at=start + timedelta(i))
+    log.record(farm_id, None, "other", "info", "else", {}, at=start)
+    await written(agent)
+    body = {"farm_id": farm_id, "kind": "device_fault", "until": "2026-01-04T00:00:00.000Z"}
+
+    reader = await login_as(agent, "operator", farm_id, "read_only")
+    resp = await agent.client.post(
+        "/api/v1/events/acknowledge", json=body, headers=agent.auth(reader)
+    )
+    assert resp.status == 403
+    resp = await agent.client.post("/api/v1/events/acknowledge", json=body, headers=agent.auth())
+    assert (resp.status, await resp.json()) == (200, {"acknowledged": 4})  # up to until
+
+    status, listed = await events_of(agent, farm_id=farm_id, acknowledged="false")
+    assert status == 200, listed
+    assert sorted(e["kind"] for e in listed["events"]) == ["device_fault", "other"]

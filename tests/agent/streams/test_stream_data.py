@@ -212,3 +212,33 @@ async def test_an_unusable_client_message_is_rejected_and_the_stream_goes_on(age
     publish(agent, device_event(north, probe))
     assert (await expect(ws, "status-update"))["farm_id"] == north
     await ws.close()
+
+
+async def test_a_batch_ms_subscription_gets_readings_in_one_message(agent: Agent) -> None:
+    farm_id, (probe, other) = await _farm_with_devices(agent, "North", "Probe", "Other")
+    ws = await open_stream(agent, "sensor-data")
+    ack = await subscribe(ws, farm_id=farm_id, batch_ms=250)
+    assert ack["data"]["batch_ms"] == 250
+    await store_readings(
+        agent, (probe, "temperature", 20.0), (other, "humidity", 61.0), (probe, "temperature", 20.5)
+    )
+    batch = await expect(ws, "readings")
+    assert batch["farm_id"] == farm_id
+    assert [(r["device_id"], r["metric"], r["value"]) for r in batch["data"]["readings"]] == [
+        (probe, "temperature", 20.0),
+        (other, "humidity", 61.0),
+        (probe, "temperature", 20.5),
+    ]
+    assert all(ISO_MS_Z.match(r["timestamp"]) for r in batch["data"]["readings"])
+    # Without batch_ms (every existing client) readings come one message each.
+    await subscribe(ws, farm_id=farm_id)
+    await store_readings(agent, (probe, "temperature", 21.0))
+    assert (await expect(ws, "reading"))["data"]["value"] == 21.0
+    await ws.close()
+
+
+async def test_batch_ms_out_of_range_is_rejected(agent: Agent) -> None:
+    ws = await open_stream(agent, "sensor-data")
+    await ws.send_json({"type": "subscribe", "batch_ms": 1})
+    assert "batch_ms" in (await expect(ws, "rejected"))["data"]["message"]
+    await ws.close()

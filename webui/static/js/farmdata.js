@@ -1,5 +1,5 @@
-// What several screens need about one farm, fetched in parallel: its rows, racks and shelves,
-// sensors and devices, active plans and alerts, climate settings; and where each sensor sits.
+// What several screens need about one farm: the overview (one request for the whole farm), the
+// names of its places, its rows, racks and shelves, and how metrics are labelled.
 
 import { ApiError, all, get } from "./api.js";
 
@@ -22,11 +22,57 @@ export const SHELF_METRICS = [
   { key: "ph", label: "pH", unit: "", digits: 2 },
   { key: "ec", label: "EC", unit: "", digits: 2 },
   { key: "light", label: "Light", unit: "", digits: 0, aliases: ["illuminance", "ppfd", "lux"] },
+  { key: "co2", label: "CO₂", unit: " ppm", digits: 0 },
 ];
+
+/** How long the layout (and the overview's copy for other screens) is kept in the page. */
+const HIERARCHY_TTL_MS = 60_000;
+
+/** @type {Map<string, {at: number, overview: Promise<any>}>} */
+const overviews = new Map();
+
+/**
+ * The farm at a glance in one request (GET /farms/{id}/overview): layout, each shelf's sensors
+ * with their latest values and per-metric aggregates, offline devices and active alerts. The
+ * answer is kept for a minute for screens that need only the layout (``fresh`` asks again).
+ * @param {string} farmId @param {{fresh?: boolean}} [options]
+ */
+export function loadOverview(farmId, options = {}) {
+  const cached = overviews.get(farmId);
+  if (!options.fresh && cached && Date.now() - cached.at < HIERARCHY_TTL_MS) return cached.overview;
+  const overview = get(`/api/v1/farms/${farmId}/overview`, { offline_limit: 5, alert_limit: 50 });
+  overviews.set(farmId, { at: Date.now(), overview });
+  overview.catch(() => overviews.delete(farmId));
+  return overview;
+}
+
+/** Names of a farm's rows, racks and shelves (for location fields and filters), from the overview. @param {string} farmId */
+export async function loadPlaces(farmId) {
+  const overview = await loadOverview(farmId);
+  return overview.rows.flatMap((/** @type {any} */ row) => [
+    row.name,
+    ...row.racks.flatMap((/** @type {any} */ rack) => [rack.name, ...rack.shelves.map((/** @type {any} */ s) => s.name)]),
+  ]);
+}
+
+/** How the overview shows a reported metric: label, unit, decimals. @param {string} metric @param {string} [unit] */
+export function metricInfo(metric, unit = "") {
+  const known = SHELF_METRICS.find((x) => x.key === metric || (x.aliases || []).includes(metric));
+  if (known) return known;
+  return { key: metric, label: metric.replace(/_/g, " "), unit: unit ? ` ${unit}` : "", digits: 1 };
+}
+
+/** Order of metrics on a shelf: the known ones first, in SHELF_METRICS order. @param {string} a @param {string} b */
+export function metricOrder(a, b) {
+  const rank = (/** @type {string} */ m) => {
+    const i = SHELF_METRICS.findIndex((x) => x.key === m || (x.aliases || []).includes(m));
+    return i < 0 ? SHELF_METRICS.length : i;
+  };
+  return rank(a) - rank(b) || a.localeCompare(b);
+}
 
 /** @type {Map<string, {at: number, rows: Promise<any[]>}>} */
 const hierarchies = new Map();
-const HIERARCHY_TTL_MS = 60_000;
 
 /**
  * The farm's rows with their racks and shelves. Kept for a minute: the layout rarely changes
@@ -60,86 +106,8 @@ async function fetchHierarchy(farmId) {
   }));
 }
 
-/** @param {string} farmId */
-export async function loadFarm(farmId) {
-  const [rows, listed, devices, plans, alerts, climate] = await Promise.all([
-    loadHierarchy(farmId),
-    optional(all("/api/v1/sensors", "sensors", { farm_id: farmId }), null),
-    all("/api/v1/devices", "devices", { farm_id: farmId }),
-    optional(all("/api/v1/grow-plans", "grow_plans", { farm_id: farmId, status: "active" }), []),
-    optional(all("/api/v1/alerts", "alerts", { farm_id: farmId, state: "active" }), []),
-    optional(get("/api/v1/climate-control", { farm_id: farmId }), { climate_controls: [] }),
-  ]);
-  const sensors = listed || sensorsOf(devices);
-  const progress = await Promise.all(
-    plans.map((p) => get(`/api/v1/grow-plans/${p.id}/progress`).catch(() => null)),
-  );
-  plans.forEach((p, i) => (p.progress = progress[i]));
-  return { rows, sensors, devices, plans, alerts, climate: climate.climate_controls };
-}
-
 /** Sensors as the device registry describes them, where no sensor list is served. @param {any[]} devices */
 export function sensorsOf(devices) {
   return devices.filter((d) => d.kind === "sensor").map((d) => ({ ...d, metrics: [], calibration: null }));
 }
 
-/** Lower-case name for matching a device's free-text location to a structure. @param {string} s */
-const norm = (s) => (s || "").trim().toLowerCase();
-
-/**
- * Which shelves each sensor covers: its location names a shelf, a rack or a row (the most
- * specific wins); other sensors are farm-wide.
- * @param {any[]} rows @param {any[]} sensors
- * @returns {{byShelf: Map<string, any[]>, unplaced: any[]}}
- */
-export function placeSensors(rows, sensors) {
-  /** @type {Map<string, any[]>} */
-  const byShelf = new Map();
-  const unplaced = [];
-  for (const sensor of sensors) {
-    const where = norm(sensor.location);
-    const shelves = [];
-    for (const row of rows) {
-      for (const rack of row.racks) {
-        for (const shelf of rack.shelves) {
-          if (norm(shelf.name) === where) shelves.push({ shelf, rank: 3 });
-          else if (norm(rack.name) === where) shelves.push({ shelf, rank: 2 });
-          else if (norm(row.name) === where || norm(row.name).split(":")[0] === where) shelves.push({ shelf, rank: 1 });
-        }
-      }
-    }
-    const best = Math.max(0, ...shelves.map((s) => s.rank));
-    if (!best) unplaced.push(sensor);
-    for (const { shelf, rank } of shelves) {
-      if (rank !== best) continue;
-      if (!byShelf.has(shelf.id)) byShelf.set(shelf.id, []);
-      /** @type {any[]} */ (byShelf.get(shelf.id)).push(sensor);
-    }
-  }
-  return { byShelf, unplaced };
-}
-
-/** Latest value of each metric of a sensor, from its last two minutes of data. @param {any} sensor */
-export async function latestValues(sensor) {
-  /** @type {Record<string, number>} */
-  const values = {};
-  // Without a last-reading time (the cloud's mirror may not carry one) look at the last hour.
-  const end = sensor.last_reading ? new Date(new Date(sensor.last_reading).getTime() + 1000) : new Date();
-  const start = new Date(end.getTime() - (sensor.last_reading ? 120_000 : 3600_000));
-  const data = await get(`/api/v1/sensors/${sensor.id}/data`, {
-    start: start.toISOString(),
-    end: end.toISOString(),
-    max_points: 10,
-  });
-  for (const series of data.series) {
-    const last = series.points[series.points.length - 1];
-    if (last) values[series.metric] = last.value;
-  }
-  return values;
-}
-
-/** The metric key SHELF_METRICS uses for a reported metric name. @param {string} metric */
-export function shelfMetric(metric) {
-  const m = SHELF_METRICS.find((x) => x.key === metric || (x.aliases || []).includes(metric));
-  return m ? m.key : null;
-}

@@ -27,11 +27,15 @@ export class LiveStream {
    * @param {"farm-status"|"sensor-data"|"device-events"} name
    * @param {string|null} farmId
    * @param {(message: any) => void} onMessage
+   * @param {{batchMs?: number, deviceIds?: string[]}} [options] batchMs: readings arrive as
+   *   "readings" messages, one per period; deviceIds: only these devices' messages
    */
-  constructor(name, farmId, onMessage) {
+  constructor(name, farmId, onMessage, options = {}) {
     this.name = name;
     this.farmId = farmId;
     this.onMessage = onMessage;
+    this.batchMs = options.batchMs;
+    this.deviceIds = options.deviceIds;
     this.up = true;
     this.closed = false;
     this.delay = 1000;
@@ -51,7 +55,10 @@ export class LiveStream {
     socket.onmessage = (event) => {
       const message = JSON.parse(event.data);
       if (message.type === "ready") {
-        socket.send(JSON.stringify({ type: "subscribe", farm_id: this.farmId }));
+        const subscribe = { type: "subscribe", farm_id: this.farmId };
+        if (this.batchMs) subscribe.batch_ms = this.batchMs;
+        if (this.deviceIds) subscribe.device_ids = this.deviceIds;
+        socket.send(JSON.stringify(subscribe));
         this.delay = 1000;
         this.setUp(true);
       } else if (!["subscribed", "heartbeat", "pong"].includes(message.type)) {
@@ -92,4 +99,38 @@ export class LiveStream {
 /** Close every open stream (on leaving a screen). */
 export function closeAll() {
   for (const stream of [...open]) stream.close();
+}
+
+/**
+ * The readings a sensor-data message carries: a batch's list, or the one reading (with the
+ * message's timestamp).
+ * @param {any} message
+ * @returns {{device_id: string, metric: string, unit: string, value: number, timestamp: string}[]}
+ */
+export function readingsOf(message) {
+  if (message.type === "readings") return message.data.readings;
+  if (message.type === "reading") return [{ ...message.data, timestamp: message.timestamp }];
+  return [];
+}
+
+/**
+ * Collect items and hand them to ``apply`` once per animation frame, so a burst of stream
+ * messages costs one update of the page.
+ * @template T @param {(items: T[]) => void} apply @returns {(item: T) => void}
+ */
+export function perFrame(apply) {
+  /** @type {T[]} */
+  let items = [];
+  let scheduled = false;
+  return (item) => {
+    items.push(item);
+    if (scheduled) return;
+    scheduled = true;
+    requestAnimationFrame(() => {
+      scheduled = false;
+      const taken = items;
+      items = [];
+      apply(taken);
+    });
+  };
 }

@@ -193,7 +193,7 @@ function result(ctx, box, sensor, calibration) {
     if (msg.type === "reading" && msg.data.device_id === sensor.id && msg.data.metric === calibration.metric) {
       corrected.textContent = `${num(msg.data.value, 2)} ${msg.data.unit}`;
     }
-  });
+  }, { deviceIds: [sensor.id] });
 }
 
 /** Least-squares line through (raw, reference) pairs; an offset for one point. @param {{raw: number, reference: number}[]} pts */
@@ -283,5 +283,5 @@ function inAgent(ctx, sensor, count) {
     recent.push(msg.data.raw ?? msg.data.value);
     if (recent.length > 10) recent.shift();
     if (captured.length < count) drawLive();
-  });
+  }, { deviceIds: [sensor.id] });
 }

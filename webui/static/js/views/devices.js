@@ -1,60 +1,152 @@
-// Devices: the farm's devices with online state, last seen and profile; add one from a firmware
+// Devices: the farm's devices in pages, searchable and filtered by kind, state and location,
+// sorted by any column, with online state, last seen and profile; add one from a firmware
 // profile (its topic or serial port, placed on a shelf), edit, delete after a confirmation.
 
-import { all, call, currentUser, get } from "../api.js";
+import { call, currentUser, get } from "../api.js";
 import { field, h, mount, when } from "../dom.js";
-import { loadHierarchy } from "../farmdata.js";
+import { loadPlaces } from "../farmdata.js";
 import { confirmDialog, messageOf, showError, toast } from "../notify.js";
+
+const KINDS = ["sensor", "fan", "light", "pump", "valve"];
+const STATES = ["online", "offline", "maintenance", "disabled"];
+const PAGE_SIZES = [25, 50, 100, 200];
+/** Columns a phone leaves out (the kind is in the filter, the rest one tap away). */
+const OPTIONAL = new Set(["Kind", "Last seen", "Profile"]);
+/** Columns a click sorts by (the API's sort names). */
+const SORTS = { Name: "name", Kind: "kind", Where: "location", State: "status", "Last seen": "-last_seen" };
+/** Typing in the search box asks the server after this pause. */
+const TYPING_MS = 300;
 
 /** @param {any} ctx */
 export async function render(ctx) {
   const farm = ctx.farm;
   if (!farm) return mount(ctx.main, h("p", { class: "panel" }, "No farm to show."));
-  const [devices, rows] = await Promise.all([all("/api/v1/devices", "devices", { farm_id: farm.id }), loadHierarchy(farm.id)]);
   const canManage = ctx.service === "agent" && ["admin", "farm_manager"].includes(currentUser()?.role || "");
-  const places = rows.flatMap((row) => [row.name, ...row.racks.flatMap((rack) => [rack.name, ...rack.shelves.map((s) => s.name)])]);
+  const places = await loadPlaces(farm.id).catch(() => []);
+  const p = ctx.params || {};
+  const filter = {
+    q: p.q || "",
+    kind: KINDS.includes(p.kind) ? p.kind : "",
+    status: STATES.includes(p.status) ? p.status : "",
+    location: p.location || "",
+    sort: Object.values(SORTS).includes(p.sort) || p.sort === "-name" ? p.sort : "name",
+    limit: PAGE_SIZES.includes(Number(p.limit)) ? Number(p.limit) : 50,
+    offset: Math.max(0, Number(p.offset) || 0),
+  };
   const editor = h("div");
+  const tbody = h("tbody");
+  const found = h("p", { class: "hint", role: "status", "aria-live": "polite" });
+  const pager = h("div", { class: "pager" });
+  const headers = h("tr");
   const table = h(
     "div",
-    { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Scrollable table" },
-    h(
-      "table",
-      null,
-      h("caption", { class: "sr-only" }, "Devices of " + farm.name),
-      h("thead", null, h("tr", null, ["Name", "Kind", "Where", "State", "Last seen", "Profile", canManage ? "Actions" : null].filter(Boolean).map((t) => h("th", { scope: "col" }, t)))),
-      h(
-        "tbody",
-        null,
-        devices.map((d) =>
-          h(
-            "tr",
-            { "data-device": d.name },
-            h("td", null, d.kind === "sensor" ? h("a", { href: `#/sensors/${d.id}` }, d.name) : d.name),
-            h("td", null, d.device_type || d.kind),
-            h("td", null, d.location || "–"),
-            h("td", { class: `status-${d.status}` }, d.admin_status !== "active" ? `${d.status} (${d.admin_status})` : d.status),
-            h("td", null, when(d.last_seen)),
-            h("td", null, d.profile || "–"),
-            canManage
-              ? h(
-                  "td",
-                  null,
-                  h("div", { class: "actions" },
-                    h("button", { onclick: () => edit(ctx, editor, d, places), "aria-label": `Edit ${d.name}` }, "Edit"),
-                    h("button", { class: "danger", "aria-label": `Delete ${d.name}`, onclick: () => remove(ctx, d) }, "Delete"),
-                  ),
-                )
-              : null,
-          ),
-        ),
-      ),
-    ),
+    { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Devices table" },
+    h("table", { class: "compact" }, h("caption", { class: "sr-only" }, "Devices of " + farm.name), h("thead", null, headers), tbody),
+  );
+
+  let seq = 0;
+  /** @param {boolean} [initial] a failure of the first page is the screen's (it shows the error) */
+  const load = async (initial = false) => {
+    const mine = ++seq;
+    const query = { farm_id: farm.id, ...filter };
+    let page;
+    try {
+      page = await get("/api/v1/devices", query);
+    } catch (err) {
+      if (initial) throw err;
+      if (mine === seq) found.textContent = messageOf(err);
+      return;
+    }
+    if (mine !== seq || !ctx.isCurrent()) return;
+    const shown = Object.fromEntries(Object.entries(filter).filter(([k, v]) => v !== "" && !(k === "offset" && v === 0) && !(k === "limit" && v === 50) && !(k === "sort" && v === "name")));
+    history.replaceState(null, "", `#/devices${Object.keys(shown).length ? "?" + new URLSearchParams(/** @type {any} */ (shown)) : ""}`);
+    mount(tbody, page.devices.map((/** @type {any} */ d) => deviceRow(ctx, editor, d, places, canManage)));
+    const first = page.total ? filter.offset + 1 : 0;
+    const last = filter.offset + page.devices.length;
+    found.textContent = page.total ? `${first}–${last} of ${page.total} device${page.total === 1 ? "" : "s"}` : "No device matches.";
+    mount(
+      pager,
+      h("button", { type: "button", disabled: filter.offset === 0, onclick: () => go(Math.max(0, filter.offset - filter.limit)) }, "Previous"),
+      h("button", { type: "button", disabled: last >= page.total, onclick: () => go(filter.offset + filter.limit) }, "Next"),
+      field("Per page", h("select", { name: "limit", onchange: (/** @type {Event} */ e) => { filter.limit = Number(/** @type {HTMLSelectElement} */ (e.target).value); go(0); } }, PAGE_SIZES.map((n) => h("option", { value: n, selected: n === filter.limit }, String(n))))),
+    );
+    drawHeaders();
+  };
+  const go = (/** @type {number} */ offset) => {
+    filter.offset = offset;
+    void load();
+  };
+  const drawHeaders = () => {
+    mount(headers, [...Object.keys(SORTS), "Profile", canManage ? "Actions" : null].filter(Boolean).map((t) => {
+      const key = /** @type {Record<string,string>} */ (SORTS)[/** @type {string} */ (t)];
+      const opt = OPTIONAL.has(/** @type {string} */ (t)) ? "opt" : null;
+      if (!key) return h("th", { scope: "col", class: opt }, t);
+      const active = filter.sort === key || (key === "name" && filter.sort === "-name");
+      const next = key === "name" && filter.sort === "name" ? "-name" : key;
+      return h("th", { scope: "col", class: opt, "aria-sort": active ? (filter.sort.startsWith("-") ? "descending" : "ascending") : null },
+        h("button", { type: "button", class: "sort", onclick: () => { filter.sort = next; go(0); } }, t));
+    }));
+  };
+
+  let typing = 0;
+  const search = h("input", { type: "search", name: "q", value: filter.q, placeholder: "Name, place or type", autocomplete: "off" });
+  search.addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = window.setTimeout(() => {
+      filter.q = /** @type {HTMLInputElement} */ (search).value.trim();
+      go(0);
+    }, TYPING_MS);
+  });
+  const choose = (/** @type {string} */ name, /** @type {string[]} */ values, /** @type {string} */ all) => {
+    const select = h("select", { name }, h("option", { value: "" }, all), values.map((v) => h("option", { value: v, selected: /** @type {any} */ (filter)[name] === v }, v)));
+    select.addEventListener("change", () => {
+      /** @type {any} */ (filter)[name] = /** @type {HTMLSelectElement} */ (select).value;
+      go(0);
+    });
+    return select;
+  };
+  const tools = h(
+    "form",
+    { class: "list-tools", role: "search", "aria-label": "Find devices", onsubmit: (/** @type {Event} */ e) => e.preventDefault() },
+    h("div", { class: "field search" }, h("label", { for: "device-search" }, "Search"), Object.assign(search, { id: "device-search" })),
+    field("Kind", choose("kind", KINDS, "All kinds")),
+    field("State", choose("status", STATES, "All states")),
+    field("Where", choose("location", places, "Anywhere")),
   );
   mount(
     ctx.main,
     h("div", { class: "screen-title" }, h("h1", null, "Devices"), canManage ? h("button", { class: "primary", onclick: () => add(ctx, editor, places) }, "Add a device") : null),
     editor,
-    devices.length ? table : h("p", { class: "panel" }, "No devices on this farm yet."),
+    tools,
+    found,
+    table,
+    pager,
+  );
+  drawHeaders();
+  await load(true);
+}
+
+/** One compact row of the list. @param {any} ctx @param {HTMLElement} editor @param {any} d @param {string[]} places @param {boolean} canManage */
+function deviceRow(ctx, editor, d, places, canManage) {
+  return h(
+    "tr",
+    { "data-device": d.name },
+    h("td", null, d.kind === "sensor" ? h("a", { href: `#/sensors/${d.id}` }, d.name) : d.name),
+    h("td", { class: "opt" }, d.device_type || d.kind),
+    h("td", null, d.location || "–"),
+    h("td", { class: `status-${d.status}` }, d.admin_status !== "active" ? `${d.status} (${d.admin_status})` : d.status),
+    h("td", { class: "opt" }, when(d.last_seen)),
+    h("td", { class: "opt" }, d.profile || "–"),
+    canManage
+      ? h(
+          "td",
+          null,
+          h("div", { class: "actions" },
+            h("button", { onclick: () => edit(ctx, editor, d, places), "aria-label": `Edit ${d.name}` }, "Edit"),
+            h("button", { class: "danger", "aria-label": `Delete ${d.name}`, onclick: () => remove(ctx, d) }, "Delete"),
+          ),
+        )
+      : null,
   );
 }
 
