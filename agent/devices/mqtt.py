@@ -27,7 +27,7 @@ import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import aiomqtt
 import paho.mqtt.client as mqtt
@@ -380,6 +380,7 @@ class MqttClient:
         # does with ``suppress_exceptions`` off. The connection a message came on is what
         # acknowledging it needs.
         client._client._handle_on_message = self._receiver(client)  # type: ignore[method-assign,assignment]
+        _ignore_late_acknowledgements(client)
         async with asyncio.timeout(settings.timeout + 1):
             await client.__aenter__()
         _read_in_bursts(client)
@@ -684,3 +685,26 @@ def _read_in_bursts(client: aiomqtt.Client) -> None:
                 client._disconnected.set_exception(exc)
 
     asyncio.get_running_loop().add_reader(sock.fileno(), read)
+
+
+def _ignore_late_acknowledgements(client: aiomqtt.Client) -> None:
+    """Drop a SUBACK or UNSUBACK nobody waits for any more.
+
+    A subscribe whose caller was cancelled (a stop while a device is being bound) still gets its
+    acknowledgement; aiomqtt 2.5 logs that as an error with a traceback ("Unexpected message
+    ID"), though nothing went wrong.
+    """
+    paho = client._client
+    for waiting, attribute in (
+        (client._pending_subscribes, "on_subscribe"),
+        (client._pending_unsubscribes, "on_unsubscribe"),
+    ):
+        callback = getattr(paho, attribute)
+
+        def acknowledged(
+            *args: Any, _waiting: dict[int, Any] = waiting, _callback: Any = callback
+        ) -> None:
+            if args[2] in _waiting:  # (client, userdata, mid, ...)
+                _callback(*args)
+
+        setattr(paho, attribute, acknowledged)
