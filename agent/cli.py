@@ -195,7 +195,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         target.add_argument(
             "--simulate",
             action="store_true",
-            help="demo: simulated devices on the first farm (private Mosquitto if none answers)",
+            help="demo: simulated devices on the first farm (on a private Mosquitto unless"
+            " FARM_MQTT_HOST or FARM_MQTT_PORT names a broker)",
         )
     pair = commands.add_parser("pair", help="pair this agent with a cloud (DESIGN.md section 8)")
     pair.add_argument("--cloud", required=True, help="the cloud's base URL")

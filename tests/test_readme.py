@@ -18,6 +18,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 SPECIAL = {
     (AgentSettings, "admin_password"): "generated, printed once",
     (AgentSettings, "profiles_dir"): "the set shipped in the package",
+    (AgentSettings, "mqtt_client_id"): "farm-agent-<instance id>",
     (CloudSettings, "admin_password"): "generated, printed once",
 }
 

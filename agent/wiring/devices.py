@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from agent.devices.mqtt import MqttSettings
+from agent.ops.instance_id import instance_id, mqtt_client_id
 from agent.services.calibration.runtime import EzoDevices
 from agent.services.ingest.device_runtime import DeviceRuntime
 from agent.services.ingest.serial_devices import SerialOptions
@@ -47,10 +48,15 @@ def device_runtime_context(settings: AgentSettings) -> CleanupContext:
                 from agent.services.devices.simulation import DeviceSimulation
 
                 simulation = DeviceSimulation(
-                    settings.state_dir / "simulation", app[DEVICES].profiles
+                    settings.state_dir / "simulation",
+                    app[DEVICES].profiles,
+                    client_prefix=f"sim-{instance_id(settings.state_dir)[:12]}",
                 )
                 if settings.mqtt_enabled:
-                    mqtt_host, mqtt_port = await simulation.start_broker(mqtt_host, mqtt_port)
+                    named = {"mqtt_host", "mqtt_port"} & settings.model_fields_set
+                    mqtt_host, mqtt_port = await simulation.start_broker(
+                        mqtt_host, mqtt_port, shared=bool(named)
+                    )
                 if settings.serial_enabled:
                     await simulation.start_serial()
             runtime = _runtime(app, settings, mqtt_host, mqtt_port)
@@ -64,12 +70,13 @@ def device_runtime_context(settings: AgentSettings) -> CleanupContext:
                 if settings.mqtt_enabled:
                     await simulation.start_mqtt()
             yield
-        finally:
+        finally:  # in the reverse order of the start
             if simulation is not None:
-                await simulation.stop_devices()
+                await simulation.stop_mqtt()
             if runtime is not None:
                 await runtime.stop()
             if simulation is not None:
+                await simulation.stop_serial()
                 await simulation.stop_broker()
 
     return device_runtime
@@ -86,7 +93,7 @@ def _runtime(
         will=will,
         host=mqtt_host,
         port=mqtt_port,
-        client_id=settings.mqtt_client_id,
+        client_id=mqtt_client_id(settings),
         username=settings.mqtt_username,
         password=password.get_secret_value() if password is not None else None,
     )

@@ -115,6 +115,13 @@ class AgentProcess:
 
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST as the admin; the JSON answer (2xx expected)."""
+        return await self._request("POST", path, body)
+
+    async def get(self, path: str) -> dict[str, Any]:
+        """GET as the admin; the JSON answer (2xx expected)."""
+        return await self._request("GET", path, None)
+
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         async with aiohttp.ClientSession() as session:
             if self._token is None:
                 login = {"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD}
@@ -122,7 +129,7 @@ class AgentProcess:
                     assert resp.status == 200, await resp.text()
                     self._token = (await resp.json())["access_token"]
             headers = {"Authorization": f"Bearer {self._token}"}
-            async with session.post(self.url + path, json=body, headers=headers) as resp:
+            async with session.request(method, self.url + path, json=body, headers=headers) as resp:
                 answer: dict[str, Any] = await resp.json()
                 assert resp.status < 300, answer
                 return answer

@@ -1,9 +1,10 @@
 """The demo's live devices: simulated firmwares on the first farm, run inside the agent.
 
-``farm-agent run --sample-data --simulate`` uses this: a private Mosquitto when no broker
-answers at the configured address, a Tasmota SHT3x, an ESPHome sensor and a Tasmota fan over
-MQTT, and EZO pH and EC circuits on pseudo-terminals. The devices are registered (once) on the
-oldest farm as its first admin would, so every API view and GET /sensors/{id}/data shows them.
+``farm-agent run --sample-data --simulate`` uses this: a private Mosquitto on a free port
+unless a broker is named (``FARM_MQTT_HOST`` / ``FARM_MQTT_PORT``), a Tasmota SHT3x, an
+ESPHome sensor and a Tasmota fan over MQTT, and EZO pH and EC circuits on pseudo-terminals.
+The devices are registered (once) on the oldest farm as its first admin would, so every API
+view and GET /sensors/{id}/data shows them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.devices.broker_process import MosquittoProcess, broker_reachable
+from agent.devices.broker_process import MosquittoProcess
 from agent.devices.profiles import ProfileRegistry
 from agent.devices.simulator.ezo import EzoSimulator
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
@@ -67,11 +68,14 @@ class DeviceSimulation:
         workdir: Path,
         profiles: ProfileRegistry,
         *,
+        client_prefix: str = "sim",
         period: float = 5.0,
         devices: tuple[SimulatedDevice, ...] = DEMO_DEVICES,
     ) -> None:
         self._workdir = workdir
         self._profiles = profiles
+        self._client_prefix = client_prefix
+        """Starts the simulators' MQTT client ids: the agent's own, so two demos differ."""
         self._period = period
         self._devices = devices
         self.broker: MosquittoProcess | None = None
@@ -80,15 +84,19 @@ class DeviceSimulation:
         self._ezo: dict[str, EzoSimulator] = {}
         self._mqtt: list[SimulatedMqttDevice] = []
 
-    async def start_broker(self, host: str, port: int) -> tuple[str, int]:
-        """The broker to use: the configured one if it answers, else a private Mosquitto."""
-        if await broker_reachable(host, port):
+    async def start_broker(self, host: str, port: int, *, shared: bool) -> tuple[str, int]:
+        """The broker to use: a private Mosquitto on a free port, or with ``shared`` (the user
+        named a broker) the one at ``host:port``.
+
+        A broker shared by chance (one answering on 1883) mixed two demos' devices, whose
+        topics are the same."""
+        if shared:
             self.host, self.port = host, port
             return host, port
         self.broker = MosquittoProcess(self._workdir / "mosquitto")
         await self.broker.start()
         self.host, self.port = self.broker.host, self.broker.port
-        log.info("no broker at %s:%d; started a private one on port %d", host, port, self.port)
+        log.info("simulated devices on a private broker at %s:%d", self.host, self.port)
         return self.host, self.port
 
     async def start_serial(self) -> None:
@@ -159,6 +167,7 @@ class DeviceSimulation:
                 host=self.host,
                 port=self.port,
                 period=self._period,
+                client_id=f"{self._client_prefix}-{device.profile}-{device.topic_base}",
             )
             await simulator.start()
             self._mqtt.append(simulator)
@@ -170,10 +179,18 @@ class DeviceSimulation:
 
     async def stop_devices(self) -> None:
         """Unplug and disconnect the simulated devices."""
+        await self.stop_mqtt()
+        await self.stop_serial()
+
+    async def stop_mqtt(self) -> None:
+        """Disconnect the simulated MQTT devices."""
         for mqtt in self._mqtt:
             with contextlib.suppress(Exception):
                 await mqtt.stop()
         self._mqtt = []
+
+    async def stop_serial(self) -> None:
+        """Unplug the simulated EZO circuits (once nothing reads their ports)."""
         for ezo in self._ezo.values():
             await ezo.stop()
         self._ezo = {}
