@@ -381,8 +381,12 @@ class MqttClient:
         # acknowledging it needs.
         client._client._handle_on_message = self._receiver(client)  # type: ignore[method-assign,assignment]
         _ignore_late_acknowledgements(client)
-        async with asyncio.timeout(settings.timeout + 1):
-            await client.__aenter__()
+        try:
+            async with asyncio.timeout(settings.timeout + 1):
+                await client.__aenter__()
+        except BaseException:
+            _abandon(client)
+            raise
         _read_in_bursts(client)
         self._receiving = client
         try:
@@ -708,3 +712,13 @@ def _ignore_late_acknowledgements(client: aiomqtt.Client) -> None:
                 _callback(*args)
 
         setattr(paho, attribute, acknowledged)
+
+
+def _abandon(client: aiomqtt.Client) -> None:
+    """Forget a connect that did not finish (a stop, a time-out): as aiomqtt 2.5 does after a
+    refused one, its connect future is made new and the connection dropped. Left cancelled, the
+    later disconnect callback raised out of it ("Exception in callback" with a traceback)."""
+    if client._connected.done():
+        client._connected = asyncio.get_running_loop().create_future()
+    with contextlib.suppress(Exception):
+        client._client.disconnect()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -13,6 +14,7 @@ from agent.services.ingest.device_runtime import DeviceRuntime
 from agent.services.ingest.serial_devices import SerialOptions
 from agent.settings import AgentSettings
 from agent.store.farms import FarmStore
+from agent.store.readings import ReadingStore
 from agent.store.users import UserStore
 from agent.web.keys import (
     CALIBRATION,
@@ -67,6 +69,8 @@ def device_runtime_context(settings: AgentSettings) -> CleanupContext:
                 await simulation.register(
                     app[DEVICES], FarmStore(app[DATABASE]), UserStore(app[DATABASE])
                 )
+                # A week for the charts, on the run that registered the devices.
+                await simulation.seed_history(ReadingStore(app[DATABASE]), int(time.time() * 1000))
                 if settings.mqtt_enabled:
                     await simulation.start_mqtt()
             yield

@@ -19,9 +19,11 @@ from typing import Any
 from agent.devices.broker_process import MosquittoProcess
 from agent.devices.profiles import ProfileRegistry
 from agent.devices.simulator.ezo import EzoSimulator
+from agent.devices.simulator.history import history
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
 from agent.services.devices.registry import DeviceService
 from agent.store.farms import FarmStore
+from agent.store.readings import NewReading, ReadingStore
 from agent.store.users import UserStore
 from protocol.errors import ApiError
 from protocol.identity import Principal, Role
@@ -83,6 +85,8 @@ class DeviceSimulation:
         self.port = 1883
         self._ezo: dict[str, EzoSimulator] = {}
         self._mqtt: list[SimulatedMqttDevice] = []
+        self._new: list[tuple[str, SimulatedDevice]] = []
+        """The devices this run registered (device id), whose history is still to be made."""
 
     async def start_broker(self, host: str, port: int, *, shared: bool) -> tuple[str, int]:
         """The broker to use: a private Mosquitto on a free port, or with ``shared`` (the user
@@ -144,12 +148,35 @@ class DeviceSimulation:
                 }
             )
             try:
-                await devices.register(principal, body)
+                registered = await devices.register(principal, body)
                 created += 1
+                self._new.append((registered.id, device))
             except ApiError as err:  # registered by an earlier run: same topic or port
                 log.debug("simulated device %s not registered: %s", device.name, err)
         log.info("simulated devices on farm %s: %d new", farm_id, created)
         return created
+
+    async def seed_history(
+        self, readings: ReadingStore, now_ms: int, *, days: int = 7, step_s: int = 300
+    ) -> int:
+        """A past of ``days`` for the sensors this run registered, a reading every ``step_s``,
+        stored as the devices' own readings are (their rollups included); how many."""
+        rng = random.Random()
+        start = now_ms - days * 86_400_000
+        end = now_ms - step_s * 1000  # the live readings take over from here
+        stored = 0
+        for device_id, device in self._new:
+            if device.kind != "sensor":
+                continue
+            for metric in self._profiles[device.profile].metrics:
+                batch = [
+                    NewReading(device_id, metric.name, metric.unit, ts, value)
+                    for ts, value in history(metric, start, end, step_s * 1000, rng)
+                ]
+                stored += len((await readings.write(batch)).inserted)
+        self._new = []
+        log.info("simulated devices: %d readings of the past %d days", stored, days)
+        return stored
 
     def _address(self, device: SimulatedDevice) -> dict[str, Any]:
         if device.ezo is not None:

@@ -14,6 +14,7 @@ from tests.support.agent_process import AgentProcess
 _FIRST_START = {
     "creating the sample farm": "First admin:",
     "binding the simulated devices": "device runtime started",
+    "writing the week of history": "simulated devices on farm",
     "serving": "Sign in:",
 }
 
