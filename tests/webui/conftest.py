@@ -80,7 +80,8 @@ class Screen:
         self.page.get_by_label("Email").fill(email)
         self.page.get_by_label("Password").fill(password)
         self.page.get_by_role("button", name="Sign in").click()
-        self.page.get_by_role("navigation", name="Screens").wait_for()
+        # Attached, not visible: on a phone the screens are a closed menu.
+        self.page.locator('nav[aria-label="Screens"]').wait_for(state="attached")
         switcher = self.page.locator("#farm-switcher")
         if switcher.count() and switcher.locator("option", has_text=farm).count():
             switcher.select_option(label=farm)
