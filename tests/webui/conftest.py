@@ -86,6 +86,14 @@ class Screen:
         if switcher.count() and switcher.locator("option", has_text=farm).count():
             switcher.select_option(label=farm)
 
+    def go(self, screen_name: str) -> None:
+        """Follow the navigation's link to a screen, through the menu on a phone."""
+        menu = self.page.locator("button.menu-toggle")
+        if menu.is_visible() and menu.get_attribute("aria-expanded") != "true":
+            menu.click()
+        nav = self.page.get_by_role("navigation", name="Screens")
+        nav.get_by_role("link", name=screen_name, exact=True).click()
+
     def capture(self, name: str) -> Path:
         """Save a full-page screenshot and check the page with axe-core."""
         ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -83,3 +83,97 @@ def test_the_device_table_fits_a_phone(screen: Screen) -> None:
         expect(row.locator("td[data-label]").first).to_be_visible()
     _no_sideways_scroll(page)
     screen.capture("devices-table")
+
+
+def _sensor(screen: Screen, name: str) -> dict[str, Any]:
+    status, sensors = screen.site.api("GET", "/api/v1/sensors?limit=500", token=screen.site.login())
+    assert status == 200, sensors
+    return dict(next(s for s in sensors["sensors"] if s["name"] == name))
+
+
+def _device(screen: Screen, name: str) -> dict[str, Any]:
+    status, devices = screen.site.api("GET", "/api/v1/devices?limit=500", token=screen.site.login())
+    assert status == 200, devices
+    return dict(next(d for d in devices["devices"] if d["name"] == name))
+
+
+def test_a_chart_of_two_units_has_an_axis_each_bands_and_values_under_a_finger(
+    screen: Screen,
+) -> None:
+    page = screen.page
+    token = screen.site.login()
+    climate = _sensor(screen, "Rack A1 climate")
+    fan = _device(screen, "Exhaust fan")
+    settings = {
+        "farm_id": climate["farm_id"],
+        "temperature": {"target": 23.0, "band": 1.5},
+        "humidity": {"target": 60.0, "band": 8.0},
+        "mode": "manual",
+        "fan_ids": [fan["id"]],
+    }
+    status, body = screen.site.api("POST", "/api/v1/climate-control/update", settings, token)
+    assert status == 200, body
+    rule = {
+        "device_id": climate["id"],
+        "metric": "humidity",
+        "name": f"Too damp ({screen.size})",
+        "above": 80,
+    }
+    status, body = screen.site.api("POST", "/api/v1/alert-rules", rule, token)
+    assert status == 201, body
+    screen.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD)
+    screen.open(f"sensors/{climate['id']}")
+    chart = page.locator("svg.chart")
+    expect(chart).to_be_visible()
+    # One value axis per unit, each named by its unit; names with units in the legend.
+    expect(chart.locator("text.unit")).to_have_count(2)
+    for unit in ("°C", "%"):
+        expect(chart.locator("text.unit", has_text=unit)).to_have_count(1)
+    expect(page.locator(".legend")).to_contain_text("Temperature (°C)")
+    expect(page.locator(".legend")).to_contain_text("Humidity (%)")
+    # The climate band of each metric and the alert threshold are shaded.
+    expect(chart.locator("rect.band.ok")).to_have_count(2)
+    expect(chart.locator("rect.band.alert").first).to_be_visible()  # one rule per screen size
+    # Values under the pointer (a finger on a phone), with their units.
+    box = chart.bounding_box()
+    assert box is not None
+    where = {"x": box["width"] * 0.6, "y": box["height"] / 2}  # the nearest readings show
+    if screen.size == "phone":
+        chart.dispatch_event(
+            "pointerdown",
+            {
+                "clientX": box["x"] + where["x"],
+                "clientY": box["y"] + where["y"],
+                "pointerType": "touch",
+            },
+        )
+    else:
+        chart.hover(position=where)
+    readout = chart.locator("g.readout")
+    expect(readout).to_be_visible()
+    expect(readout).to_contain_text("Temperature:")
+    expect(readout).to_contain_text("°C")
+    expect(readout).to_contain_text("Humidity:")
+    screen.capture("chart-two-units")
+
+
+def test_a_year_of_a_new_sensor_draws_its_only_point_and_labels_name_units(
+    screen: Screen,
+) -> None:
+    page = screen.page
+    screen.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD)
+    for name, title, value in (
+        ("Tank EC", "EC (µS/cm)", "µS/cm"),
+        ("Tank pH", "pH", "pH "),
+    ):
+        sensor = _sensor(screen, name)
+        screen.open(f"sensors/{sensor['id']}")
+        stat = page.locator(".stat").first
+        expect(stat).to_contain_text(title)
+        expect(stat.locator(".latest")).to_contain_text(value)
+        page.get_by_role("button", name="1 year").click()
+        expect(page.get_by_role("button", name="1 year")).to_have_attribute("aria-pressed", "true")
+        chart = page.locator("svg.chart")
+        # The site started minutes ago: an hourly point or two, drawn as a dot or a line.
+        expect(chart.locator("circle.dot, path.line[d*='L']").first).to_be_visible()
+    screen.capture("chart-one-point")
