@@ -12,8 +12,8 @@ the messages arrived. Until then the broker counts it as in flight, so a slow wr
 broker's deliveries (its in-flight window, then its queue for the session) instead of dropping
 readings; QoS 1 messages are never dropped here. QoS 0 messages carry no such promise: beyond
 ``queue_size`` waiting messages they are dropped and counted. With a persistent session
-(clean_session false, fixed client id) the broker keeps QoS 1 messages for the agent while it is
-away, and re-delivers the ones it never acknowledged.
+(clean_session false, a client id stable across restarts) the broker keeps QoS 1 messages for
+the agent while it is away, and re-delivers the ones it never acknowledged.
 """
 
 from __future__ import annotations
