@@ -28,8 +28,15 @@ def _demo(tmp_path: Path) -> AgentProcess:
     )
 
 
-@pytest.mark.parametrize("moment", list(_FIRST_START))
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    ("signum", "moment"),
+    [
+        *((signal.SIGINT, moment) for moment in _FIRST_START),  # Ctrl-C in the demo's terminal
+        (signal.SIGTERM, "creating the sample farm"),  # systemctl stop, early and late
+        (signal.SIGTERM, "serving"),
+    ],
+    ids=lambda value: value.name if isinstance(value, signal.Signals) else value,
+)
 async def test_a_stop_during_the_first_demo_start_is_clean(
     tmp_path: Path, moment: str, signum: int
 ) -> None:
