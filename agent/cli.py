@@ -119,13 +119,32 @@ def _run(args: argparse.Namespace) -> None:
 
 def _pair(args: argparse.Namespace) -> None:
     settings = _settings(_state_overrides(args))
+    if not settings.database_path.is_file():
+        # Pairing a state no agent runs on used the one-time code up for nothing.
+        sys.exit(_no_agent_state(settings.state_dir))
     try:
         link = asyncio.run(pair(args.cloud, args.code, settings.state_dir))
     except PairingFailed as err:
         sys.exit(f"Pairing failed: {err}")
     print(
-        f"Paired with {link.cloud_url} as agent {link.agent_id};"
-        " a running agent starts syncing within seconds."
+        f"Paired with {link.cloud_url} as agent {link.agent_id}; the agent running on"
+        f" {settings.state_dir} starts syncing within seconds (no restart needed)."
+    )
+
+
+def _no_agent_state(state_dir: Path) -> str:
+    """Why ``pair`` refuses a directory without an agent's database, and where one is."""
+    elsewhere = sorted(
+        path.parent.name for path in Path.cwd().glob("*/agent.db") if path.parent != state_dir
+    )
+    hint = (
+        f"; here {', '.join(elsewhere)} holds one: add --state-dir {elsewhere[0]}"
+        if elsewhere
+        else ": pass the running agent's --state-dir (or FARM_STATE_DIR)"
+    )
+    return (
+        f"farm-agent pair: no agent state in {state_dir.absolute()} (no agent.db; the code was"
+        f" not used){hint}"
     )
 
 
@@ -195,12 +214,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         target.add_argument(
             "--simulate",
             action="store_true",
-            help="demo: simulated devices on the first farm (private Mosquitto if none answers)",
+            help="demo: simulated devices on the first farm (on a private Mosquitto unless"
+            " FARM_MQTT_HOST or FARM_MQTT_PORT names a broker)",
         )
-    pair = commands.add_parser("pair", help="pair this agent with a cloud (DESIGN.md section 8)")
+    pair = commands.add_parser(
+        "pair", help="pair this agent (its state directory, the one it runs on) with a cloud"
+    )
     pair.add_argument("--cloud", required=True, help="the cloud's base URL")
     pair.add_argument("--code", required=True, help="the one-time pairing code from an admin")
-    pair.add_argument("--state-dir", help="directory for the database and keys")
+    pair.add_argument(
+        "--state-dir", help="the state directory of the agent to pair (as it runs: FARM_STATE_DIR)"
+    )
     backup = commands.add_parser(
         "backup", help="write a backup (consistent while the agent runs) to PATH"
     )

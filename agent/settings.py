@@ -108,8 +108,14 @@ class AgentSettings(BaseSettings):
     mqtt_enabled: bool = Field(True, description="Talk to MQTT devices through mqtt_host")
     mqtt_host: str = Field("127.0.0.1", description="MQTT broker address")
     mqtt_port: int = Field(1883, ge=1, le=65535, description="MQTT broker port")
-    mqtt_client_id: str = Field(
-        "farm-agent", min_length=1, max_length=64, description="Fixed: keeps a persistent session"
+    mqtt_client_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description=(
+            "Client id on the broker; the default comes from the state directory's instance-id"
+            " file: stable (the broker keeps the session), and another agent's differs"
+        ),
     )
     mqtt_username: str | None = Field(None, description="Broker user, when it requires one")
     mqtt_password: SecretStr | None = Field(None, description="Broker password")
@@ -171,7 +177,10 @@ class AgentSettings(BaseSettings):
     )
     simulate_devices: bool = Field(
         False,
-        description="Demo: simulated devices on the first farm (private broker if none answers)",
+        description=(
+            "Demo: simulated devices on the first farm, on a private broker unless"
+            " FARM_MQTT_HOST or FARM_MQTT_PORT names one"
+        ),
     )
 
     reading_batch_interval_s: float = Field(

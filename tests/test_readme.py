@@ -3,6 +3,7 @@ their defaults."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 SPECIAL = {
     (AgentSettings, "admin_password"): "generated, printed once",
     (AgentSettings, "profiles_dir"): "the set shipped in the package",
+    (AgentSettings, "mqtt_client_id"): "farm-agent-<instance id>",
     (CloudSettings, "admin_password"): "generated, printed once",
 }
 
@@ -51,3 +53,13 @@ def test_readme_lists_every_setting_with_its_default(
     assert table in README.read_text(encoding="utf-8"), (
         f"README.md's {prefix}* configuration table is out of date; replace it with:\n" + table
     )
+
+
+def test_the_readme_pairs_the_state_the_demo_runs_on() -> None:
+    """Pasted after ``scripts/demo``, the pairing command names the demo's state directory and
+    the command ``scripts/demo`` installs (tests/e2e/test_readme_pairing.py runs the steps)."""
+    demo = (README.parent / "scripts" / "demo").read_text(encoding="utf-8")
+    found = re.search(r'FARM_STATE_DIR="\$\{FARM_STATE_DIR:-([^}]+)\}"', demo)
+    assert found is not None, "scripts/demo no longer sets FARM_STATE_DIR's default"
+    command = f".venv/bin/farm-agent pair --state-dir {found.group(1)} --cloud "
+    assert command in README.read_text(encoding="utf-8")

@@ -108,6 +108,9 @@ class MosquittoProcess:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
+            # Out of the terminal's process group: a Ctrl-C meant for the agent would stop the
+            # broker under the agent's still connected clients; the agent stops it last.
+            start_new_session=True,
         )
         async with asyncio.timeout(timeout):
             while True:

@@ -12,8 +12,8 @@ the messages arrived. Until then the broker counts it as in flight, so a slow wr
 broker's deliveries (its in-flight window, then its queue for the session) instead of dropping
 readings; QoS 1 messages are never dropped here. QoS 0 messages carry no such promise: beyond
 ``queue_size`` waiting messages they are dropped and counted. With a persistent session
-(clean_session false, fixed client id) the broker keeps QoS 1 messages for the agent while it is
-away, and re-delivers the ones it never acknowledged.
+(clean_session false, a client id stable across restarts) the broker keeps QoS 1 messages for
+the agent while it is away, and re-delivers the ones it never acknowledged.
 
 The broker re-delivers an unacknowledged message only on a new connection (MQTT 3.1.1 section
 4.4, MQTT 5 section 4.4), and until then the message holds a place in its in-flight window: a
@@ -33,7 +33,7 @@ import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import aiomqtt
 import paho.mqtt.client as mqtt
@@ -386,8 +386,13 @@ class MqttClient:
         # does with ``suppress_exceptions`` off. The connection a message came on is what
         # acknowledging it needs.
         client._client._handle_on_message = self._receiver(client)  # type: ignore[method-assign,assignment]
-        async with asyncio.timeout(settings.timeout + 1):
-            await client.__aenter__()
+        _ignore_late_acknowledgements(client)
+        try:
+            async with asyncio.timeout(settings.timeout + 1):
+                await client.__aenter__()
+        except BaseException:
+            _abandon(client)
+            raise
         _read_in_bursts(client)
         self._receiving = client
         try:
@@ -706,3 +711,36 @@ def _read_in_bursts(client: aiomqtt.Client) -> None:
                 client._disconnected.set_exception(exc)
 
     asyncio.get_running_loop().add_reader(sock.fileno(), read)
+
+
+def _ignore_late_acknowledgements(client: aiomqtt.Client) -> None:
+    """Drop a SUBACK or UNSUBACK nobody waits for any more.
+
+    A subscribe whose caller was cancelled (a stop while a device is being bound) still gets its
+    acknowledgement; aiomqtt 2.5 logs that as an error with a traceback ("Unexpected message
+    ID"), though nothing went wrong.
+    """
+    paho = client._client
+    for waiting, attribute in (
+        (client._pending_subscribes, "on_subscribe"),
+        (client._pending_unsubscribes, "on_unsubscribe"),
+    ):
+        callback = getattr(paho, attribute)
+
+        def acknowledged(
+            *args: Any, _waiting: dict[int, Any] = waiting, _callback: Any = callback
+        ) -> None:
+            if args[2] in _waiting:  # (client, userdata, mid, ...)
+                _callback(*args)
+
+        setattr(paho, attribute, acknowledged)
+
+
+def _abandon(client: aiomqtt.Client) -> None:
+    """Forget a connect that did not finish (a stop, a time-out): as aiomqtt 2.5 does after a
+    refused one, its connect future is made new and the connection dropped. Left cancelled, the
+    later disconnect callback raised out of it ("Exception in callback" with a traceback)."""
+    if client._connected.done():
+        client._connected = asyncio.get_running_loop().create_future()
+    with contextlib.suppress(Exception):
+        client._client.disconnect()

@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import stat
 import subprocess
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -179,7 +180,7 @@ async def _broker(settings: AgentSettings) -> Finding:
     client = aiomqtt.Client(
         settings.mqtt_host,
         settings.mqtt_port,
-        identifier=f"{settings.mqtt_client_id}-doctor",
+        identifier=f"farm-agent-doctor-{uuid.uuid4().hex[:8]}",  # never the agent's own
         username=settings.mqtt_username,
         password=password,
         timeout=_TIMEOUT_S,

@@ -10,6 +10,7 @@ a restart would make none, so the pings go on and /healthz says ``unhealthy`` in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Callable
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 _STATUS_INTERVAL_S = 30.0
 _SHUTDOWN_TIMEOUT_S = 10.0
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class StartupFailed(Exception):
@@ -49,20 +51,19 @@ async def serve(
     that does not open, a busy port) closes what did open and raises :class:`StartupFailed`.
     """
     runner = EnvelopeAppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT_S)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    # From the first moment on, a signal is a request to stop, never a KeyboardInterrupt
+    # through whatever runs then; the handlers stay until everything is closed, so a second
+    # Ctrl-C does not interrupt the shutdown either.
+    for signum in _STOP_SIGNALS:
+        loop.add_signal_handler(signum, _stop_requested, stop)
     try:
-        try:
-            await runner.setup()
-            urls = await listen(runner, host, port)
-        except ListenError as err:
-            raise StartupFailed(str(err)) from err
-        except Exception as err:
-            log.debug("start-up failed", exc_info=True)
-            raise StartupFailed(f"{type(err).__name__}: {err}") from err
+        urls = await _start_unless_stopped(runner, host, port, stop)
+        if urls is None:
+            log.info("stopped during start-up")
+            return
         on_listening(urls)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
         notifier.ready(status())
         pinger = asyncio.create_task(
             _keep_alive(notifier, watchdog_s, problem, status), name="systemd-watchdog"
@@ -71,12 +72,49 @@ async def serve(
             await stop.wait()
         finally:
             await cancel_and_wait(pinger)
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(signum)
         log.info("stopping")
         notifier.stopping("Stopping: committing queued readings")
     finally:
-        await runner.cleanup()
+        try:
+            await runner.cleanup()
+        finally:
+            for signum in _STOP_SIGNALS:
+                loop.remove_signal_handler(signum)
+
+
+def _stop_requested(stop: asyncio.Event) -> None:
+    if stop.is_set():
+        log.info("already stopping")
+    stop.set()
+
+
+async def _start_unless_stopped(
+    runner: web.AppRunner, host: str, port: int, stop: asyncio.Event
+) -> list[str] | None:
+    """Open every resource and the socket: the URLs served, or ``None`` when a stop was asked
+    first (the start-up is cancelled where it is; ``runner.cleanup()`` closes what opened)."""
+    starting = asyncio.create_task(_start(runner, host, port), name="start-up")
+    stopping = asyncio.create_task(stop.wait(), name="stop-signal")
+    try:
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        await cancel_and_wait(stopping)
+    if not starting.done():
+        with contextlib.suppress(StartupFailed):  # it failed on its own meanwhile
+            await cancel_and_wait(starting)
+        return None
+    return starting.result()
+
+
+async def _start(runner: web.AppRunner, host: str, port: int) -> list[str]:
+    try:
+        await runner.setup()
+        return await listen(runner, host, port)
+    except ListenError as err:
+        raise StartupFailed(str(err)) from err
+    except Exception as err:
+        log.debug("start-up failed", exc_info=True)
+        raise StartupFailed(f"{type(err).__name__}: {err}") from err
 
 
 async def _keep_alive(

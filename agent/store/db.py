@@ -255,18 +255,25 @@ class Database:
         """Why the last write refused for lack of space was refused (kept once room is back)."""
 
     async def open(self) -> None:
-        """Open the connections, check integrity, and apply pending migrations."""
+        """Open the connections, check integrity, and apply pending migrations.
+
+        A failure or a cancellation (a stop asked during start-up) closes what had opened: a
+        connection's thread left running would outlive the event loop."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # The writer's connection also runs small writes on the event loop's thread
-        # (:meth:`_run_inline`), never while its own thread uses it.
-        self._writer = await self._connect(check_same_thread=False)
-        if self._check_on_open:
-            await self._check_integrity(self._writer)
-        await self._migrate(self._writer)
-        await self.cap(self._max_bytes)
-        for _ in range(_READERS):
-            self._readers.append(await self._connect())
-        self._inline = self._connect_inline()
+        try:
+            # The writer's connection also runs small writes on the event loop's thread
+            # (:meth:`_run_inline`), never while its own thread uses it.
+            self._writer = await self._connect(check_same_thread=False)
+            if self._check_on_open:
+                await self._check_integrity(self._writer)
+            await self._migrate(self._writer)
+            await self.cap(self._max_bytes)
+            for _ in range(_READERS):
+                self._readers.append(await self._connect())
+            self._inline = self._connect_inline()
+        except BaseException:
+            await self.close()
+            raise
 
     async def close(self) -> None:
         """Commit what is waiting for its commit, then close the connections."""
@@ -438,10 +445,7 @@ class Database:
         """
         conn = self._write_conn
         async with self._exclusive():
-            group = self._group
-            if group is None:
-                await conn.execute("BEGIN IMMEDIATE")
-                group = self._group = _Group()
+            group = self._group or await self._begin_group(conn)
             await conn.execute("SAVEPOINT request")
             try:
                 yield conn
@@ -453,6 +457,25 @@ class Database:
             group.members += 1
             self._schedule_commit(group)
         await asyncio.shield(group.committed)
+
+    async def _begin_group(self, conn: aiosqlite.Connection) -> _Group:
+        """``BEGIN IMMEDIATE`` of a new group, which is recorded even when the caller is
+        cancelled meanwhile: the statement runs on the writer's thread regardless, and the next
+        write must join the open transaction, not begin another one."""
+        begin = asyncio.ensure_future(conn.execute("BEGIN IMMEDIATE"))
+        try:
+            await asyncio.shield(begin)
+        except asyncio.CancelledError:
+            with suppress(sqlite3.Error):
+                await begin
+            if not begin.cancelled() and begin.exception() is None:
+                self._schedule_commit(self._new_group())
+            raise
+        return self._new_group()
+
+    def _new_group(self) -> _Group:
+        group = self._group = _Group()
+        return group
 
     async def write(self, work: Work[T], *, hot: bool = False, bulk: bool = False) -> T:
         """Run ``work`` as one write transaction; durable when this returns its result.

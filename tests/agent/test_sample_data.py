@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlencode
+
 from tests.conftest import Agent, AgentFactory
+from tests.support.agent_process import AgentProcess
 
 
 async def _farms(agent: Agent) -> dict[str, object]:
@@ -51,3 +56,33 @@ async def test_sample_shelves_count_their_levels_from_the_bottom(make_agent: Age
     ).json()
     levels = {s["name"]: s["level"] for s in shelves["shelves"]}
     assert levels == {"A1 low": 0, "A1 middle": 1, "A1 top": 2}
+
+
+async def test_the_demo_starts_with_a_week_of_history_for_its_charts(tmp_path: Path) -> None:
+    """`scripts/demo`'s first start: every simulated sensor has a week behind it, at every
+    resolution a chart asks for (raw, 1-minute and hourly rollups)."""
+    demo = AgentProcess(tmp_path / "state-demo", {}, args=("--sample-data", "--simulate"))
+    await demo.start()
+    try:
+        sensors = (await demo.get("/api/v1/sensors"))["sensors"]
+        assert {s["name"] for s in sensors} >= {"Rack A1 climate", "Tank pH", "Tank EC"}
+        now = datetime.now(UTC)
+        for sensor in sensors:
+            for days, max_points in ((1, 2000), (7, 400), (365, 400)):
+                start = (now - timedelta(days=days)).isoformat()
+                query = urlencode(
+                    {"start": start, "end": now.isoformat(), "max_points": max_points}
+                )
+                data = await demo.get(f"/api/v1/sensors/{sensor['id']}/data?{query}")
+                for series in data["series"]:
+                    stamps = [datetime.fromisoformat(p["timestamp"]) for p in series["points"]]
+                    assert stamps, (sensor["name"], series["metric"], data["resolution"])
+                    covered = max(stamps) - min(stamps)
+                    assert covered >= timedelta(days=min(days, 7) - 1), (
+                        sensor["name"],
+                        series["metric"],
+                        data["resolution"],
+                        covered,
+                    )
+    finally:
+        demo.stop()

@@ -14,6 +14,7 @@ from aiohttp import web
 from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import async_playwright, expect
 
+from agent.sync.pairing import pair
 from cloud.web.keys import STREAMS
 from tests.conftest import Agent
 from tests.e2e.conftest import CLOUD_PASSWORD, LiveCloud
@@ -193,3 +194,49 @@ async def test_the_cloud_ui_shows_a_synced_farm_and_updates_it_live(
                 await context.close()
         finally:
             await browser.close()
+
+
+async def test_an_admin_of_an_empty_cloud_is_shown_how_to_pair_an_agent(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    """The empty Farms screen makes a pairing code and shows the command; the code pairs."""
+    await cloud.add_user("admin", "root@cloud.test")
+    assert CHROMIUM.exists(), "apt-get install chromium (scripts/bootstrap does)"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    codes: list[str] = []
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+        )
+        try:
+            for size, viewport in (("tablet", TABLET), ("phone", PHONE)):
+                context = await browser.new_context(viewport=viewport)
+                page = await context.new_page()
+                page.set_default_timeout(WAIT_MS)
+                await page.goto(cloud.url + "/")
+                await page.get_by_label("Email").fill("root@cloud.test")
+                await page.get_by_label("Password").fill(CLOUD_PASSWORD)
+                await page.get_by_role("button", name="Sign in").click()
+                await expect(
+                    page.get_by_role("heading", name="pair a farm's agent")
+                ).to_be_visible()
+                await page.get_by_label("Name of the farm's agent").fill(f"Site {size}")
+                await page.get_by_role("button", name="Make a pairing code").click()
+                command = page.locator("[data-pairing-code]")
+                await expect(command).to_contain_text(f"farm-agent pair --cloud {cloud.url}")
+                codes.append(str(await command.get_attribute("data-pairing-code")))
+                await page.screenshot(path=str(ARTIFACTS / f"cloud-pairing-{size}.png"))
+                assert_no_serious((await Axe().run(page)).response, "cloud pairing")
+                await context.close()
+        finally:
+            await browser.close()
+    await pair(cloud.url, codes[0], tmp_path / "state")  # what the command shown does
+    agent: Agent = await make_agent(**FAST_SYNC)
+    resp = await agent.client.post("/api/v1/farms/", json={"name": "Paired"}, headers=agent.auth())
+    assert resp.status == 201
+
+    async def synced() -> bool:
+        rows = await cloud.sql("SELECT count(*) FROM farms WHERE name = 'Paired'")
+        return int(rows[0][0]) == 1
+
+    await eventually(synced, "the paired agent's farm in the cloud")

@@ -27,8 +27,9 @@ def _free_port() -> int:
 class AgentProcess:
     """One agent on a state directory, started and killed as often as a test likes."""
 
-    def __init__(self, state: Path, env: dict[str, str]) -> None:
+    def __init__(self, state: Path, env: dict[str, str], args: tuple[str, ...] = ()) -> None:
         self.state = state
+        self._args = args
         self.log = state.parent / f"{state.name}.log"
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -62,11 +63,37 @@ class AgentProcess:
         with self.log.open("ab") as out:
             return subprocess.Popen(
                 [sys.executable, "-m", "agent", "run", "--state-dir", str(self.state),
-                 "--host", "127.0.0.1", "--port", str(self.port)],
+                 "--host", "127.0.0.1", "--port", str(self.port), *self._args],
                 env=self._env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )  # fmt: skip
+
+    def spawn(self) -> None:
+        """Start the agent without waiting for anything."""
+        self._process = self._spawn()
+
+    async def logged(self, text: str, timeout: float = 60.0) -> None:  # noqa: ASYNC109
+        """Wait until the agent's output holds ``text``."""
+        async with asyncio.timeout(timeout):
+            while text not in self.log.read_text(errors="replace"):
+                if self._process is None or self._process.poll() is not None:
+                    raise RuntimeError(f"agent exited before logging {text!r}; see {self.log}")
+                await asyncio.sleep(0.02)
+
+    def interrupt(self, signum: int, timeout: float = 30.0) -> int:
+        """Send ``signum`` (SIGINT is Ctrl-C); the exit code once it has exited by itself."""
+        process, self._process = self._process, None
+        assert process is not None
+        process.send_signal(signum)
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired as err:
+            process.kill()
+            process.wait(30)
+            raise AssertionError(
+                f"the agent did not stop within {timeout} s; see {self.log}"
+            ) from err
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs, like a power cut of the process."""
@@ -88,6 +115,13 @@ class AgentProcess:
 
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST as the admin; the JSON answer (2xx expected)."""
+        return await self._request("POST", path, body)
+
+    async def get(self, path: str) -> dict[str, Any]:
+        """GET as the admin; the JSON answer (2xx expected)."""
+        return await self._request("GET", path, None)
+
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         async with aiohttp.ClientSession() as session:
             if self._token is None:
                 login = {"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD}
@@ -95,7 +129,7 @@ class AgentProcess:
                     assert resp.status == 200, await resp.text()
                     self._token = (await resp.json())["access_token"]
             headers = {"Authorization": f"Bearer {self._token}"}
-            async with session.post(self.url + path, json=body, headers=headers) as resp:
+            async with session.request(method, self.url + path, json=body, headers=headers) as resp:
                 answer: dict[str, Any] = await resp.json()
                 assert resp.status < 300, answer
                 return answer

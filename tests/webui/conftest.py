@@ -80,10 +80,19 @@ class Screen:
         self.page.get_by_label("Email").fill(email)
         self.page.get_by_label("Password").fill(password)
         self.page.get_by_role("button", name="Sign in").click()
-        self.page.get_by_role("navigation", name="Screens").wait_for()
+        # Attached, not visible: on a phone the screens are a closed menu.
+        self.page.locator('nav[aria-label="Screens"]').wait_for(state="attached")
         switcher = self.page.locator("#farm-switcher")
         if switcher.count() and switcher.locator("option", has_text=farm).count():
             switcher.select_option(label=farm)
+
+    def go(self, screen_name: str) -> None:
+        """Follow the navigation's link to a screen, through the menu on a phone."""
+        menu = self.page.locator("button.menu-toggle")
+        if menu.is_visible() and menu.get_attribute("aria-expanded") != "true":
+            menu.click()
+        nav = self.page.get_by_role("navigation", name="Screens")
+        nav.get_by_role("link", name=screen_name, exact=True).click()
 
     def capture(self, name: str) -> Path:
         """Save a full-page screenshot and check the page with axe-core."""

@@ -28,7 +28,6 @@ from agent.store.farms import FarmStore
 from agent.store.users import UserStore
 from agent.web.keys import DATABASE, DEVICES
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, agent_settings
-from tests.support.mosquitto import free_port
 
 T = TypeVar("T")
 
@@ -100,7 +99,7 @@ def farm_site(workdir: Path, **overrides: Any) -> Iterator[FarmSite]:
         simulation = DeviceSimulation(
             workdir / "simulation", load_profiles(settings.profiles_dir), period=2.0
         )
-        _, port = await simulation.start_broker("127.0.0.1", free_port())
+        _, port = await simulation.start_broker("127.0.0.1", 1883, shared=False)
         await simulation.start_serial()
         app = create_app(settings.model_copy(update={"mqtt_port": port}))
         runner = web.AppRunner(app)

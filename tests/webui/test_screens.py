@@ -289,10 +289,10 @@ def test_a_lost_connection_shows_a_banner_and_the_app_recovers(screen: Screen) -
     expect(page.locator('[data-shelf="A1 top"]')).to_be_visible()
     # The farm server stops answering: every API request fails at the network level.
     page.route("**/api/v1/**", lambda route: route.abort("connectionrefused"))
-    page.get_by_role("link", name="Devices").click()
+    screen.go("Devices")
     expect(page.locator("#banner")).to_contain_text("Connection lost")
     expect(page.get_by_role("alert").filter(has_text="cannot be reached").first).to_be_visible()
     page.unroute("**/api/v1/**")
-    page.get_by_role("link", name="Overview").click()
+    screen.go("Overview")
     expect(page.locator('[data-shelf="A1 top"]')).to_be_visible()
     expect(page.locator("#banner")).to_be_hidden()

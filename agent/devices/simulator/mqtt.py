@@ -45,6 +45,7 @@ class SimulatedMqttDevice:
 
     ``period`` replaces the firmware's publishing interval (the demo uses seconds, not Tasmota's
     300 s); with ``autopublish=False`` nothing is published periodically (tests drive it).
+    ``client_id`` defaults to one made of the profile and the topic base.
     """
 
     def __init__(
@@ -59,6 +60,7 @@ class SimulatedMqttDevice:
         autopublish: bool = True,
         rng: random.Random | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        client_id: str | None = None,
     ) -> None:
         if profile.transport != "mqtt":
             raise ValueError(f"profile {profile.id} is not an MQTT profile")
@@ -88,7 +90,7 @@ class SimulatedMqttDevice:
             MqttSettings(
                 host=host,
                 port=port,
-                client_id=f"sim-{profile.id}-{base}",
+                client_id=client_id or f"sim-{profile.id}-{base}",
                 persistent_session=False,
                 subscribe_qos=1,
                 backoff_initial=0.2,

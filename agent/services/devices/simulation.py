@@ -1,9 +1,10 @@
 """The demo's live devices: simulated firmwares on the first farm, run inside the agent.
 
-``farm-agent run --sample-data --simulate`` uses this: a private Mosquitto when no broker
-answers at the configured address, a Tasmota SHT3x, an ESPHome sensor and a Tasmota fan over
-MQTT, and EZO pH and EC circuits on pseudo-terminals. The devices are registered (once) on the
-oldest farm as its first admin would, so every API view and GET /sensors/{id}/data shows them.
+``farm-agent run --sample-data --simulate`` uses this: a private Mosquitto on a free port
+unless a broker is named (``FARM_MQTT_HOST`` / ``FARM_MQTT_PORT``), a Tasmota SHT3x, an
+ESPHome sensor and a Tasmota fan over MQTT, and EZO pH and EC circuits on pseudo-terminals.
+The devices are registered (once) on the oldest farm as its first admin would, so every API
+view and GET /sensors/{id}/data shows them.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.devices.broker_process import MosquittoProcess, broker_reachable
+from agent.devices.broker_process import MosquittoProcess
 from agent.devices.profiles import ProfileRegistry
 from agent.devices.simulator.ezo import EzoSimulator
+from agent.devices.simulator.history import history
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
 from agent.services.devices.registry import DeviceService
 from agent.store.farms import FarmStore
+from agent.store.readings import NewReading, ReadingStore
 from agent.store.users import UserStore
 from protocol.errors import ApiError
 from protocol.identity import Principal, Role
@@ -67,11 +70,14 @@ class DeviceSimulation:
         workdir: Path,
         profiles: ProfileRegistry,
         *,
+        client_prefix: str = "sim",
         period: float = 5.0,
         devices: tuple[SimulatedDevice, ...] = DEMO_DEVICES,
     ) -> None:
         self._workdir = workdir
         self._profiles = profiles
+        self._client_prefix = client_prefix
+        """Starts the simulators' MQTT client ids: the agent's own, so two demos differ."""
         self._period = period
         self._devices = devices
         self.broker: MosquittoProcess | None = None
@@ -79,16 +85,22 @@ class DeviceSimulation:
         self.port = 1883
         self._ezo: dict[str, EzoSimulator] = {}
         self._mqtt: list[SimulatedMqttDevice] = []
+        self._new: list[tuple[str, SimulatedDevice]] = []
+        """The devices this run registered (device id), whose history is still to be made."""
 
-    async def start_broker(self, host: str, port: int) -> tuple[str, int]:
-        """The broker to use: the configured one if it answers, else a private Mosquitto."""
-        if await broker_reachable(host, port):
+    async def start_broker(self, host: str, port: int, *, shared: bool) -> tuple[str, int]:
+        """The broker to use: a private Mosquitto on a free port, or with ``shared`` (the user
+        named a broker) the one at ``host:port``.
+
+        A broker shared by chance (one answering on 1883) mixed two demos' devices, whose
+        topics are the same."""
+        if shared:
             self.host, self.port = host, port
             return host, port
         self.broker = MosquittoProcess(self._workdir / "mosquitto")
         await self.broker.start()
         self.host, self.port = self.broker.host, self.broker.port
-        log.info("no broker at %s:%d; started a private one on port %d", host, port, self.port)
+        log.info("simulated devices on a private broker at %s:%d", self.host, self.port)
         return self.host, self.port
 
     async def start_serial(self) -> None:
@@ -136,12 +148,35 @@ class DeviceSimulation:
                 }
             )
             try:
-                await devices.register(principal, body)
+                registered = await devices.register(principal, body)
                 created += 1
+                self._new.append((registered.id, device))
             except ApiError as err:  # registered by an earlier run: same topic or port
                 log.debug("simulated device %s not registered: %s", device.name, err)
         log.info("simulated devices on farm %s: %d new", farm_id, created)
         return created
+
+    async def seed_history(
+        self, readings: ReadingStore, now_ms: int, *, days: int = 7, step_s: int = 300
+    ) -> int:
+        """A past of ``days`` for the sensors this run registered, a reading every ``step_s``,
+        stored as the devices' own readings are (their rollups included); how many."""
+        rng = random.Random()
+        start = now_ms - days * 86_400_000
+        end = now_ms - step_s * 1000  # the live readings take over from here
+        stored = 0
+        for device_id, device in self._new:
+            if device.kind != "sensor":
+                continue
+            for metric in self._profiles[device.profile].metrics:
+                batch = [
+                    NewReading(device_id, metric.name, metric.unit, ts, value)
+                    for ts, value in history(metric, start, end, step_s * 1000, rng)
+                ]
+                stored += len((await readings.write(batch)).inserted)
+        self._new = []
+        log.info("simulated devices: %d readings of the past %d days", stored, days)
+        return stored
 
     def _address(self, device: SimulatedDevice) -> dict[str, Any]:
         if device.ezo is not None:
@@ -159,6 +194,7 @@ class DeviceSimulation:
                 host=self.host,
                 port=self.port,
                 period=self._period,
+                client_id=f"{self._client_prefix}-{device.profile}-{device.topic_base}",
             )
             await simulator.start()
             self._mqtt.append(simulator)
@@ -170,10 +206,18 @@ class DeviceSimulation:
 
     async def stop_devices(self) -> None:
         """Unplug and disconnect the simulated devices."""
+        await self.stop_mqtt()
+        await self.stop_serial()
+
+    async def stop_mqtt(self) -> None:
+        """Disconnect the simulated MQTT devices."""
         for mqtt in self._mqtt:
             with contextlib.suppress(Exception):
                 await mqtt.stop()
         self._mqtt = []
+
+    async def stop_serial(self) -> None:
+        """Unplug the simulated EZO circuits (once nothing reads their ports)."""
         for ezo in self._ezo.values():
             await ezo.stop()
         self._ezo = {}

@@ -5,6 +5,7 @@ import { all, currentUser, on, refresh, signOut } from "./api.js";
 import { h, mount } from "./dom.js";
 import { messageOf, showError } from "./notify.js";
 import { closeAll, onLinkChange } from "./streams.js";
+import { labelTables } from "./tables.js";
 
 const service = document.querySelector('meta[name="farm-service"]')?.getAttribute("content") || "agent";
 const main = /** @type {HTMLElement} */ (document.getElementById("main"));
@@ -27,6 +28,7 @@ const ROUTES = [
 /** @type {{farms: any[], farmId: string|null}} */
 const state = { farms: [], farmId: localStorage.getItem("farm") };
 let renderSeq = 0;
+labelTables(main);
 let linkDown = false;
 let serverDown = false;
 
@@ -78,11 +80,34 @@ function header() {
     state.farms.map((f) => h("option", { value: f.id, selected: f.id === state.farmId }, f.name)),
   );
   const active = location.hash.replace(/^#\/?/, "").split(/[/?]/)[0] || (service === "cloud" ? "farms" : "overview");
+  const screens = ROUTES.filter((r) => r.label);
+  const nav = h(
+    "nav",
+    { id: "screens", "aria-label": "Screens" },
+    screens.map((r) => h("a", { href: `#/${r.path}`, "aria-current": r.path === active ? "page" : null }, r.label)),
+    h("a", { href: "/api/v1/docs" }, "API docs"),
+  );
+  // On a phone the screens are a menu (app.css): this button opens and closes it.
+  const menu = h(
+    "button",
+    {
+      class: "menu-toggle",
+      "aria-expanded": "false",
+      "aria-controls": "screens",
+      onclick: () => {
+        const open = nav.classList.toggle("open");
+        menu.setAttribute("aria-expanded", String(open));
+      },
+    },
+    "☰ ",
+    screens.find((r) => r.path === active)?.label || "Menu",
+  );
   mount(
     top,
     h(
       "div",
       { class: "bar" },
+      menu,
       h("a", { class: "brand", href: "#/overview" }, h("img", { src: new URL("../icon.svg", import.meta.url).href, alt: "" }), service === "cloud" ? "Farm cloud" : "Farm"),
       state.farms.length > 1 ? select : h("span", { class: "farm-name" }, currentFarm()?.name || "No farm"),
       h(
@@ -92,14 +117,7 @@ function header() {
         h("button", { class: "ghost", onclick: () => signOut().catch(showError) }, "Sign out"),
       ),
     ),
-    h(
-      "nav",
-      { "aria-label": "Screens" },
-      ROUTES.filter((r) => r.label).map((r) =>
-        h("a", { href: `#/${r.path}`, "aria-current": r.path === active ? "page" : null }, r.label),
-      ),
-      h("a", { href: "/api/v1/docs" }, "API docs"),
-    ),
+    nav,
   );
   top.hidden = false;
 }
@@ -137,7 +155,7 @@ async function route() {
     if (!restored) {
       top.hidden = true;
       const view = await import("./views/signin.js");
-      return view.render({ main, onSignedIn: () => route() });
+      return view.render({ main, service, onSignedIn: () => route() });
     }
   }
   if (seq !== renderSeq) return;

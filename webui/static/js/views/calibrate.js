@@ -5,6 +5,7 @@
 
 import { all, call, get } from "../api.js";
 import { field, h, mount, num, when } from "../dom.js";
+import { metricLabel } from "../metrics.js";
 import { messageOf, showError } from "../notify.js";
 import { LiveStream } from "../streams.js";
 
@@ -22,7 +23,7 @@ export async function render(ctx) {
       sensors.length
         ? h("div", { class: "cards" }, sensors.map((s) =>
             h("button", { class: "big sensor-pick", onclick: () => (location.hash = `#/calibrate?sensor=${s.id}`) },
-              `${s.name} · ${s.calibration.metrics.join(", ")} · ${s.status}`)))
+              `${s.name} · ${s.calibration.metrics.map(metricLabel).join(", ")} · ${s.status}`)))
         : h("p", { class: "panel" }, "No sensor on this farm can be calibrated.")),
   );
 }
@@ -49,7 +50,7 @@ function plan(ctx, sensor) {
       h("h1", null, `Calibrate ${sensor.name}`),
       steps,
       h("p", null, cal.instructions),
-      h("p", { class: "hint" }, `Now: ${cal.active.length ? cal.active.map((/** @type {any} */ a) => `${a.metric} ${a.method} ${when(a.performed_at)}`).join("; ") : "not calibrated"}`),
+      h("p", { class: "hint" }, `Now: ${cal.active.length ? cal.active.map((/** @type {any} */ a) => `${metricLabel(a.metric)} ${a.method} ${when(a.performed_at)}`).join("; ") : "not calibrated"}`),
       h("h2", null, "How many points?"),
       h("div", { class: "actions" }, plans(cal).map((p) =>
         h("button", { class: "big primary", onclick: () => (cal.performed_by === "device" ? onDevice(ctx, sensor, p) : inAgent(ctx, sensor, p.length)) },
@@ -234,7 +235,7 @@ function inAgent(ctx, sensor, count) {
     if (captured.length === count) return preview();
     mount(
       box,
-      h("h1", null, `Calibrate ${sensor.name}: ${metric}`),
+      h("h1", null, `Calibrate ${sensor.name}: ${metricLabel(metric)}`),
       h("h2", null, `Point ${captured.length + 1} of ${count}`),
       h("p", { class: "instructions" }, "Put the sensor next to a trusted reference, wait for the value to settle, enter the reference value and capture."),
       value,

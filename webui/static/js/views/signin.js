@@ -5,7 +5,7 @@ import { ApiError, signIn, verifyMfa } from "../api.js";
 import { field, h, mount } from "../dom.js";
 import { messageOf } from "../notify.js";
 
-/** @param {{main: HTMLElement, onSignedIn: () => void}} ctx */
+/** @param {{main: HTMLElement, service: string, onSignedIn: () => void}} ctx */
 export function render(ctx) {
   const notice = sessionStorage.getItem("signin-message");
   sessionStorage.removeItem("signin-message");
@@ -16,7 +16,8 @@ export function render(ctx) {
   const form = h(
     "form",
     { class: "signin panel", "aria-labelledby": "signin-title" },
-    h("h1", { id: "signin-title" }, "Sign in"),
+    h("p", { class: "product" }, h("img", { src: new URL("../../icon.svg", import.meta.url).href, alt: "" }), "Vertical farm"),
+    h("h1", { id: "signin-title" }, ctx.service === "cloud" ? "Sign in to the farm cloud" : "Sign in to this farm's agent"),
     message,
     field("Email", email),
     field("Password", password),
