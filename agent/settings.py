@@ -197,6 +197,13 @@ class AgentSettings(BaseSettings):
     reading_max_clock_ahead_s: float = Field(
         86_400, gt=0, description="Device times further ahead are replaced by the receive time"
     )
+    clock_sync_source: str = Field(
+        "auto",
+        min_length=1,
+        description="How the agent knows its clock is set: auto (systemd-timesyncd's flag file"
+        " where timesyncd runs, else the kernel's adjtimex status), kernel, assume (a machine"
+        " with a real-time clock), or the path of a file that exists once the clock is set",
+    )
     retention_raw_days: float | None = Field(30, gt=0, description="Raw readings; None: forever")
     retention_minute_days: float | None = Field(365, gt=0, description="1-minute rollups")
     retention_hour_days: float | None = Field(None, gt=0, description="Hourly rollups")

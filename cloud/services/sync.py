@@ -115,8 +115,14 @@ class SyncService:
             raise BadRequest("Invalid batch", {"reason": reason}) from None
         if batch.agent_id != str(agent_id):
             raise Forbidden("The batch names another agent")
-        if abs(self._clock() * 1000 - batch.sent_at) > self._max_skew_s * 1000:
-            raise Conflict("Batch signed too long ago (replayed or clock skew)")
+        now_ms = self._clock() * 1000
+        if abs(now_ms - batch.sent_at) > self._max_skew_s * 1000:
+            # The cloud's time to the millisecond: an agent whose clock is not set yet signs
+            # with it and sends again at once (issue 30).
+            raise Conflict(
+                "Batch signed too long ago (replayed or clock skew)",
+                {"reason": "clock_skew", "cloud_time_ms": int(now_ms)},
+            )
         return batch
 
     async def apply(self, agent_header: str | None, signature: str | None, body: bytes) -> Ack:

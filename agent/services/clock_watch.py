@@ -1,0 +1,104 @@
+"""Watching the agent's clock (issue 30): every second, whether the system clock was set or
+jumped; readings stamped before it was set are moved, and what keeps time by the wall clock is
+told of a jump.
+
+A jump is measured against the monotonic clock, which neither NTP nor a person setting the
+date moves. The loop itself sleeps on the event loop's monotonic clock, so no jump stalls it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from agent.clock import AgentClock
+from agent.store.readings import ReadingStore, StampShift
+from protocol.tasks import cancel_and_wait
+
+__all__ = ["ClockWatch", "JumpListener", "realign_interval_jobs"]
+
+log = logging.getLogger(__name__)
+
+JumpListener = Callable[[int], Awaitable[None]]
+"""Told the size of a jump of the wall clock, in milliseconds (negative: backwards)."""
+
+
+class ClockWatch:
+    """Owns the task that follows the clock."""
+
+    def __init__(
+        self,
+        clock: AgentClock,
+        readings: ReadingStore,
+        *,
+        interval_s: float = 1.0,
+    ) -> None:
+        self._clock = clock
+        self._readings = readings
+        self._interval = interval_s
+        self._listeners: list[JumpListener] = []
+        self._pending: list[StampShift] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def on_jump(self, listener: JumpListener) -> None:
+        """Tell ``listener`` of every jump from now on."""
+        self._listeners.append(listener)
+
+    def start(self) -> None:
+        """Follow the clock in the background."""
+        self._task = asyncio.create_task(self._run(), name="clock-watch")
+
+    async def stop(self) -> None:
+        """Stop following it."""
+        await cancel_and_wait(self._task)
+        self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                await self.check()
+            except Exception:  # supervised: logged, and checked again next time
+                log.exception("clock check failed")
+
+    async def check(self) -> None:
+        """One look at the clock: move what needs moving, tell of a jump."""
+        jump = self._clock.jumped_ms()
+        self._pending.extend(self._clock.refresh())
+        if self._pending:
+            shifts, self._pending = self._pending, []
+            try:
+                moved = await self._readings.shift_receive_stamps(shifts)
+            except Exception:
+                self._pending = shifts + self._pending  # moved next time: nothing is lost
+                raise
+            log.warning("clock set: %d readings stamped before it moved (%s)", moved,
+                        ", ".join(f"{s.device_id}/{s.metric} {s.delta_ms:+d} ms"
+                                  for s in shifts[:5]))  # fmt: skip
+        if jump:
+            log.warning("the system clock jumped %+.3f s", jump / 1000)
+            for listener in self._listeners:
+                try:
+                    await listener(jump)
+                except Exception:
+                    log.exception("a clock jump was not handled")
+
+
+def realign_interval_jobs(scheduler: AsyncIOScheduler) -> JumpListener:
+    """A listener that keeps the scheduler's periodic jobs on their pace across a jump: a
+    backward jump would hold each of them back by its size, a forward one would make every job
+    late at once. Calendar jobs (schedule windows) stay on the wall clock they are about."""
+
+    async def realign(jump_ms: int) -> None:
+        by = timedelta(milliseconds=jump_ms)
+        for job in scheduler.get_jobs():
+            if isinstance(job.trigger, IntervalTrigger) and job.next_run_time is not None:
+                job.modify(next_run_time=job.next_run_time + by)
+        scheduler.wakeup()
+
+    return realign
