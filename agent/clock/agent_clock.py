@@ -182,6 +182,6 @@ class AgentClock:
             for (device_id, metric), (first, last) in era.series.items()
         ]
         self._eras.clear()
-        log.warning("system clock synchronized: %d series of readings stamped before move",
+        log.warning("system clock synchronized (%d series of readings stamped before to move)",
                     len(shifts))  # fmt: skip
         return shifts
