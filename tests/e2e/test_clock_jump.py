@@ -33,9 +33,11 @@ from tests.e2e.helpers import eventually, paired_state
 from tests.support.agent_process import AgentProcess
 from tests.support.mosquitto import Mosquitto
 
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
+# Debian's faketime package (scripts/bootstrap installs it); the multi-threaded variant, as
+# the agent writes SQLite from a thread of its own.
+LIBFAKETIME = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))), None)
 pytestmark = pytest.mark.skipif(
-    not LIBFAKETIME.exists(), reason="libfaketime is required: apt-get install faketime"
+    LIBFAKETIME is None, reason="libfaketime is required: apt-get install faketime"
 )
 PER_PHASE = 5
 

@@ -187,8 +187,6 @@ class ActuatorSchedules:
         edges it skipped are not replayed (the jobs coalesce, and an edge older than the grace
         is dropped), so each actuator gets the state its window wants now, once, unless the
         schedule already put it there."""
-        if self._scheduler is None:
-            return
         log.info("schedules: clock jumped %+.0f s, applying the windows' state now",
                  jump_ms / 1000)  # fmt: skip
         for settings in await self._store.scheduled():
