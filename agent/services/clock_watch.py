@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -20,12 +20,15 @@ from agent.clock import AgentClock
 from agent.store.readings import ReadingStore, StampShift
 from protocol.tasks import cancel_and_wait
 
-__all__ = ["ClockWatch", "JumpListener", "realign_interval_jobs"]
+__all__ = ["ClockWatch", "JumpListener", "MoveListener", "realign_interval_jobs"]
 
 log = logging.getLogger(__name__)
 
 JumpListener = Callable[[int], Awaitable[None]]
 """Told the size of a jump of the wall clock, in milliseconds (negative: backwards)."""
+
+MoveListener = Callable[[Sequence[StampShift]], Awaitable[None]]
+"""Told which readings were moved, once they are."""
 
 
 class ClockWatch:
@@ -42,12 +45,17 @@ class ClockWatch:
         self._readings = readings
         self._interval = interval_s
         self._listeners: list[JumpListener] = []
+        self._movers: list[MoveListener] = []
         self._pending: list[StampShift] = []
         self._task: asyncio.Task[None] | None = None
 
     def on_jump(self, listener: JumpListener) -> None:
         """Tell ``listener`` of every jump from now on."""
         self._listeners.append(listener)
+
+    def on_moved(self, listener: MoveListener) -> None:
+        """Tell ``listener`` of every move of readings from now on."""
+        self._movers.append(listener)
 
     def start(self) -> None:
         """Follow the clock in the background."""
@@ -80,6 +88,11 @@ class ClockWatch:
             log.warning("clock set: %d readings stamped before it moved (%s)", moved,
                         ", ".join(f"{s.device_id}/{s.metric} {s.delta_ms:+d} ms"
                                   for s in shifts[:5]))  # fmt: skip
+            for mover in self._movers:
+                try:
+                    await mover(shifts)
+                except Exception:
+                    log.exception("a move of readings was not handled")
         if jump:
             log.warning("the system clock jumped %+.3f s", jump / 1000)
             for listener in self._listeners:

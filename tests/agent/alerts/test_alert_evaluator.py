@@ -4,10 +4,11 @@ and the /ws/farm-status message."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from agent.services.readings.writer import IncomingReading
-from agent.web.keys import DATABASE, READINGS
+from agent.web.keys import CLOCK_WATCH, DATABASE, READINGS
 from tests.agent.alerts.conftest import events_of
 from tests.agent.devices_api.conftest import create_farm
 from tests.agent.runtime.conftest import eventually
@@ -162,3 +163,26 @@ async def test_deleting_the_device_clears_its_active_alert(agent: Agent) -> None
     assert await probe.alerts("active") == []
     (cleared,) = await probe.cleared()
     assert cleared["cleared_reason"] == "device_deleted"
+
+
+async def test_a_breach_stamped_before_the_clock_was_set_does_not_count_the_jump(
+    make_agent: Any, tmp_path: Path
+) -> None:
+    """A breach that began while the clock was two days behind (issue 30) lasts from its true
+    start once the clock is set: the jump is not elapsed time."""
+    synchronized = tmp_path / "synchronized"
+    agent: Agent = await make_agent(clock_sync_source=str(synchronized))
+    probe = await make_probe(agent, min_duration_s=60)
+    now = time.time_ns() // 1_000_000
+    probe.base = now - 2 * 86_400 * S  # what the agent's clock says
+    probe.feed((0, 31))
+    await agent.client.app[READINGS].writer.flush()
+    synchronized.touch()  # NTP answers
+    await agent.client.app[CLOCK_WATCH].check()
+    probe.base = now
+    probe.feed((30, 32))
+    await agent.client.app[READINGS].writer.flush()
+    assert await probe.alerts("active") == []
+    probe.feed((61, 33))
+    (alert,) = await eventually(lambda: probe.alerts("active"))
+    assert abs(ms(alert["raised_at"]) - probe.at(61)) < S
