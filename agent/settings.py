@@ -195,7 +195,10 @@ class AgentSettings(BaseSettings):
         2.0, ge=0, description="Device and receive times further apart are both kept"
     )
     reading_max_clock_ahead_s: float = Field(
-        86_400, gt=0, description="Device times further ahead are replaced by the receive time"
+        86_400,
+        gt=0,
+        description="Device times further ahead are replaced by the receive time, once the"
+        " agent's clock is set or the cloud's time known",
     )
     clock_sync_source: str = Field(
         "auto",
