@@ -149,7 +149,9 @@ class AgentClock:
         remembered while the clock is not synchronized, to be moved once it is."""
         if self._synchronized:
             return
-        offset = ts - self._mono_ms()
+        # The offset the stamp was given under, taken now: ``ts`` itself was taken on receipt,
+        # possibly a while before the writer got to it.
+        offset = self.wall_ms() + self.receive_correction_ms() - self._mono_ms()
         era = next((e for e in self._eras if abs(e.offset_ms - offset) <= self._tolerance), None)
         if era is None:
             era = Era(int(offset))
@@ -164,6 +166,11 @@ class AgentClock:
         offset = self.wall_ms() - self._mono_ms()
         jump, self._last_offset = offset - self._last_offset, offset
         return round(jump) if abs(jump) > self._tolerance else 0
+
+    def move_due(self) -> bool:
+        """Whether the clock has just been set and receive stamps given before wait to be moved
+        by the next :meth:`refresh`: until then they must not leave for the cloud."""
+        return bool(self._eras) and not self._synchronized and self._probed()
 
     def refresh(self) -> list[StampShift]:
         """Probe again; when the clock has just been set, what the stamps given before need,

@@ -308,9 +308,10 @@ class ReadingStore:
 
         - the 1-minute and 1-hour rollups of the buckets they leave and enter, recomputed from
           the raw rows (which retention keeps far longer than a clock is wrong);
-        - their queued copies in the sync outbox (``outbox_readings``) not yet posted; a copy in
-          flight (posted, answer not seen) stays as the cloud may hold it, as does a reading
-          already synced or folded into an outbox rollup.
+        - their copies queued in the sync outbox (``outbox_readings``), in flight or not: the
+          cloud takes a reading once by its sequence number, so a copy it already holds under
+          the old time is not doubled by the resend. A reading the cloud acknowledged, or one
+          folded into an outbox rollup, stays at its old time.
 
         A reading whose new millisecond is taken stays where it was. This is the one place that
         knows how readings are laid out for this move: a change of the readings' storage
@@ -572,9 +573,7 @@ def _shift(conn: sqlite3.Connection, shifts: Sequence[StampShift]) -> int:
         ).rowcount
         moved += taken - kept
         conn.execute(
-            "UPDATE outbox_readings AS r SET ts = ts + ? WHERE series_id = ? AND ts BETWEEN ? AND ?"
-            " AND NOT EXISTS (SELECT 1 FROM outbox_inflight AS i WHERE r.seq > i.lo"
-            " AND r.seq <= i.hi)",
+            "UPDATE outbox_readings SET ts = ts + ? WHERE series_id = ? AND ts BETWEEN ? AND ?",
             (delta, sid, lo, hi),
         )
         for table, step in (("readings_1m", MINUTE_MS), ("readings_1h", HOUR_MS)):

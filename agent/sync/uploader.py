@@ -250,6 +250,10 @@ class Uploader:
 
     async def step(self) -> bool:
         """One batch (or an identity refresh when idle); ``True`` if more is waiting."""
+        if self._clock.move_due():
+            # NTP has just set the clock: readings stamped before go once they are moved.
+            await self._drop_next()
+            return False
         ready = await self._take_next()
         if ready is None:
             limit = self._policy.batch_max_records
