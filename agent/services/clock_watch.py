@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -20,12 +21,24 @@ from agent.clock import AgentClock
 from agent.store.readings import ReadingStore, StampShift
 from protocol.tasks import cancel_and_wait
 
-__all__ = ["ClockWatch", "JumpListener", "MoveListener", "realign_interval_jobs"]
+__all__ = ["ClockWatch", "Jump", "JumpListener", "MoveListener", "realign_interval_jobs"]
 
 log = logging.getLogger(__name__)
 
-JumpListener = Callable[[int], Awaitable[None]]
-"""Told the size of a jump of the wall clock, in milliseconds (negative: backwards)."""
+
+@dataclass(frozen=True, slots=True)
+class Jump:
+    """The wall clock jumped ``delta_ms`` (negative: backwards). Stamps it gave from
+    ``first_ms`` (when the watch started, or the jump before) to ``last_ms`` (just before this
+    one), both by the clock before the jump, belong ``delta_ms`` later."""
+
+    delta_ms: int
+    first_ms: int
+    last_ms: int
+
+
+JumpListener = Callable[[Jump], Awaitable[None]]
+"""Told of every jump of the wall clock."""
 
 MoveListener = Callable[[Sequence[StampShift]], Awaitable[None]]
 """Told which readings were moved, once they are."""
@@ -48,6 +61,7 @@ class ClockWatch:
         self._movers: list[MoveListener] = []
         self._pending: list[StampShift] = []
         self._task: asyncio.Task[None] | None = None
+        self._since_ms = clock.wall_ms()
 
     def on_jump(self, listener: JumpListener) -> None:
         """Tell ``listener`` of every jump from now on."""
@@ -95,9 +109,12 @@ class ClockWatch:
                     log.exception("a move of readings was not handled")
         if jump:
             log.warning("the system clock jumped %+.3f s", jump / 1000)
+            now = self._clock.wall_ms()
+            told = Jump(jump, self._since_ms, now - jump)
+            self._since_ms = now
             for listener in self._listeners:
                 try:
-                    await listener(jump)
+                    await listener(told)
                 except Exception:
                     log.exception("a clock jump was not handled")
 
@@ -107,8 +124,8 @@ def realign_interval_jobs(scheduler: AsyncIOScheduler) -> JumpListener:
     backward jump would hold each of them back by its size, a forward one would make every job
     late at once. Calendar jobs (schedule windows) stay on the wall clock they are about."""
 
-    async def realign(jump_ms: int) -> None:
-        by = timedelta(milliseconds=jump_ms)
+    async def realign(jump: Jump) -> None:
+        by = timedelta(milliseconds=jump.delta_ms)
         for job in scheduler.get_jobs():
             if isinstance(job.trigger, IntervalTrigger) and job.next_run_time is not None:
                 job.modify(next_run_time=job.next_run_time + by)

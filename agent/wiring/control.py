@@ -85,7 +85,7 @@ def control_context(settings: AgentSettings) -> CleanupContext:
         app[SCHEDULES] = schedules
         app[ACTUATOR_CONTROL] = ActuatorControl(actuators, schedules, app[DEVICES], devices, store)
         await schedules.start(app[SCHEDULER])
-        app[CLOCK_WATCH].on_jump(schedules.clock_jumped)
+        app[CLOCK_WATCH].on_jump(lambda jump: schedules.clock_jumped(jump.delta_ms))
         yield
         await schedules.stop()
 

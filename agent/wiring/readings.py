@@ -13,6 +13,7 @@ from agent.services.readings.retention import ReadingRetention, RetentionPolicy
 from agent.services.readings.sensor_readings import SensorReadings
 from agent.services.readings.writer import ReadingWriter
 from agent.settings import AgentSettings
+from agent.store.devices import DeviceStore
 from agent.store.readings import ReadingStore
 from agent.web.keys import (
     CALIBRATION,
@@ -67,6 +68,8 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
         # whose cache of receive stamps the move clears.
         watch = ClockWatch(app[CLOCK], reading_store)
         watch.on_jump(realign_interval_jobs(app[SCHEDULER]))
+        devices = DeviceStore(db)
+        watch.on_jump(lambda jump: devices.move_stamps(jump.first_ms, jump.last_ms, jump.delta_ms))
         app[CLOCK_WATCH] = watch
         retention = ReadingRetention(reading_store, policy, chunk=settings.retention_chunk_rows)
         runtime = ReadingRuntime(

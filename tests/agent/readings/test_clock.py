@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 
 from agent.clock import AgentClock
+from agent.services.clock_watch import ClockWatch
 from agent.services.readings.writer import IncomingReading, ReadingWriter
+from agent.store.devices import DeviceStore
+from protocol.timefmt import from_ms, iso
 from tests.agent.readings.conftest import DAY, MIN, T0, Farm
 
 BEHIND = 2 * DAY
@@ -135,3 +138,22 @@ async def test_a_backward_jump_moves_stamps_back(farm: Farm, start_writer: Any) 
     assert clock.jumped_ms() == -3_600_000
     assert await farm.store.shift_receive_stamps(clock.refresh()) == 1
     assert await _rows(farm) == [(T0, 7.0)]
+
+
+async def test_a_jump_moves_what_devices_were_last_seen_at(farm: Farm) -> None:
+    """A device last heard while the clock was two days behind is not 'silent for two days'
+    once the clock is set; one heard in an earlier run, before the range, is left alone."""
+    machine = Machine(BEHIND)
+    clock = _clock(machine)
+    watch = ClockWatch(clock, farm.store)
+    devices = DeviceStore(farm.db)
+    watch.on_jump(lambda jump: devices.move_stamps(jump.first_ms, jump.last_ms, jump.delta_ms))
+    await devices.set_availability(farm.other, True, iso(from_ms(T0 - 3 * DAY)))
+    machine.true_ms += 1000
+    await devices.set_availability(farm.sensor, True, iso(from_ms(clock.wall_ms())))
+    machine.true_ms += 1000
+    machine.ntp_answers()
+    await watch.check()
+    seen = dict(await farm.db.fetch_all("SELECT id, last_seen FROM devices"))
+    assert seen[farm.sensor] == iso(from_ms(T0 + 1000))
+    assert seen[farm.other] == iso(from_ms(T0 - 3 * DAY))
