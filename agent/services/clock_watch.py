@@ -62,6 +62,7 @@ class ClockWatch:
         self._pending: list[StampShift] = []
         self._task: asyncio.Task[None] | None = None
         self._since_ms = clock.wall_ms()
+        self._checking = asyncio.Lock()
 
     def on_jump(self, listener: JumpListener) -> None:
         """Tell ``listener`` of every jump from now on."""
@@ -89,7 +90,12 @@ class ClockWatch:
                 log.exception("clock check failed")
 
     async def check(self) -> None:
-        """One look at the clock: move what needs moving, tell of a jump."""
+        """One look at the clock: move what needs moving, tell of a jump. A check made while
+        another runs waits for it, so it returns with everything the other found handled."""
+        async with self._checking:
+            await self._check()
+
+    async def _check(self) -> None:
         jump = self._clock.jumped_ms()
         self._pending.extend(self._clock.refresh())
         if self._pending:

@@ -163,8 +163,16 @@ class AlertEvaluator:
     async def readings_moved(self, shifts: Sequence[StampShift]) -> None:
         """Readings stamped while the agent's clock was not set were moved (issue 30): a
         breach under way, and the newest time judged, move with them, so the jump counts
-        neither as the breach's duration nor, backwards, as readings older than those judged."""
+        neither as the breach's duration nor, backwards, as readings older than those judged.
+        Readings committed before the move and still queued here carry their old times: they
+        are judged first."""
         async with self._lock:
+            while (
+                self._subscription is not None
+                and (queued := self._subscription.get_nowait()) is not None
+            ):
+                for rule in self._by_series.get((queued.device_id, queued.metric), ()):
+                    await self._apply(rule, self._tracks[rule.id], queued)
             for shift in shifts:
                 for rule in self._by_series.get((shift.device_id, shift.metric), ()):
                     track = self._tracks.get(rule.id)
