@@ -92,15 +92,16 @@ class AgentClock:
         self, cloud_ms: float, asked_mono: float, answered_mono: float, *, resolution_ms: int = 0
     ) -> None:
         """The cloud said ``cloud_ms`` between ``asked_mono`` and ``answered_mono`` (monotonic
-        seconds), to ``resolution_ms`` (a ``Date`` header: 1000, truncated). A coarser reading
-        that agrees with the estimate within its resolution leaves it alone."""
+        seconds), to ``resolution_ms`` (a ``Date`` header: 1000, truncated). A reading no finer
+        than the estimate that agrees with it within its resolution leaves it alone (so a
+        ``Date`` header every batch does not make it wander by half a second)."""
         mid = (asked_mono + answered_mono) / 2 * 1000
         cloud_minus_mono = cloud_ms + resolution_ms / 2 - mid
         uncertainty = resolution_ms / 2 + (answered_mono - asked_mono) * 500
         known = self._cloud_minus_mono
         if (
             known is not None
-            and uncertainty > self._resolution
+            and uncertainty >= self._resolution
             and abs(known - cloud_minus_mono) <= uncertainty
         ):
             return
