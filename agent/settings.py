@@ -204,7 +204,17 @@ class AgentSettings(BaseSettings):
         2.0, ge=0, description="Device and receive times further apart are both kept"
     )
     reading_max_clock_ahead_s: float = Field(
-        86_400, gt=0, description="Device times further ahead are replaced by the receive time"
+        86_400,
+        gt=0,
+        description="Device times further ahead are replaced by the receive time, once the"
+        " agent's clock is set or the cloud's time known",
+    )
+    clock_sync_source: str = Field(
+        "auto",
+        min_length=1,
+        description="How the agent knows its clock is set: auto (systemd-timesyncd's flag file"
+        " where timesyncd runs, else the kernel's adjtimex status), kernel, assume (a machine"
+        " with a real-time clock), or the path of a file that exists once the clock is set",
     )
     retention_raw_days: float | None = Field(30, gt=0, description="Raw readings; None: forever")
     retention_minute_days: float | None = Field(365, gt=0, description="1-minute rollups")

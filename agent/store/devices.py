@@ -15,7 +15,7 @@ from agent.store.access import visible_farm_filter
 from agent.store.db import Database
 from agent.store.farms import like_pattern
 from protocol.identity import Principal
-from protocol.timefmt import now_iso, parse_iso
+from protocol.timefmt import from_ms, iso, now_iso, parse_iso
 
 __all__ = [
     "MAX_OFFSET",
@@ -264,6 +264,21 @@ class DeviceStore:
                 ("online" if online else "offline", online, at, device_id),
             )
             await _show_status(conn, "id = ?", [device_id])
+
+    async def move_stamps(self, first_ms: int, last_ms: int, delta_ms: int) -> None:
+        """Devices' ``last_seen``, ``last_reading`` and ``state_updated_at`` stamped in
+        ``[first_ms, last_ms]`` by a wall clock that then jumped by ``delta_ms`` (issue 30): moved
+        by it, so neither a device's silence nor, after a backward jump, a stamp left in the
+        future (these only ever move forward) counts the jump."""
+        shift = f"{delta_ms / 1000:+.3f} seconds"
+        first, last = iso(from_ms(first_ms)), iso(from_ms(last_ms))
+        async with self._db.transaction() as conn:
+            for column in ("last_seen", "last_reading", "state_updated_at"):
+                await conn.execute(
+                    f"UPDATE devices SET {column} = strftime('%Y-%m-%dT%H:%M:%fZ', {column}, ?)"
+                    f" WHERE {column} BETWEEN ? AND ?",
+                    (shift, first, last),
+                )
 
     async def reset_availability(self) -> None:
         """Mark every device offline until it reports (at start-up, before binding)."""

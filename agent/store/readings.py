@@ -35,6 +35,7 @@ __all__ = [
     "ReadingStore",
     "Resolution",
     "SeriesInfo",
+    "StampShift",
     "WriteOutcome",
     "floor_to",
 ]
@@ -89,6 +90,18 @@ class NewReading:
     """``ts`` is the receive time: moved to a free millisecond of the series if taken."""
     device_ts: int | None = None
     """The device's own time when it was set aside for the receive time."""
+
+
+@dataclass(frozen=True, slots=True)
+class StampShift:
+    """Readings of (device, metric) stamped in ``[first_ts, last_ts]`` belong ``delta_ms``
+    later (earlier when negative)."""
+
+    device_id: str
+    metric: str
+    first_ts: int
+    last_ts: int
+    delta_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +297,31 @@ class ReadingStore:
                 deleted += max(cursor.rowcount, 0)
                 await cursor.close()
         return deleted
+
+    async def shift_receive_stamps(self, shifts: Sequence[StampShift]) -> int:
+        """Move readings stamped on receipt while the agent's clock was wrong to where they
+        belong, once the jump is known (issue 30); the number of readings moved.
+
+        For each shift, the readings of its series in ``[first_ts, last_ts]`` whose receive
+        time was not kept beside them (``received_ts IS NULL``: stamped on receipt, or by a
+        device within the skew) move by ``delta_ms``, in one transaction with:
+
+        - the 1-minute and 1-hour rollups of the buckets they leave and enter, recomputed from
+          the raw rows (which retention keeps far longer than a clock is wrong);
+        - their copies queued in the sync outbox (``outbox_readings``), in flight or not: the
+          cloud takes a reading once by its sequence number, so a copy it already holds under
+          the old time is not doubled by the resend. A reading the cloud acknowledged, or one
+          folded into an outbox rollup, stays at its old time.
+
+        A reading whose new millisecond is taken stays where it was. This is the one place that
+        knows how readings are laid out for this move: a change of the readings' storage
+        changes this function and nothing else.
+        """
+        if not shifts:
+            return 0
+        moved = await self._db.write(lambda conn: _shift(conn, shifts))
+        self._stamps.clear()  # the runs of receive stamps given no longer hold
+        return moved
 
 
 class _Batch:
@@ -506,3 +544,50 @@ class _Batch:
 
 def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
     return conn.execute(sql, params).fetchall()
+
+
+def _shift(conn: sqlite3.Connection, shifts: Sequence[StampShift]) -> int:
+    """:meth:`ReadingStore.shift_receive_stamps` on the database's thread."""
+    moved = 0
+    for shift in shifts:
+        found = _rows(
+            conn,
+            "SELECT id FROM series WHERE device_id = ? AND metric = ?",
+            (shift.device_id, shift.metric),
+        )
+        if not found or shift.delta_ms == 0:
+            continue
+        sid, lo, hi, delta = int(found[0][0]), shift.first_ts, shift.last_ts, shift.delta_ms
+        # Through negative stamps, which no reading has: a move shorter than the range would
+        # otherwise collide with rows of the range not moved yet.
+        taken = conn.execute(
+            "UPDATE readings SET ts = -(ts + ?) WHERE series_id = ? AND ts BETWEEN ? AND ?"
+            " AND received_ts IS NULL",
+            (delta, sid, lo, hi),
+        ).rowcount
+        conn.execute(
+            "UPDATE OR IGNORE readings SET ts = -ts WHERE series_id = ? AND ts < 0", (sid,)
+        )
+        kept = conn.execute(
+            "UPDATE readings SET ts = -ts - ? WHERE series_id = ? AND ts < 0", (delta, sid)
+        ).rowcount
+        moved += taken - kept
+        conn.execute(
+            "UPDATE outbox_readings SET ts = ts + ? WHERE series_id = ? AND ts BETWEEN ? AND ?",
+            (delta, sid, lo, hi),
+        )
+        for table, step in (("readings_1m", MINUTE_MS), ("readings_1h", HOUR_MS)):
+            for start, end in ((lo, hi), (lo + delta, hi + delta)):
+                first, upto = floor_to(start, step), floor_to(end, step) + step
+                conn.execute(
+                    f"DELETE FROM {table} WHERE series_id = ? AND ts >= ? AND ts < ?",
+                    (sid, first, upto),
+                )
+                conn.execute(
+                    f"INSERT INTO {table} (series_id, ts, vmin, vmax, vsum, n)"
+                    " SELECT series_id, ts - ts % ?, min(value), max(value), sum(value), count(*)"
+                    " FROM readings WHERE series_id = ? AND ts >= ? AND ts < ?"
+                    " GROUP BY ts - ts % ?",
+                    (step, sid, first, upto, step),
+                )
+    return moved

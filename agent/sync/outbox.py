@@ -240,9 +240,16 @@ class OutboxStore:
 
     # Taking rows for a batch ----------------------------------------------------------------
 
-    async def in_flight(self, limit: int, *, above: int = 0) -> Selection:
+    async def in_flight(
+        self, limit: int, *, above: int = 0, with_entities: bool = False
+    ) -> Selection:
         """Rows posted before whose answer was never seen (sent again first, unchanged), or
-        taken and not yet posted; lowest numbers first, those above ``above`` only."""
+        taken and not yet posted; lowest numbers first, those above ``above`` only.
+
+        ``with_entities``: preceded by the entity changes still queued, as :meth:`take` puts
+        them. Entities are never marked in flight, so a batch refused as a whole (a 409 for a
+        clock far off, a 503) is resent as its readings alone unless they are added again; the
+        cloud would then meet readings of a device it does not hold yet (issue 30)."""
         readings = _readings(
             await self._db.fetch_all(
                 f"SELECT {_R_COLUMNS} FROM outbox_inflight AS i JOIN outbox_readings AS r"
@@ -257,7 +264,18 @@ class OutboxStore:
                 (above, limit),
             )
         )
-        return Selection([], readings, rollups).head(limit)
+        entities: list[EntityRow] = []
+        if with_entities and (readings or rollups):
+            entities = await self._queued_entities(limit)
+        return Selection(entities, readings, rollups).head(limit)
+
+    async def _queued_entities(self, limit: int) -> list[EntityRow]:
+        """The first ``limit`` entity changes queued: lane (events first), then sequence."""
+        return _entities(
+            await self._db.fetch_all(
+                f"SELECT {_ENTITY} FROM outbox ORDER BY lane, seq LIMIT ?", (limit,)
+            )
+        )
 
     async def take(self, limit: int, *, latest_first: bool = False) -> Selection:
         """Mark the next rows in flight and return them: entity changes first (events,
@@ -265,11 +283,7 @@ class OutboxStore:
         series; else the oldest readings and rollups. The mark is a short write transaction
         that moves no row through Python (compaction skips what is marked); the rows are read
         after it."""
-        entities = _entities(
-            await self._db.fetch_all(
-                f"SELECT {_ENTITY} FROM outbox ORDER BY lane, seq LIMIT ?", (limit,)
-            )
-        )
+        entities = await self._queued_entities(limit)
         room = limit - len(entities)
         if room <= 0:
             return Selection(entities)

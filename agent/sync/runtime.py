@@ -7,6 +7,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from agent.clock import AgentClock
 from agent.settings import AgentSettings
 from agent.store.db import Database
 from agent.store.identity_replica import IdentityReplicaStore
@@ -80,8 +81,10 @@ class SyncRuntime:
         link: CloudLink | None,
         *,
         alert: StuckAlert | None = None,
+        clock: AgentClock | None = None,
     ) -> None:
         self._settings = settings
+        self._clock = clock
         self._db = db
         self._verifier = verifier
         self._alert = alert
@@ -100,7 +103,13 @@ class SyncRuntime:
         replica = IdentityReplica(IdentityReplicaStore(self._db), self._verifier, link, state_dir)
         key = load_or_create_private_key(sync_key_path(state_dir))
         self._uploader = Uploader(
-            link, key, self._outbox, replica, policy_of(self._settings), on_stuck=self._alert
+            link,
+            key,
+            self._outbox,
+            replica,
+            policy_of(self._settings),
+            on_stuck=self._alert,
+            clock=self._clock,
         )
 
     def start(self) -> None:

@@ -13,6 +13,10 @@ signed (the encoding on a worker thread, off the event loop), so a drain costs t
 time per batch and little of the agent's. The next batch is only marked in flight, never
 deleted or acknowledged, before the answer to the one ahead of it is seen; it is thrown away
 (its rows stay in flight, or are released with the rest) whenever that answer is not an ack.
+
+Batches are signed with the cloud's time as the agent's clock (:mod:`agent.clock`) estimates it
+from the cloud's answers, so an agent whose clock is not yet set syncs at once; a batch refused
+for its clock is signed again with the time that refusal told, and sent again at once.
 """
 
 from __future__ import annotations
@@ -23,12 +27,15 @@ import json
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 
 import aiohttp
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from agent.clock import AgentClock
 from agent.sync.batcher import Series, build_records, now_ms, series_ids
 from agent.sync.link import CloudLink
 from agent.sync.outbox import OutboxStore, Selection
@@ -119,6 +126,7 @@ class UploadRefused(Exception):
         self.status = status
         self.retry_after = retry_after
         self.limits = limits
+        self.clock_skew = status == 409 and _details_of(body).get("reason") == "clock_skew"
 
 
 class Uploader:
@@ -134,7 +142,9 @@ class Uploader:
         *,
         on_stuck: StuckAlert | None = None,
         rand: Callable[[], float] = random.random,
+        clock: AgentClock | None = None,
     ) -> None:
+        self._clock = clock or AgentClock(lambda: True)
         self._link = link
         self._key = key
         self._outbox = outbox
@@ -218,11 +228,13 @@ class Uploader:
         deadline = loop.time() + delay
         while True:
             await asyncio.sleep(interval)
+            asked = time.monotonic()
             try:
                 async with self._session.get(
                     self._link.cloud_url + PROBE_PATH,
                     timeout=aiohttp.ClientTimeout(total=min(5.0, self._policy.probe_interval_s)),
                 ) as resp:
+                    self._learn_time(asked, resp.headers, None)
                     if resp.status < 500:
                         if loop.time() < deadline:
                             log.info("cloud answers again: resuming sync")
@@ -238,10 +250,14 @@ class Uploader:
 
     async def step(self) -> bool:
         """One batch (or an identity refresh when idle); ``True`` if more is waiting."""
+        if self._clock.move_due():
+            # NTP has just set the clock: readings stamped before go once they are moved.
+            await self._drop_next()
+            return False
         ready = await self._take_next()
         if ready is None:
             limit = self._policy.batch_max_records
-            rows = await self._outbox.in_flight(limit)
+            rows = await self._outbox.in_flight(limit, with_entities=True)
             fresh = not rows
             if fresh:
                 latest = self._catching_up and await self._outbox.bulk_waiting() > limit
@@ -252,6 +268,7 @@ class Uploader:
             if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:
                 return False
             ready = await self._fit(rows, fresh=fresh)
+        skewed = False
         while True:
             if len(ready.rows):
                 self._next = asyncio.create_task(self._prepare_after(ready.rows))
@@ -268,6 +285,14 @@ class Uploader:
                 raise
             except UploadRefused as err:
                 await self._drop_next()
+                if err.clock_skew and not skewed:
+                    # The refusal told the cloud's time: the same rows, signed with it, once.
+                    skewed = True
+                    log.warning("cloud refused a batch for the agent's clock (about %.0f s"
+                                " behind the cloud): signing with the cloud's time",
+                                self._clock.behind_cloud_s() or 0.0)  # fmt: skip
+                    ready = await self._fit(ready.rows, fresh=ready.fresh)
+                    continue
                 if err.status != 413 or len(ready.rows) == 0:
                     raise
                 self._learn(err.limits, refused=len(ready.body))
@@ -355,13 +380,27 @@ class Uploader:
         outgoing = build_records(rows, series)
         batch = Batch(
             agent_id=self._link.agent_id,
-            sent_at=now_ms(),
+            sent_at=self._clock.cloud_now_ms(),
             records=tuple(outgoing.records),
             ranges=ranges,
             identity_version=version,
         )
         size, body, signature = pack_batch(batch, self._key)
         return size, body, signature, outgoing.dropped
+
+    def _learn_time(self, asked: float, headers: Mapping[str, str], error: bytes | None) -> None:
+        """What an answer tells of the cloud's time: a refusal for the clock says it to the
+        millisecond (its details' ``cloud_time_ms``), an error envelope by its ``timestamp``,
+        any answer to the second by its ``Date`` header."""
+        answered = time.monotonic()
+        exact = None if error is None else _time_of(error)
+        if exact is not None:
+            self._clock.learn_cloud_time(exact, asked, answered)
+            return
+        with contextlib.suppress(TypeError, ValueError, IndexError):
+            date = parsedate_to_datetime(headers.get("Date", ""))
+            self._clock.learn_cloud_time(date.timestamp() * 1000, asked, answered,
+                                         resolution_ms=1000)  # fmt: skip
 
     async def _post(self, body: bytes, signature: str) -> Ack:
         assert self._session is not None, "run() owns the HTTP session"
@@ -378,6 +417,7 @@ class Uploader:
             self._link.cloud_url + PATH, data=body, headers=headers
         ) as resp:
             answer = await resp.read()
+            self._learn_time(started, resp.headers, None if resp.status == 200 else answer)
             if resp.status != 200:
                 retry = resp.headers.get("Retry-After")
                 raise UploadRefused(
@@ -389,10 +429,33 @@ class Uploader:
         return Ack.model_validate_json(answer)
 
 
-def _limits_of(answer: bytes) -> dict[str, int]:
-    """The limits a 413 error envelope carries in its details, if any."""
+def _details_of(answer: bytes) -> dict[str, object]:
+    """The details of an error envelope, if it is one."""
     try:
         details = json.loads(answer).get("error", {}).get("details", {})
-        return {k: int(v) for k, v in details.items() if k in ("max_batch_bytes", "max_body_bytes")}
+    except (ValueError, AttributeError):
+        return {}
+    return details if isinstance(details, dict) else {}
+
+
+def _time_of(answer: bytes) -> float | None:
+    """The cloud's time in an error envelope, in unix milliseconds: the clock it checked a
+    batch with (details' ``cloud_time_ms``), else the envelope's ``timestamp``."""
+    told = _details_of(answer).get("cloud_time_ms")
+    if isinstance(told, int | float):
+        return float(told)
+    try:
+        stamp = json.loads(answer).get("timestamp")
+        return datetime.fromisoformat(str(stamp)).timestamp() * 1000
     except (ValueError, AttributeError, TypeError):
+        return None
+
+
+def _limits_of(answer: bytes) -> dict[str, int]:
+    """The limits a 413 error envelope carries in its details, if any."""
+    details = _details_of(answer)
+    try:
+        return {k: int(v) for k, v in details.items()  # type: ignore[call-overload]
+                if k in ("max_batch_bytes", "max_body_bytes")}  # fmt: skip
+    except (ValueError, TypeError):
         return {}

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from agent.clock import AgentClock
 from agent.services.alerts.service import AlertService
 from agent.services.calibration.service import CalibrationService
 from agent.services.calibration.session import CalibrationSessions
 from agent.services.climate.runtime import ClimateRuntime
 from agent.services.climate.service import ClimateService
+from agent.services.clock_watch import ClockWatch
 from agent.services.control.actuators import ActuatorService
 from agent.services.control.fans import ActuatorControl
 from agent.services.control.schedules import ActuatorSchedules
@@ -71,6 +73,8 @@ DEVICE_RUNTIME = web.AppKey("device_runtime", DeviceRuntime)
 EVENT_HUB = web.AppKey("event_hub", EventHub)
 STREAMS = web.AppKey("streams", StreamService)
 SYNC = web.AppKey("sync", SyncRuntime)
+CLOCK = web.AppKey("clock", AgentClock)
+CLOCK_WATCH = web.AppKey("clock_watch", ClockWatch)
 CLIMATE = web.AppKey("climate", ClimateService)
 CLIMATE_RUNTIME = web.AppKey("climate_runtime", ClimateRuntime)
 EVENT_LOG = web.AppKey("event_log", EventLog)

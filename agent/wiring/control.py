@@ -18,6 +18,7 @@ from agent.store.devices import DeviceStore
 from agent.web.keys import (
     ACTUATOR_CONTROL,
     ACTUATORS,
+    CLOCK_WATCH,
     DATABASE,
     DEVICE_RUNTIME,
     DEVICES,
@@ -84,6 +85,7 @@ def control_context(settings: AgentSettings) -> CleanupContext:
         app[SCHEDULES] = schedules
         app[ACTUATOR_CONTROL] = ActuatorControl(actuators, schedules, app[DEVICES], devices, store)
         await schedules.start(app[SCHEDULER])
+        app[CLOCK_WATCH].on_jump(lambda jump: schedules.clock_jumped(jump.delta_ms))
         yield
         await schedules.stop()
 

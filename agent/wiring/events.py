@@ -19,7 +19,7 @@ from agent.services.live.hub import EventHub
 from agent.settings import AgentSettings
 from agent.store.alerts import AlertStore
 from agent.store.events import EventStore
-from agent.web.keys import ALERTS, DATABASE, EVENT_LOG, EVENTS, READINGS
+from agent.web.keys import ALERTS, CLOCK_WATCH, DATABASE, EVENT_LOG, EVENTS, READINGS
 from agent.wiring.context import CleanupContext
 from agent.wiring.scheduler import SCHEDULER
 
@@ -78,6 +78,7 @@ def events_context(settings: AgentSettings) -> CleanupContext:
         if retention is not None:
             await retention.start(app[SCHEDULER])
         await evaluator.start()
+        app[CLOCK_WATCH].on_moved(evaluator.readings_moved)
         try:
             yield
         finally:

@@ -6,15 +6,19 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from agent.services.clock_watch import ClockWatch, realign_interval_jobs
 from agent.services.ingest.reading_runtime import ReadingRuntime
 from agent.services.readings.query import ReadingQuery
 from agent.services.readings.retention import ReadingRetention, RetentionPolicy
 from agent.services.readings.sensor_readings import SensorReadings
 from agent.services.readings.writer import ReadingWriter
 from agent.settings import AgentSettings
+from agent.store.devices import DeviceStore
 from agent.store.readings import ReadingStore
 from agent.web.keys import (
     CALIBRATION,
+    CLOCK,
+    CLOCK_WATCH,
     DATABASE,
     FOREGROUND,
     HEALTH,
@@ -58,7 +62,15 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
             max_queue=settings.reading_queue_size,
             clock_skew_ms=round(settings.reading_clock_skew_s * 1000),
             max_ahead_ms=round(settings.reading_max_clock_ahead_s * 1000),
+            clock=app[CLOCK],
         )
+        # Moves what the writer stamped while the clock was not set: the writer's own store,
+        # whose cache of receive stamps the move clears.
+        watch = ClockWatch(app[CLOCK], reading_store)
+        watch.on_jump(realign_interval_jobs(app[SCHEDULER]))
+        devices = DeviceStore(db)
+        watch.on_jump(lambda jump: devices.move_stamps(jump.first_ms, jump.last_ms, jump.delta_ms))
+        app[CLOCK_WATCH] = watch
         retention = ReadingRetention(reading_store, policy, chunk=settings.retention_chunk_rows)
         runtime = ReadingRuntime(
             writer, retention, retention_interval_s=settings.retention_interval_s
@@ -75,7 +87,9 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
         await runtime.start(app[SCHEDULER])
         app[READINGS] = runtime
         app[HEALTH].watch_component("reading writer", lambda: writer.running)
+        watch.start()
         yield
+        await watch.stop()
         await runtime.stop()
 
     return readings

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from agent.clock import AgentClock, probe_of
 from agent.devices.calibration_runner import Stability
 from agent.devices.profiles import load_profiles
 from agent.services.calibration.service import CalibrationService
@@ -29,6 +30,7 @@ from agent.sync.runtime import SyncRuntime
 from agent.web.keys import (
     CALIBRATION,
     CALIBRATION_SESSIONS,
+    CLOCK,
     DATABASE,
     DEVICES,
     EVENT_HUB,
@@ -90,9 +92,16 @@ def services_context(
             db, FarmStore(db), on_change=fan_out(hub.publish_farm_status, event_log.farm_status)
         )
         app[HIERARCHY] = HierarchyService(HierarchyStore(db))
+        app[CLOCK] = AgentClock(probe_of(settings.clock_sync_source), wall=clock)
         app[HEALTH] = HealthService(db, distribution_version())
+        app[HEALTH].add_check("clock", app[CLOCK].describe)
         app[SYNC] = SyncRuntime(
-            settings, db, verifier, cloud_link, alert=stuck_sync_alert(FarmStore(db), event_log)
+            settings,
+            db,
+            verifier,
+            cloud_link,
+            alert=stuck_sync_alert(FarmStore(db), event_log),
+            clock=app[CLOCK],
         )
         app[HEALTH].watch_sync(app[SYNC].report)
         profiles = load_profiles(settings.profiles_dir)

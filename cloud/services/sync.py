@@ -40,6 +40,7 @@ from protocol.sync import (
     Ack,
     Batch,
     BatchRejected,
+    Lane,
     ReadingBlock,
     Record,
     Refusal,
@@ -115,8 +116,14 @@ class SyncService:
             raise BadRequest("Invalid batch", {"reason": reason}) from None
         if batch.agent_id != str(agent_id):
             raise Forbidden("The batch names another agent")
-        if abs(self._clock() * 1000 - batch.sent_at) > self._max_skew_s * 1000:
-            raise Conflict("Batch signed too long ago (replayed or clock skew)")
+        now_ms = self._clock() * 1000
+        if abs(now_ms - batch.sent_at) > self._max_skew_s * 1000:
+            # The cloud's time to the millisecond: an agent whose clock is not set yet signs
+            # with it and sends again at once (issue 30).
+            raise Conflict(
+                "Batch signed too long ago (replayed or clock skew)",
+                {"reason": "clock_skew", "cloud_time_ms": int(now_ms)},
+            )
         return batch
 
     async def apply(self, agent_header: str | None, signature: str | None, body: bytes) -> Ack:
@@ -224,14 +231,24 @@ async def _apply_records(
             if reason is not None:
                 refuse(record, reason)
     rollups += _fresh_rollups(rollup_blocks, fresh)
+    if any(r.kind in _BRINGS_DEVICES and r.seq in fresh for r in records):
+        _add_released(await sync_mirror.release_held(conn, agent_id), blocks, rollups)
     devices = [device_id for _, _, device_id in blocks] + [r.device_id for _, r in rollups]
     mine = await sync_mirror.own_devices(conn, agent_id, devices) if devices else {}
+    # A device the mirror does not hold at all is one whose record has not arrived yet: its
+    # readings wait for it (issue 30). One on another agent's farm is refused.
+    missing = set(devices) - set(mine)
+    known = await sync_mirror.known_devices(conn, list(missing)) if missing else set()
+    held: list[tuple[UUID, int, str, str, dict[str, Any]]] = []
     not_mine = "device is not on one of the agent's farms"
     readings = sync_mirror.ReadingRows()
     applied_blocks = []
     for record, block, device_id in blocks:
         if device_id not in mine:
-            refuse(record, not_mine)
+            if device_id in known:
+                refuse(record, not_mine)
+            else:
+                held.append((device_id, record.seq, record.kind, record.key, record.data))
             continue
         applied_blocks.append((record, block, device_id))
         unit = str(record.data.get("u", ""))
@@ -240,11 +257,17 @@ async def _apply_records(
     refused_blocks: set[int] = set()
     for record, rollup in rollups:
         if rollup.device_id not in mine:
-            if record.seq not in refused_blocks:
+            if rollup.device_id not in known:
+                held.append(_held_rollup(record, rollup))
+            elif record.seq not in refused_blocks:
                 refuse(record, not_mine)
                 refused_blocks.add(record.seq)
             continue
         applied_rollups.append((record, rollup))
+    if held:
+        await sync_mirror.hold(conn, agent_id, held)
+        log.info("agent %s: %d reading records held until their device arrives",
+                 agent_id, len(held))  # fmt: skip
     # Each kind goes in as one statement; should the database refuse it, its records go in one
     # by one, so that only the records it refuses are refused and the rest of the batch lands.
     if readings.device_ids:
@@ -269,6 +292,50 @@ async def _apply_records(
                 if (reason := await _in_savepoint(conn, merge)) is not None:
                     refuse(record, reason)
     return refused
+
+
+_BRINGS_DEVICES = ("devices", "farms")
+"""Records that may put a device on one of the agent's farms (a device's own, or its farm's)."""
+_KIND_OF = {resolution: kind for kind, resolution in ROLLUPS.items()}
+
+
+def _add_released(
+    released: list[Any],
+    blocks: list[tuple[Record, ReadingBlock, UUID]],
+    rollups: list[tuple[Record, sync_mirror.RollupRow]],
+) -> None:
+    """Held records whose device has arrived, back among the batch's readings and rollups."""
+    for row in sorted(released, key=lambda r: int(r["id"])):
+        record = Record(
+            seq=int(row["seq"]),
+            lane=Lane.BULK,
+            kind=str(row["kind"]),
+            op="upsert",
+            key=str(row["key"]),
+            data=_json_value(row["data"]),
+        )
+        if record.kind == READINGS:
+            block = decode_readings(record.data)
+            blocks.append((record, block, UUID(block.device_id)))
+        else:
+            rollups.append((record, _rollup(record)))
+
+
+def _held_rollup(
+    record: Record, rollup: sync_mirror.RollupRow
+) -> tuple[UUID, int, str, str, dict[str, Any]]:
+    """A rollup to hold, as the record of its own that :func:`_rollup` reads back."""
+    data = {
+        "device_id": str(rollup.device_id),
+        "metric": rollup.metric,
+        "unit": rollup.unit,
+        "ts": rollup.bucket_ms,
+        "min": rollup.vmin,
+        "max": rollup.vmax,
+        "sum": rollup.vsum,
+        "n": rollup.count,
+    }
+    return rollup.device_id, record.seq, _KIND_OF[rollup.resolution], record.key, data
 
 
 def _fresh_rollups(

@@ -126,6 +126,7 @@ async def spawn_agent(state: Path, log: Path, **env: str) -> AgentProcess:
         "FARM_RATE_LIMIT_PER_PREMIUM_USER": "100000",
         "FARM_RATE_LIMIT_PER_ADDRESS": "100000",
         "FARM_LOGIN_FAILURES_PER_ADDRESS": "1000",
+        "FARM_CLOCK_SYNC_SOURCE": "assume",
         **env,
     }
     process = _popen(

@@ -264,13 +264,59 @@ async def test_a_rollup_block_sent_again_in_another_grouping_counts_each_rollup_
     assert [tuple(r) for r in rows] == [(90, 5.0)]
 
 
+async def _strangers_device(cloud: LiveCloud) -> str:
+    """A device the cloud holds on a farm that is no agent's."""
+    farm = await cloud.sql("INSERT INTO farms (name) VALUES ('Elsewhere') RETURNING id")
+    device = await cloud.sql(
+        "INSERT INTO devices (farm_id, name, kind, device_type) VALUES ($1, 'x', 'sensor', 't')"
+        " RETURNING id",
+        farm[0][0],
+    )
+    return str(device[0][0])
+
+
+async def test_readings_of_a_device_the_cloud_does_not_hold_yet_wait_for_it(
+    cloud: LiveCloud, make_agent: Any, tmp_path: Path
+) -> None:
+    """Readings that reach the cloud before their device's record (issue 30) are held, not
+    refused, and land with the record."""
+    state, _, farm_id, _ = await _paired_device(cloud, make_agent, tmp_path)
+    high = 1 << 40
+    later = str(uuid.uuid4())
+    block = encode_readings(ReadingBlock(later, "probe", [T0, T0 + 1000], [1.5, 2.5]))
+    rollup = _rollup(high + 2, later, 3, 6.0)
+    records = [
+        Record(seq=high + 1, lane=Lane.BULK, kind="readings", op="upsert", key="a", data=block),
+        rollup,
+    ]
+    status, answer = await _post(cloud, state, records)
+    assert status == 200, answer
+    assert Ack.model_validate(answer).rejected == 0
+    assert (await cloud.sql("SELECT count(*) FROM readings WHERE device_id = $1", UUID(later))) == [
+        (0,)
+    ]
+    stamp = "2024-01-01T00:00:00.000Z"
+    device = {"id": later, "farm_id": farm_id, "name": "Late", "kind": "sensor",
+              "device_type": "ph_sensor", "created_at": stamp, "updated_at": stamp}  # fmt: skip
+    record = Record(seq=high + 3, lane=Lane.PRIORITY, kind="devices", op="upsert", key=later,
+                    data=device)  # fmt: skip
+    status, answer = await _post(cloud, state, [record])
+    assert status == 200 and Ack.model_validate(answer).rejected == 0, answer
+    landed = await cloud.sql("SELECT count(*) FROM readings WHERE device_id = $1", UUID(later))
+    assert landed[0][0] == 2
+    rollups = await cloud.sql("SELECT count FROM rollups WHERE device_id = $1", UUID(later))
+    assert [r[0] for r in rollups] == [3]
+    assert (await cloud.sql("SELECT count(*) FROM sync_held_blocks"))[0][0] == 0
+    assert (await cloud.sql("SELECT count(*) FROM sync_dead_letters"))[0][0] == 0
+
+
 async def test_a_record_the_cloud_cannot_apply_is_refused_alone_and_the_rest_lands(
     cloud: LiveCloud, make_agent: Any, tmp_path: Path
 ) -> None:
     state, _, _, device_id = await _paired_device(cloud, make_agent, tmp_path)
     high = 1 << 40
     good = encode_readings(ReadingBlock(device_id, "probe", [T0, T0 + 1000], [1.5, 2.5]))
-    stranger = encode_readings(ReadingBlock(str(uuid.uuid4()), "probe", [T0], [1.0]))
+    stranger = encode_readings(ReadingBlock(await _strangers_device(cloud), "probe", [T0], [1.0]))
     records = [
         Record(seq=high + 1, lane=Lane.BULK, kind="readings", op="upsert", key="a", data=good),
         Record(seq=high + 2, lane=Lane.BULK, kind="readings", op="upsert", key="b", data=stranger),

@@ -39,6 +39,7 @@ class AgentProcess:
             "FARM_ADMIN_PASSWORD": ADMIN_PASSWORD,
             "FARM_RATE_LIMIT_PER_ADDRESS": "0",
             "FARM_RATE_LIMIT_PER_USER": "0",
+            "FARM_CLOCK_SYNC_SOURCE": "assume",
             **env,
         }
         self._process: subprocess.Popen[bytes] | None = None

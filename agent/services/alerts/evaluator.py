@@ -20,7 +20,7 @@ import asyncio
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 from agent.services.events.log import EventLog
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.store.alerts import AlertStore, NewAlert
+from agent.store.readings import StampShift
 from protocol.tasks import cancel_and_wait
 from protocol.throttled_log import ThrottledLog
 from protocol.timefmt import iso
@@ -158,6 +159,29 @@ class AlertEvaluator:
         async with self._lock:
             for rule in self._by_series.get((reading.device_id, reading.metric), ()):
                 await self._apply(rule, self._tracks[rule.id], reading)
+
+    async def readings_moved(self, shifts: Sequence[StampShift]) -> None:
+        """Readings stamped while the agent's clock was not set were moved (issue 30): a
+        breach under way, and the newest time judged, move with them, so the jump counts
+        neither as the breach's duration nor, backwards, as readings older than those judged.
+        Readings committed before the move and still queued here carry their old times: they
+        are judged first."""
+        async with self._lock:
+            while (
+                self._subscription is not None
+                and (queued := self._subscription.get_nowait()) is not None
+            ):
+                for rule in self._by_series.get((queued.device_id, queued.metric), ()):
+                    await self._apply(rule, self._tracks[rule.id], queued)
+            for shift in shifts:
+                for rule in self._by_series.get((shift.device_id, shift.metric), ()):
+                    track = self._tracks.get(rule.id)
+                    if track is None:
+                        continue
+                    if shift.first_ts <= track.last_ts <= shift.last_ts:
+                        track.last_ts += shift.delta_ms
+                    if track.pending and shift.first_ts <= track.since_ts <= shift.last_ts:
+                        track.since_ts += shift.delta_ms
 
     def _wanted(self, reading: CommittedReading) -> bool:
         return (reading.device_id, reading.metric) in self._by_series

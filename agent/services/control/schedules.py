@@ -92,6 +92,8 @@ class ActuatorSchedules:
         self._scheduler: AsyncIOScheduler | None = None
         self._tasks: set[asyncio.Task[object]] = set()
         self._owners: list[Callable[[str], bool]] = []
+        # Per device, the state the schedule last put it in and when (wall clock).
+        self._applied: dict[str, tuple[bool, datetime]] = {}
 
     def yield_to(self, owns: Callable[[str], bool]) -> None:
         """Leave alone the actuators ``owns`` claims (the climate loop's fans in auto mode).
@@ -177,7 +179,30 @@ class ActuatorSchedules:
         record = await self._actuators.command(None, device_id, command, source="schedule")
         if record.outcome in ("confirmed", "unconfirmed"):
             self._confirmed.add(device_id)
+        self._applied[device_id] = (on, at)
         return record
+
+    async def clock_jumped(self, jump_ms: int) -> None:
+        """The wall clock jumped (NTP setting a clock that booted days behind, issue 30): the
+        edges it skipped are not replayed (the jobs coalesce, and an edge older than the grace
+        is dropped), so each actuator gets the state its window wants now, once, unless the
+        schedule already put it there."""
+        log.info("schedules: clock jumped %+.0f s, applying the windows' state now",
+                 jump_ms / 1000)  # fmt: skip
+        for settings in await self._store.scheduled():
+            if not _runs(settings):
+                continue
+            device_id = settings.device_id
+            try:
+                async with self._lock(device_id):
+                    at = self._now()
+                    wanted = is_open(_window(settings), self.timezone, at)
+                    applied = self._applied.get(device_id)
+                    if applied is not None and applied[0] == wanted:
+                        continue
+                    await self._apply(device_id, at)
+            except ApiError as err:
+                log.warning("schedule of %s not applied: %s", device_id, err)
 
     async def availability_changed(self, device_id: str, online: bool) -> None:
         """A device came online or went offline; one that comes back gets its window state.
@@ -252,7 +277,12 @@ class ActuatorSchedules:
                 # A second fire of an edge in a repeated (DST fall-back) hour: counted once.
                 log.debug("schedule of %s: repeated edge ignored", device_id)
                 return
-            await self.apply_at(device_id, at)
+            async with self._lock(device_id):
+                applied = self._applied.get(device_id)
+                if applied is not None and applied[0] == opens and applied[1] >= recent[-1][0]:
+                    # Applied since this edge (after a clock jump, issue 30): once is enough.
+                    return
+                await self._apply(device_id, at)
         except ApiError as err:
             log.warning("schedule of %s not applied: %s", device_id, err)
         except Exception:  # the scheduler must keep running the other schedules

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from agent.clock import AgentClock
 from agent.devices.calibration import LinearCalibration, apply
 from agent.devices.codec import Measurement
 from agent.services.readings.listeners import CommittedReading, ListenerSet, ReadingSubscription
@@ -164,6 +165,7 @@ class ReadingWriter:
         quiet: Callable[[], bool] | None = None,
         max_queue: int = 20_000,
         clock_skew_ms: int = 2000,
+        clock: AgentClock | None = None,
         max_age_ms: int = 30 * _DAY_MS,
         max_ahead_ms: int = _DAY_MS,
         commit_attempts: int = 5,
@@ -191,6 +193,7 @@ class ReadingWriter:
         self._quiet = quiet
         self._max_queue = max_queue
         self._skew_ms = clock_skew_ms
+        self._clock = clock
         # Older readings would land where raw rows are already pruned, so a duplicate could no
         # longer be recognised and would be counted twice in the rollups.
         self._max_age_ms = max_age_ms
@@ -360,8 +363,14 @@ class ReadingWriter:
                 self._reject("out_of_range", reading, value)
                 return None
         received, device = reading.received_ts, reading.device_ts
+        clock = self._clock
+        if clock is not None:
+            received += clock.receive_correction_ms()
         set_aside = None
-        if device is not None and device > received + self._max_ahead_ms:
+        # While the agent's own clock is neither set nor corrected by the cloud's, a device's
+        # time is the better one, however far from it (issue 30).
+        trusted = clock is None or clock.trusted
+        if trusted and device is not None and device > received + self._max_ahead_ms:
             self.stats.device_clock_ahead += 1
             self._problems.warning(
                 f"ahead:{reading.device_id}",
@@ -378,6 +387,8 @@ class ReadingWriter:
             self._reject("too_old", reading, ts)
             return None
         skewed = device is not None and abs(device - received) > self._skew_ms
+        if device is None and clock is not None:
+            clock.note_receipt(reading.device_id, reading.metric, ts)
         return NewReading(
             device_id=reading.device_id,
             metric=reading.metric,

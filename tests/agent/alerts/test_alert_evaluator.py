@@ -4,15 +4,17 @@ and the /ws/farm-status message."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
+from agent.app import create_app
 from agent.services.readings.writer import IncomingReading
-from agent.web.keys import DATABASE, READINGS
+from agent.web.keys import CLOCK_WATCH, DATABASE, READINGS
 from tests.agent.alerts.conftest import events_of
 from tests.agent.devices_api.conftest import create_farm
 from tests.agent.runtime.conftest import eventually
 from tests.agent.streams.helpers import expect, open_stream
-from tests.conftest import Agent
+from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, Agent, agent_settings
 from tests.support.reading_seed import add_device
 
 S = 1000
@@ -162,3 +164,32 @@ async def test_deleting_the_device_clears_its_active_alert(agent: Agent) -> None
     assert await probe.alerts("active") == []
     (cleared,) = await probe.cleared()
     assert cleared["cleared_reason"] == "device_deleted"
+
+
+async def test_a_breach_stamped_before_the_clock_was_set_does_not_count_the_jump(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    """A breach that began while the clock was two days behind (issue 30) lasts from its true
+    start once the clock is set: the jump is not elapsed time."""
+    synchronized = tmp_path / "synchronized"
+    behind = [2 * 86_400.0]  # the agent's wall clock, until NTP sets it
+    settings = agent_settings(tmp_path / "state", clock_sync_source=str(synchronized))
+    client = await aiohttp_client(create_app(settings, clock=lambda: time.time() - behind[0]))
+    login = {"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD}
+    resp = await client.post("/api/v1/login", json=login)
+    agent = Agent(client, (await resp.json())["access_token"])
+    probe = await make_probe(agent, min_duration_s=60)
+    now = time.time_ns() // 1_000_000
+    probe.base = now - 2 * 86_400 * S  # what the agent's clock says on receipt
+    probe.feed((0, 31))
+    await agent.client.app[READINGS].writer.flush()
+    behind[0] = 0.0  # NTP answers
+    synchronized.touch()
+    await agent.client.app[CLOCK_WATCH].check()
+    probe.base = now
+    probe.feed((30, 32))
+    await agent.client.app[READINGS].writer.flush()
+    assert await probe.alerts("active") == []
+    probe.feed((61, 33))
+    (alert,) = await eventually(lambda: probe.alerts("active"))
+    assert abs(ms(alert["raised_at"]) - probe.at(61)) < S

@@ -283,3 +283,32 @@ async def test_a_device_offline_at_start_up_gets_its_window_state_when_it_comes_
 
         await eventually(switched_on)
     assert await eventually(lambda: outcomes(3)) == ["confirmed", "timed_out", "timed_out"]
+
+
+async def test_after_a_clock_jump_the_window_state_is_applied_once(rig: Rig) -> None:
+    """A Pi that booted two days behind (issue 30): when NTP sets the clock, the light gets the
+    state its window wants now, once; the edge the jump landed just after is not applied again,
+    and the switchings of the two days are not replayed."""
+    light_id = await rig.actuator("light", "tasmota-relay", "jump")
+    await _put_schedule(
+        rig, light_id, {"enabled": True, "start_time": "12:00", "end_time": "20:00"}
+    )
+    app = rig.agent.client.app
+    clock = [_at(1, 3)]  # the saved time at boot: the window is closed
+    schedules = ActuatorSchedules(
+        app[ACTUATORS],
+        app[DEVICES],
+        ActuatorCommandStore(app[DATABASE]),
+        timezone=ZoneInfo("UTC"),
+        now=lambda: clock[0],
+    )
+    await schedules.apply_at(light_id, clock[0])
+    before = (await rig.get(f"/api/v1/devices/{light_id}/commands"))["total"]
+
+    clock[0] = _at(3, 12, 5)  # NTP: two days later, five minutes into the window
+    await schedules.clock_jumped(2 * 86_400_000)
+    await schedules.edge(light_id, opens=True)  # the scheduler fires the edge within its grace
+    await schedules.clock_jumped(0)
+    commands = await rig.get(f"/api/v1/devices/{light_id}/commands")
+    assert commands["total"] == before + 1
+    assert commands["commands"][0]["source"] == "schedule"
