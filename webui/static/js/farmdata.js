@@ -2,6 +2,7 @@
 // names of its places, its rows, racks and shelves, and how metrics are labelled.
 
 import { ApiError, all, get } from "./api.js";
+import { metricDigits, metricLabel } from "./metrics.js";
 
 /**
  * A read some servers do not offer (the cloud serves fewer than the agent): a 404 for the path
@@ -58,8 +59,10 @@ export async function loadPlaces(farmId) {
 /** How the overview shows a reported metric: label, unit, decimals. @param {string} metric @param {string} [unit] */
 export function metricInfo(metric, unit = "") {
   const known = SHELF_METRICS.find((x) => x.key === metric || (x.aliases || []).includes(metric));
-  if (known) return known;
-  return { key: metric, label: metric.replace(/_/g, " "), unit: unit ? ` ${unit}` : "", digits: 1 };
+  const reported = unit ? ` ${unit}` : "";
+  // A shelf's short label, with the unit the sensors report where the list names none (EC in µS/cm).
+  if (known) return known.unit || known.key === "ph" ? known : { ...known, unit: reported, digits: metricDigits(known.key) };
+  return { key: metric, label: metricLabel(metric), unit: reported, digits: metricDigits(metric) };
 }
 
 /** Order of metrics on a shelf: the known ones first, in SHELF_METRICS order. @param {string} a @param {string} b */

@@ -145,7 +145,7 @@ export async function render(ctx) {
     if (!series) return;
     series.points.push({ timestamp: msg.timestamp, value: msg.data.value, min: msg.data.value, max: msg.data.value, count: 1 });
     draw();
-  });
+  }, { deviceIds: [id] });
 }
 
 /**
