@@ -205,6 +205,8 @@ class Database:
         """Set when a small write is queued or a hold ends: a held drainer looks again."""
         self._drainer: asyncio.Task[None] | None = None
         self.generation = 0
+        self.commits = 0
+        """Write transactions committed (for /metrics: each one rewrites whole pages)."""
         """Count of committed write transactions that may change what a read cache shows (see
         ``GenerationCache``): every one but the hot writes of :meth:`write`."""
 
@@ -248,6 +250,10 @@ class Database:
             f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}",
             # After a checkpoint the WAL file is cut back to this size (bounded on the SD card).
             "PRAGMA journal_size_limit=67108864",
+            # Statement journals and sorts stay in memory: a statement that rewrites many
+            # pages inside a savepoint (a fold of staged readings) spilled its journal to a
+            # temporary file, as many bytes written again as the statement changed.
+            "PRAGMA temp_store=MEMORY",
         ):
             await conn.execute(pragma)
         return conn
@@ -538,6 +544,7 @@ class Database:
                 if not job.outcome.cancelled():
                     job.outcome.set_exception(outcomes)
             return
+        self.commits += 1
         if group is not None:
             group.committed.set_result(None)
         for job, outcome in zip(jobs, outcomes, strict=True):
@@ -614,6 +621,7 @@ class Database:
                     raise
                 group.fail(err)
             else:
+                self.commits += 1
                 group.committed.set_result(None)
             finally:  # even a failed COMMIT may have landed: invalidate caches regardless
                 self.generation += 1
