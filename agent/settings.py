@@ -175,7 +175,7 @@ class AgentSettings(BaseSettings):
     )
 
     reading_batch_interval_s: float = Field(
-        0.75, gt=0, le=60, description="Longest wait before queued readings are committed"
+        0.5, gt=0, le=60, description="Longest wait before queued readings are committed"
     )
     reading_max_batch: int = Field(
         200,
