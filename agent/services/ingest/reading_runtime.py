@@ -100,16 +100,10 @@ class ReadingRuntime:
         self._last_fold = time.monotonic()
         self.folded = 0
         """Readings folded since start."""
-        self._fold_job = (
-            None
-            if fold is None or fold_interval_s <= 0
-            else PeriodicJob(
-                "reading-fold",
-                self._fold_due,
-                interval_s=min(_FOLD_CHECK_S, fold_interval_s),
-                first_after_s=min(_FOLD_CHECK_S, fold_interval_s),
-            )
-        )
+        # An owned loop, not a scheduler job: a fold during a backlog's catch-up outlasts the
+        # check interval, and the scheduler warned of every check it skipped meanwhile.
+        self._folds = fold is not None and fold_interval_s > 0
+        self._folder: asyncio.Task[None] | None = None
         self._subscription: ReadingSubscription | None = None
         self._recorder: asyncio.Task[None] | None = None
 
@@ -119,14 +113,15 @@ class ReadingRuntime:
         self._subscription = self.writer.subscribe(maxsize=_RECORDER_QUEUE)
         self._recorder = asyncio.create_task(self._record(self._subscription), name="recorder")
         self._retention_job.start(scheduler)
-        if self._fold_job is not None:
-            self._fold_job.start(scheduler)
+        if self._folds:
+            self._folder = asyncio.create_task(self._fold_loop(), name="reading-fold")
 
     async def stop(self) -> None:
         """Stop pruning, commit what is queued, then stop recording."""
         await self._retention_job.stop()
-        if self._fold_job is not None:
-            await self._fold_job.stop()
+        if self._folder is not None:
+            folder, self._folder = self._folder, None
+            await cancel_and_wait(folder)
         await self.writer.stop()
         if self._recorder is not None:
             # The last batch's readings are in the queue: record them before stopping.
@@ -148,6 +143,15 @@ class ReadingRuntime:
     async def staged(self) -> int:
         """Readings in the stage (0 when the store does not stage)."""
         return 0 if self._stage_size is None else await self._stage_size()
+
+    async def _fold_loop(self) -> None:
+        check = min(_FOLD_CHECK_S, self._fold_interval)
+        while True:
+            await asyncio.sleep(check)
+            try:
+                await self._fold_due()
+            except Exception:  # supervised: the stage stays, the next check folds it
+                log.exception("folding staged readings failed")
 
     async def _fold_due(self) -> None:
         if time.monotonic() - self._last_fold >= self._fold_interval or (
