@@ -58,6 +58,8 @@ HOUR_MS = 3_600_000
 _TS_MAX = 2**63 - 1
 # Variables per statement stay far below SQLite's limit (32766 since 3.32, 999 before).
 _CHUNK = 400
+# Chunks of one fold at most (each one scans the stage).
+_MAX_CHUNKS = 64
 # Rows per multi-row INSERT: 6 variables each.
 _INSERT_ROWS = 500
 
@@ -666,8 +668,9 @@ class _Batch:
 
 def _spans(first: int, last: int, rows: int, size: int) -> list[tuple[int, int]]:
     """Series id ranges ``[low, high)`` covering ``first..last``, as many as ``rows`` readings
-    make chunks of about ``size``."""
-    count = max(1, min(last - first + 1, -(-rows // max(size, 1))))
+    make chunks of about ``size``, and no more than ``_MAX_CHUNKS``: each chunk scans the
+    stage (it has no index), so a large stage (a backlog) is folded in larger chunks."""
+    count = max(1, min(last - first + 1, -(-rows // max(size, 1)), _MAX_CHUNKS))
     width = -(-(last - first + 1) // count)
     return [(low, min(low + width, last + 1)) for low in range(first, last + 1, width)]
 
