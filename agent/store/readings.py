@@ -600,7 +600,8 @@ class _Batch:
     def _existing_staged(
         self, conn: sqlite3.Connection, keys: Iterable[tuple[int, int]]
     ) -> list[tuple[int, int]]:
-        """The keys already staged, searched for only where a series has staged as new."""
+        """The keys already staged (the stage is searched only for keys at or below their
+        series' newest staged ts)."""
         known = self.staged_max
         if known is None:
             return []
