@@ -184,10 +184,10 @@ class AgentSettings(BaseSettings):
     )
 
     reading_batch_interval_s: float = Field(
-        1.0, gt=0, le=60, description="Longest wait before queued readings are committed"
+        0.5, gt=0, le=60, description="Longest wait before queued readings are committed"
     )
     reading_max_batch: int = Field(
-        50,
+        200,
         ge=1,
         description="Readings per commit at most while API requests come (a command waits for"
         " the commit running)",
@@ -254,6 +254,25 @@ class AgentSettings(BaseSettings):
     # Live stream latency (issue 4): group commit of readings
     reading_min_commit_interval_s: float = Field(
         0.02, ge=0, le=60, description="Seconds between reading commits at least (bounds fsyncs)"
+    )
+
+    # SD card wear (issue 25): readings are staged in arrival order and folded in large batches
+    reading_fold_interval_s: float = Field(
+        1800,
+        ge=0,
+        le=86_400,
+        description="Seconds between folds of staged readings into the series tables (and the"
+        " sync outbox); 0: no stage, each batch is written into them",
+    )
+    reading_fold_rows: int = Field(
+        200_000,
+        ge=1,
+        description="Staged readings that start a fold before its interval has passed",
+    )
+    reading_commit_rows: int = Field(
+        256,
+        ge=1,
+        description="Readings a batch waits for (up to the batch interval) before it commits",
     )
 
     # Event log and threshold alerts (issues 4 and 5)

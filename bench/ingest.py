@@ -142,7 +142,7 @@ def bare_subscriber(port: int, expected: int) -> None:
 def committed(db_path: Path) -> int:
     """Readings committed, as a separate connection sees them."""
     with contextlib.closing(sqlite3.connect(db_path, timeout=30)) as conn:
-        return int(conn.execute("SELECT count(*) FROM readings").fetchone()[0])
+        return int(conn.execute("SELECT count(*) FROM readings_all").fetchone()[0])
 
 
 @dataclass

@@ -121,7 +121,7 @@ def register_devices(agent: Agent, count: int) -> None:
 def committed(database: Path) -> int:
     """Raw readings stored so far (a separate read-only connection)."""
     with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=10)) as c:
-        return int(c.execute("SELECT count(*) FROM readings").fetchone()[0])
+        return int(c.execute("SELECT count(*) FROM readings_all").fetchone()[0])
 
 
 def payload(value: int) -> str:

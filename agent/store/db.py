@@ -247,6 +247,8 @@ class Database:
         self.generation = 0
         """Count of committed write transactions that may change what a read cache shows (see
         ``GenerationCache``): every one but the hot writes of :meth:`write`."""
+        self.commits = 0
+        """Write transactions committed (for /metrics: each one rewrites whole pages)."""
         self.refused: str | None = None
         """Why the last write failed for lack of space (None once a write commits again)."""
         self.refusals = 0
@@ -302,6 +304,10 @@ class Database:
             f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}",
             # After a checkpoint the WAL file is cut back to this size (bounded on the SD card).
             "PRAGMA journal_size_limit=67108864",
+            # Statement journals and sorts stay in memory: a statement that rewrites many
+            # pages inside a savepoint (a fold of staged readings) spilled its journal to a
+            # temporary file, as many bytes written again as the statement changed.
+            "PRAGMA temp_store=MEMORY",
         ):
             await conn.execute(pragma)
         return conn
@@ -646,6 +652,7 @@ class Database:
                 if not job.outcome.cancelled():
                     job.outcome.set_exception(outcomes)
             return
+        self.commits += 1
         if group is not None:
             group.committed.set_result(None)
         for job, outcome in zip(jobs, outcomes, strict=True):
@@ -724,6 +731,7 @@ class Database:
                 group.fail(err)
             else:
                 self._observe(None)
+                self.commits += 1
                 group.committed.set_result(None)
             finally:  # even a failed COMMIT may have landed: invalidate caches regardless
                 self.generation += 1

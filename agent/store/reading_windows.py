@@ -78,18 +78,33 @@ class ReadingWindows:
                 SELECT series_id, vmin, vmax, vsum, n FROM readings_1m
                 WHERE series_id IN (SELECT id FROM chosen)
                     AND ((ts >= ? AND ts < ?) OR (ts >= ? AND ts < ?))
+                UNION ALL
+                SELECT series_id, value, value, value, 1 FROM readings_staged
+                WHERE series_id IN (SELECT id FROM chosen) AND ts >= ? AND ts < ?
+            ),
+            -- The newest staged reading of each series (max() picks its row's value).
+            staged AS (
+                SELECT series_id, max(ts) AS ts, value FROM readings_staged
+                WHERE series_id IN (SELECT id FROM chosen) GROUP BY series_id
+            ),
+            folded AS (
+                SELECT c.*,
+                    (SELECT r.ts FROM readings r WHERE r.series_id = c.id
+                        ORDER BY r.ts DESC LIMIT 1) AS last_ts,
+                    (SELECT r.value FROM readings r WHERE r.series_id = c.id
+                        ORDER BY r.ts DESC LIMIT 1) AS last_value
+                FROM chosen c
             )
             SELECT c.device_id, c.metric, c.unit,
                 min(p.vmin), max(p.vmax), sum(p.vsum), coalesce(sum(p.n), 0),
-                (SELECT r.ts FROM readings r WHERE r.series_id = c.id
-                    ORDER BY r.ts DESC LIMIT 1),
-                (SELECT r.value FROM readings r WHERE r.series_id = c.id
-                    ORDER BY r.ts DESC LIMIT 1)
-            FROM chosen c LEFT JOIN parts p ON p.series_id = c.id
+                CASE WHEN st.ts > coalesce(c.last_ts, -1) THEN st.ts ELSE c.last_ts END,
+                CASE WHEN st.ts > coalesce(c.last_ts, -1) THEN st.value ELSE c.last_value END
+            FROM folded c LEFT JOIN parts p ON p.series_id = c.id
+                LEFT JOIN staged st ON st.series_id = c.id
             GROUP BY c.id
             ORDER BY c.metric, c.device_id
             """,
-            [*params, first_hour, last_hour, low, first_hour, last_hour, end],
+            [*params, first_hour, last_hour, low, first_hour, last_hour, end, low, end],
         )
         return [SeriesWindow(*row) for row in rows]
 
@@ -100,12 +115,16 @@ class ReadingWindows:
         marks = ", ".join("?" * len(device_ids))
         rows = await self._db.fetch_all(
             f"""
-            SELECT s.device_id, max(
-                (SELECT r.ts FROM readings r WHERE r.series_id = s.id
-                    ORDER BY r.ts DESC LIMIT 1))
-            FROM series s WHERE s.device_id IN ({marks})
-            GROUP BY s.device_id
+            SELECT device_id, max(ts) FROM (
+                SELECT s.device_id, (SELECT r.ts FROM readings r WHERE r.series_id = s.id
+                    ORDER BY r.ts DESC LIMIT 1) AS ts
+                FROM series s WHERE s.device_id IN ({marks})
+                UNION ALL
+                SELECT s.device_id, st.ts FROM readings_staged st
+                JOIN series s ON s.id = st.series_id WHERE s.device_id IN ({marks})
+            )
+            GROUP BY device_id
             """,
-            list(device_ids),
+            [*device_ids, *device_ids],
         )
         return {device: int(ts) for device, ts in rows if ts is not None}

@@ -1,7 +1,20 @@
 """Readings: series of (device, metric), raw values and their 1-minute and 1-hour rollups.
 
-Timestamps are integer unix milliseconds. Rollups are kept by a trigger in the same transaction
-as each raw insert (migration 0002), so the store only writes raw rows.
+Timestamps are integer unix milliseconds. Where a reading lives (migrations 0002, 0015, 0090):
+
+- ``readings_stage``: where a batch is committed when the store stages (the running agent). Rows
+  are appended in arrival order (``seq``), so a commit rewrites the stage's last page, not a
+  page of every series: on an SD card, bytes written are what wears it out.
+- ``readings`` (clustered on ``(series_id, ts)``), ``readings_1m`` and ``readings_1h``: the
+  series-ordered store. :meth:`ReadingStore.fold` moves staged readings there in large batches,
+  series by series, each chunk its own short transaction; the triggers of ``readings`` keep the
+  rollups and queue the sync outbox then. ``readings_fold`` records the fold under way, so a
+  crash resumes it and a staged row is never counted twice.
+- The views ``readings_all``, ``readings_1m_all`` and ``readings_1h_all`` show every reading
+  once, folded or staged (a staged reading is a rollup row of its own, count 1): every read
+  goes through them, so a query right after a commit returns the reading.
+
+A store that does not stage (``staged=False``) writes batches into ``readings`` directly.
 
 A series holds one reading per millisecond. A reading stamped with its device's time is stored
 once per (series, ts): a re-delivered message is a no-op. A reading stamped on receipt is a new
@@ -15,6 +28,7 @@ whole, stamped with its start.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
@@ -45,6 +59,8 @@ HOUR_MS = 3_600_000
 _TS_MAX = 2**63 - 1
 # Variables per statement stay far below SQLite's limit (32766 since 3.32, 999 before).
 _CHUNK = 400
+# Chunks of one fold at most (each one scans the stage).
+_MAX_CHUNKS = 64
 # Rows per multi-row INSERT: 6 variables each.
 _INSERT_ROWS = 500
 
@@ -62,6 +78,11 @@ class Resolution(StrEnum):
         return _TABLES[self]
 
     @property
+    def view(self) -> str:
+        """The view of this resolution that includes staged readings (what reads use)."""
+        return _VIEWS[self]
+
+    @property
     def step_ms(self) -> int:
         """Bucket width of a rollup (0 for raw)."""
         return _STEPS[self]
@@ -71,6 +92,11 @@ _TABLES = {
     Resolution.RAW: "readings",
     Resolution.MINUTE: "readings_1m",
     Resolution.HOUR: "readings_1h",
+}
+_VIEWS = {
+    Resolution.RAW: "readings_all",
+    Resolution.MINUTE: "readings_1m_all",
+    Resolution.HOUR: "readings_1h_all",
 }
 _STEPS = {Resolution.RAW: 0, Resolution.MINUTE: MINUTE_MS, Resolution.HOUR: HOUR_MS}
 
@@ -158,11 +184,22 @@ def _batched(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
 class ReadingStore:
     """Writes batches of readings and reads them back at any resolution."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, staged: bool = False, fold_chunk: int = 1000) -> None:
         self._db = db
         self._series: dict[tuple[str, str], _Cached] = {}
         # Per series id, the last run of receive stamps given: [first, last] all taken.
         self._stamps: dict[int, tuple[int, int]] = {}
+        self._staged = staged
+        # Per series id, the newest ts ever staged (loaded at the first write): a reading newer
+        # than that cannot collide with a staged one, and the stage (no index: appends only)
+        # is searched only for the others, re-deliveries and late readings.
+        self._staged_max: dict[int, int] | None = None
+        self._fold_chunk = fold_chunk
+
+    @property
+    def staged(self) -> bool:
+        """Whether batches are committed to the stage (and folded later)."""
+        return self._staged
 
     async def write(self, readings: Sequence[NewReading]) -> WriteOutcome:
         """Store a batch in one transaction; duplicates of stored (series, ts) are skipped.
@@ -174,14 +211,74 @@ class ReadingStore:
         """
         if not readings:
             return WriteOutcome((), 0, 0)
-        batch = _Batch(readings, dict(self._series), dict(self._stamps))
+        staged_max = None
+        if self._staged:
+            if self._staged_max is None:
+                rows = await self._db.fetch_all(
+                    "SELECT series_id, max(ts) FROM readings_stage GROUP BY series_id"
+                )
+                self._staged_max = {int(sid): int(ts) for sid, ts in rows}
+            staged_max = self._staged_max
+        snapshot = None if staged_max is None else dict(staged_max)
+        batch = _Batch(readings, dict(self._series), dict(self._stamps), snapshot)
         outcome = await self._db.write(batch.run, hot=True, bulk=True)
+        if staged_max is not None:
+            for sid, ts in batch.staged_newest.items():
+                if ts > staged_max.get(sid, -1):
+                    staged_max[sid] = ts
         # Only after COMMIT: ids created by a rolled-back transaction do not exist.
         for key in batch.stale:
             self._series.pop(key, None)
         self._series.update(batch.created)
         self._stamps.update(batch.runs)
         return outcome
+
+    async def stage_size(self) -> int:
+        """Readings in the stage (folded or not): what the next fold will move."""
+        return int(await self._db.fetch_value("SELECT count(*) FROM readings_stage"))
+
+    async def fold(self) -> int:
+        """Move the staged readings into ``readings`` and its rollups; the readings moved.
+
+        Series by series in chunks of about ``fold_chunk`` readings, each its own short
+        transaction (a command's write waits for one chunk at most), in series order (each
+        series' last pages are rewritten once per fold, not once per commit). A fold cut short
+        (a crash) is resumed by the next one from ``readings_fold``, which then folds what was
+        staged since.
+        """
+        folded = 0
+        while True:
+            row = await self._db.fetch_one("SELECT upto, next_series FROM readings_fold")
+            upto, next_series = (int(row[0]), int(row[1])) if row is not None else (0, 0)
+            if upto:
+                folded += await self._fold_upto(upto, next_series)
+                continue  # a fold cut short: then the readings staged after it
+            top = await self._db.fetch_value("SELECT max(seq) FROM readings_stage")
+            if top is None:
+                return folded
+            return folded + await self._fold_upto(int(top), 0)
+
+    async def _fold_upto(self, upto: int, next_series: int) -> int:
+        """Fold the staged readings up to ``upto``, from series ``next_series`` on."""
+        # One scan, no sort (a GROUP BY over the stage sorted it in memory: megabytes of RSS):
+        # series ids are dense, so equal id ranges hold about equal shares of the readings.
+        row = await self._db.fetch_one(
+            "SELECT min(series_id), max(series_id), count(*) FROM readings_stage"
+            " WHERE seq <= ? AND series_id >= ?",
+            (upto, next_series),
+        )
+        folded = 0
+        spans = (
+            []
+            if row is None or row[0] is None
+            else _spans(int(row[0]), int(row[1]), int(row[2]), self._fold_chunk)
+        )
+        for low, high in spans:
+            folded += await self._db.write(
+                functools.partial(_fold_chunk, upto, low, high), hot=True, bulk=True
+            )
+        await self._db.write(functools.partial(_end_fold, upto), hot=True, bulk=True)
+        return folded
 
     async def find_series(self, device_id: str, metric: str) -> SeriesInfo | None:
         """The series of a device's metric, if it has ever reported one."""
@@ -207,7 +304,7 @@ class ReadingStore:
     async def oldest(self, series_id: int, resolution: Resolution) -> int | None:
         """Timestamp of the oldest row kept at a resolution (None if it holds none)."""
         value = await self._db.fetch_value(
-            f"SELECT min(ts) FROM {resolution.table} WHERE series_id = ?", (series_id,)
+            f"SELECT min(ts) FROM {resolution.view} WHERE series_id = ?", (series_id,)
         )
         return None if value is None else int(value)
 
@@ -216,7 +313,7 @@ class ReadingStore:
     ) -> int:
         """Rows in the range at a resolution, counting no further than ``limit``."""
         value = await self._db.fetch_value(
-            f"SELECT count(*) FROM (SELECT 1 FROM {resolution.table}"
+            f"SELECT count(*) FROM (SELECT DISTINCT ts FROM {resolution.view}"
             " WHERE series_id = ? AND ts >= ? AND ts < ? LIMIT ?)",
             (series_id, floor_to(start, resolution.step_ms), end, limit),
         )
@@ -231,19 +328,20 @@ class ReadingStore:
         """
         if bucket_ms and bucket_ms % max(resolution.step_ms, 1):
             raise ValueError(f"bucket {bucket_ms} ms is not a multiple of {resolution}")
-        table = resolution.table
+        table = resolution.view
         if resolution is Resolution.RAW and not bucket_ms:
             rows = await self._db.fetch_all(
-                "SELECT ts, value FROM readings WHERE series_id = ? AND ts >= ? AND ts < ?"
+                "SELECT ts, value FROM readings_all WHERE series_id = ? AND ts >= ? AND ts < ?"
                 " ORDER BY ts",
                 (series_id, start, end),
             )
             return [Point(ts, value, value, value, 1) for ts, value in rows]
         if not bucket_ms:
             low = floor_to(start, resolution.step_ms)
+            # A bucket may have a folded row and staged readings: one point of them all.
             rows = await self._db.fetch_all(
-                f"SELECT ts, vmin, vmax, vsum, n FROM {table}"
-                " WHERE series_id = ? AND ts >= ? AND ts < ? ORDER BY ts",
+                f"SELECT ts, min(vmin), max(vmax), sum(vsum), sum(n) FROM {table}"
+                " WHERE series_id = ? AND ts >= ? AND ts < ? GROUP BY ts ORDER BY ts",
                 (series_id, low, end),
             )
         else:
@@ -315,12 +413,16 @@ class ReadingStore:
 
         A reading whose new millisecond is taken stays where it was. This is the one place that
         knows how readings are laid out for this move: a change of the readings' storage
-        changes this function and nothing else.
+        changes this function and nothing else. Staged readings are folded first (a jump is
+        rare; one fold costs less than teaching the move the stage's layout).
         """
         if not shifts:
             return 0
+        if self._staged:
+            await self.fold()
         moved = await self._db.write(lambda conn: _shift(conn, shifts))
         self._stamps.clear()  # the runs of receive stamps given no longer hold
+        self._staged_max = None  # reloaded from the stage at the next write
         return moved
 
 
@@ -333,10 +435,14 @@ class _Batch:
         readings: Sequence[NewReading],
         series: dict[tuple[str, str], _Cached],
         stamps: dict[int, tuple[int, int]],
+        staged_max: dict[int, int] | None = None,
     ) -> None:
         self.readings = readings
         self.series = series
         self.stamps = stamps
+        self.staged_max = staged_max
+        """None: write into ``readings``; else stage, knowing each series' newest staged ts."""
+        self.staged_newest: dict[int, int] = {}
         self.created: dict[tuple[str, str], _Cached] = {}
         self.stale: list[tuple[str, str]] = []
         self.runs: dict[int, tuple[int, int]] = {}
@@ -362,16 +468,20 @@ class _Batch:
         for key in self._existing(conn, keyed):
             del keyed[key]
             duplicates += 1
+        for key in self._existing_staged(conn, keyed):
+            del keyed[key]
+            duplicates += 1
         fresh = self._not_redelivered(conn, received)
         duplicates += len(received) - len(fresh)
         stamped, self.runs = self._stamp(conn, fresh, keyed.keys())
         keyed.update(stamped)
         # Many rows per statement: each statement is one hop without the GIL, and a thread
         # that needs the GIL back once per row waits out the busy event loop every time.
+        table = "readings" if self.staged_max is None else "readings_stage"
         for chunk in _batched(keyed.items(), _INSERT_ROWS):
             _rows(
                 conn,
-                "INSERT OR IGNORE INTO readings (series_id, ts, value, raw, received_ts, device_ts)"
+                f"INSERT OR IGNORE INTO {table} (series_id, ts, value, raw, received_ts, device_ts)"
                 " VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(chunk)),
                 [
                     part
@@ -379,6 +489,14 @@ class _Batch:
                     for part in (sid, ts, r.value, r.raw, r.received_ts, r.device_ts)
                 ],
             )
+        if self.staged_max is not None:
+            # Devices' last_reading is stamped by the fold: stamping it here rewrote a page
+            # of the devices table per device per commit.
+            newest_staged = self.staged_newest
+            for sid, ts in keyed:
+                if ts > newest_staged.get(sid, -1):
+                    newest_staged[sid] = ts
+            return WriteOutcome(tuple(keyed.values()), duplicates, unknown)
         # The devices' last_reading in the same transaction: a write of its own after each
         # batch cost a second commit and a second hop to this thread per batch.
         newest: dict[str, int] = {}
@@ -404,6 +522,15 @@ class _Batch:
                 [part for key in chunk for part in key],
             )
             seen.update((row[0], row[1], row[2]) for row in rows)
+        if timed and self.staged_max is not None:
+            for chunk in _batched({sid for sid, _ in timed}, _CHUNK):
+                rows = _rows(
+                    conn,
+                    "SELECT series_id, device_ts, value FROM readings_staged"
+                    f" WHERE device_ts IS NOT NULL AND series_id IN ({_placeholders(len(chunk))})",
+                    chunk,
+                )
+                seen.update((row[0], row[1], row[2]) for row in rows)
         fresh = []
         for sid, reading in received:
             if reading.device_ts is not None:
@@ -481,8 +608,48 @@ class _Batch:
                 [part for key in chunk for part in key],
             )
             used.update((row[0], row[1]) for row in rows)
+        used.update(self._staged_in(conn, ranges))
         for sid, _, high in ranges:
             checked[sid] = high
+
+    def _staged_in(
+        self, conn: sqlite3.Connection, ranges: Iterable[tuple[int, int, int]]
+    ) -> list[tuple[int, int]]:
+        """Staged (series, ts) inside the ``(series, low, high)`` ranges that may hold any: a
+        scan of the stage, done only for ranges at or below a series' newest staged ts."""
+        known = self.staged_max
+        if known is None:
+            return []
+        wanted: dict[int, tuple[int, int]] = {}
+        for sid, low, high in ranges:
+            if low <= known.get(sid, -1):
+                span = wanted.get(sid)
+                wanted[sid] = (
+                    (low, high) if span is None else (min(span[0], low), max(span[1], high))
+                )
+        found: list[tuple[int, int]] = []
+        for chunk in _batched(wanted, _CHUNK):
+            low = min(wanted[sid][0] for sid in chunk)
+            rows = _rows(
+                conn,
+                "SELECT series_id, ts FROM readings_staged"
+                f" WHERE ts >= ? AND series_id IN ({_placeholders(len(chunk))})",
+                [low, *chunk],
+            )
+            found.extend((sid, ts) for sid, ts in rows if wanted[sid][0] <= ts <= wanted[sid][1])
+        return found
+
+    def _existing_staged(
+        self, conn: sqlite3.Connection, keys: Iterable[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        """The keys already staged (the stage is searched only for keys at or below their
+        series' newest staged ts)."""
+        known = self.staged_max
+        if known is None:
+            return []
+        ranges = [(sid, ts, ts) for sid, ts in keys]
+        wanted = set(keys)
+        return [key for key in self._staged_in(conn, ranges) if key in wanted]
 
     def _series_ids(
         self, conn: sqlite3.Connection, wanted: Mapping[tuple[str, str], str]
@@ -540,6 +707,42 @@ class _Batch:
             )
             found.extend((row[0], row[1]) for row in rows)
         return found
+
+
+def _spans(first: int, last: int, rows: int, size: int) -> list[tuple[int, int]]:
+    """Series id ranges ``[low, high)`` covering ``first..last``, as many as ``rows`` readings
+    make chunks of about ``size``, and no more than ``_MAX_CHUNKS``: each chunk scans the
+    stage (it has no index), so a large stage (a backlog) is folded in larger chunks."""
+    count = max(1, min(last - first + 1, -(-rows // max(size, 1)), _MAX_CHUNKS))
+    width = -(-(last - first + 1) // count)
+    return [(low, min(low + width, last + 1)) for low in range(first, last + 1, width)]
+
+
+def _fold_chunk(upto: int, low: int, high: int, conn: sqlite3.Connection) -> int:
+    """Fold the staged readings (seq <= ``upto``) of series ``[low, high)``; how many moved."""
+    conn.execute("UPDATE readings_fold SET upto = ?, next_series = ? WHERE id = 1", (upto, high))
+    # The stage holds no duplicate of a stored reading (the batch checked): OR IGNORE is for a
+    # chunk done again after a crash, whose rows are in `readings` already.
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO readings (series_id, ts, value, raw, received_ts, device_ts)"
+        " SELECT series_id, ts, value, raw, received_ts, device_ts FROM readings_stage"
+        " WHERE seq <= ? AND series_id >= ? AND series_id < ? ORDER BY series_id, ts",
+        (upto, low, high),
+    )
+    return max(cursor.rowcount, 0)
+
+
+def _end_fold(upto: int, conn: sqlite3.Connection) -> None:
+    """Stamp the devices' last reading, drop the folded rows from the stage, end the fold."""
+    rows = conn.execute(
+        "SELECT s.device_id, max(st.ts) FROM readings_stage AS st"
+        " JOIN series AS s ON s.id = st.series_id WHERE st.seq <= ? GROUP BY s.device_id",
+        (upto,),
+    ).fetchall()
+    if rows:
+        stamp_last_readings(conn, {device: iso(from_ms(ts)) for device, ts in rows})
+    conn.execute("DELETE FROM readings_stage WHERE seq <= ?", (upto,))
+    conn.execute("UPDATE readings_fold SET upto = 0, next_series = 0 WHERE id = 1")
 
 
 def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:

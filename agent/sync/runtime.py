@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agent.clock import AgentClock
@@ -93,6 +94,7 @@ class SyncRuntime:
         self._task: asyncio.Task[None] | None = None
         self._compactor = Compactor(self._outbox, bounds_of(settings), settings.state_dir)
         self._compaction: asyncio.Task[None] | None = None
+        self._before_catch_up: Callable[[], Awaitable[object]] | None = None
         if link is not None:
             self._attach(link)
 
@@ -111,6 +113,14 @@ class SyncRuntime:
             on_stuck=self._alert,
             clock=self._clock,
         )
+        self._uploader.before_catch_up = self._before_catch_up
+
+    def before_catch_up(self, work: Callable[[], Awaitable[object]]) -> None:
+        """Run ``work`` whenever the uploader resumes (start-up, the cloud back after an
+        outage) before it takes the latest state: the fold of staged readings."""
+        self._before_catch_up = work
+        if self._uploader is not None:
+            self._uploader.before_catch_up = work
 
     def start(self) -> None:
         """Run the uploader in the background, or wait for a pairing when not paired; keep the

@@ -156,6 +156,8 @@ class Uploader:
         self._max_json = policy.batch_max_bytes
         self._max_body = policy.batch_max_body_bytes
         self._catching_up = True
+        self.before_catch_up: Callable[[], Awaitable[object]] | None = None
+        """Run before the first batch after start-up or an outage (staged readings folded)."""
         self._next: asyncio.Task[_Ready | None] | None = None
         self._first_failure_ms = 0
         self.status = SyncStatus()
@@ -260,6 +262,8 @@ class Uploader:
             rows = await self._outbox.in_flight(limit, with_entities=True)
             fresh = not rows
             if fresh:
+                if self._catching_up and self.before_catch_up is not None:
+                    await self.before_catch_up()
                 latest = self._catching_up and await self._outbox.bulk_waiting() > limit
                 self._catching_up = False
                 rows = await self._outbox.take(limit, latest_first=latest)

@@ -15,6 +15,7 @@ from prometheus_client.core import (
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from agent.process_io import process_io
 from agent.services.readings.writer import COMMIT_BUCKETS_S
 from agent.settings import AgentSettings
 from agent.store.devices import DeviceStore
@@ -46,6 +47,7 @@ class _AgentFigures(Collector):
         self.devices: dict[str, int] = {}
         self.sync: SyncReport | None = None
         self.webhooks_pending = 0
+        self.staged = 0
 
     async def refresh(self) -> None:
         """Figures that need the database or the sync runtime."""
@@ -54,6 +56,8 @@ class _AgentFigures(Collector):
             return
         self.devices = await DeviceStore(app[DATABASE]).availability_counts()
         self.webhooks_pending = await WebhookStore(app[DATABASE]).pending_count()
+        if READINGS in app:
+            self.staged = await app[READINGS].staged()
         try:
             self.sync = await app[SYNC].report() if SYNC in app else None
         except Exception:  # a scrape reports what it can
@@ -63,7 +67,28 @@ class _AgentFigures(Collector):
     def collect(self) -> Iterator[Metric]:
         """Every figure of the agent as a metric family."""
         app = self._app
+        io = process_io()
+        if io is not None:
+            # The SD card wears by these bytes: rate() of them against the card's endurance.
+            yield _counter(
+                "storage_written_bytes",
+                "Bytes this process wrote to storage (write_bytes of /proc/self/io)",
+                io.write_bytes,
+            )
+            yield _counter(
+                "write_call_bytes", "Bytes this process handed to write() (wchar)", io.wchar
+            )
+        if DATABASE in app:
+            yield _counter(
+                "database_commits", "Write transactions committed", app[DATABASE].commits
+            )
         if READINGS in app:
+            yield _gauge("readings_staged", "Readings in the stage, not yet folded", self.staged)
+            yield _counter(
+                "readings_folded",
+                "Readings moved from the stage into the series tables",
+                app[READINGS].folded,
+            )
             writer = app[READINGS].writer
             stats = writer.stats
             yield _counter("readings_ingested", "Readings committed", stats.committed)

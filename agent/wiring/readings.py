@@ -44,7 +44,7 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
 
     async def readings(app: web.Application) -> AsyncIterator[None]:
         db = app[DATABASE]
-        reading_store = ReadingStore(db)
+        reading_store = ReadingStore(db, staged=settings.reading_fold_interval_s > 0)
         policy = RetentionPolicy(
             raw_s=_days(settings.retention_raw_days),
             minute_s=_days(settings.retention_minute_days),
@@ -55,6 +55,7 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
             calibration=app[CALIBRATION].correction,
             batch_interval=settings.reading_batch_interval_s,
             min_commit_interval=settings.reading_min_commit_interval_s,
+            commit_rows=settings.reading_commit_rows,
             max_batch=settings.reading_max_batch,
             busy=app[FOREGROUND].busy,
             quiet_batch=settings.reading_quiet_batch,
@@ -73,7 +74,13 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
         app[CLOCK_WATCH] = watch
         retention = ReadingRetention(reading_store, policy, chunk=settings.retention_chunk_rows)
         runtime = ReadingRuntime(
-            writer, retention, retention_interval_s=settings.retention_interval_s
+            writer,
+            retention,
+            retention_interval_s=settings.retention_interval_s,
+            fold=reading_store.fold,
+            fold_interval_s=settings.reading_fold_interval_s,
+            stage_size=reading_store.stage_size,
+            fold_rows=settings.reading_fold_rows,
         )
         query = ReadingQuery(
             db,

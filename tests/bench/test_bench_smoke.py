@@ -119,6 +119,22 @@ BENCHES = {
             r"ratio p99 outage / idle: [\d.na]+",
         ],
     ),
+    "pace": (
+        [
+            *("-m", "bench.pace", "--devices", "3", "--interval", "2", "--minutes", "0.2"),
+            *("--fan-every", "0.5"),
+        ],
+        [
+            r"written per reading: [\d,]+ B write_bytes, [\d,]+ B wchar",
+            r"written per day at this pace: [\d.]+ GB write_bytes",
+            r"CPU per reading: [\d.]+ ms",
+            r"RSS: \d+ MB at the end, \d+ MB peak while measured, \d+ MB VmHWM",
+            r"state directory growth: -?[\d.]+ B per reading",
+            r"publish -> /ws/sensor-data: p50 [\d.na]+ ms, p99 [\d.na]+ ms; 0 of \d+ missed",
+            r"QoS 1 acknowledgement \(broker to device\): p50 [\d.]+ ms",
+            r"fan command, confirmed: p50 [\d.na]+ ms, p99 [\d.na]+ ms; 0 failed",
+        ],
+    ),
     "readings_query": (
         ["bench/readings_query.py", "--repeat", "3", "--days", "2"],
         [

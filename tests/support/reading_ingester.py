@@ -1,6 +1,8 @@
 """A child process that ingests readings without pause, for the kill -9 durability test.
 
-Usage: ``python -m tests.support.reading_ingester DB_PATH``. Reading number i of the run has
+Usage: ``python -m tests.support.reading_ingester DB_PATH [--staged]``; with ``--staged`` the
+store stages its batches and a task folds the stage without pause, so a kill lands anywhere in
+a fold as well as in a commit. Reading number i of the run has
 timestamp ``T0 + i`` seconds and value ``i``; numbering continues from what the database
 already holds. After every commit it prints ``committed <i>``: the highest reading number a
 listener has seen, which the writer only announces after COMMIT returned.
@@ -43,16 +45,25 @@ async def produce(writer: ReadingWriter, device_id: str, first: int) -> None:
         await asyncio.sleep(0.001)
 
 
-async def main(path: Path) -> None:
+async def fold_forever(store: ReadingStore) -> None:
+    """Fold the stage again and again."""
+    while True:
+        await store.fold()
+        await asyncio.sleep(0.005)
+
+
+async def main(path: Path, staged: bool) -> None:
     db = Database(path)
     await db.open()
     device_id = await device_of(db)
-    newest = await db.fetch_value("SELECT max(ts) FROM readings")
+    newest = await db.fetch_value("SELECT max(ts) FROM readings_all")
     first = 0 if newest is None else (int(newest) - T0) // STEP + 1
-    writer = ReadingWriter(ReadingStore(db), batch_interval=0.02, max_batch=500, max_age_ms=2**62)
+    store = ReadingStore(db, staged=staged, fold_chunk=100)
+    writer = ReadingWriter(store, batch_interval=0.02, max_batch=500, max_age_ms=2**62)
     listener = writer.subscribe(maxsize=10**7)
     await writer.start()
     producer = asyncio.create_task(produce(writer, device_id, first))
+    folder = asyncio.create_task(fold_forever(store)) if staged else None
     print(f"started {first}", flush=True)
     try:
         while True:
@@ -62,7 +73,9 @@ async def main(path: Path) -> None:
             print(f"committed {highest}", flush=True)
     finally:
         producer.cancel()
+        if folder is not None:
+            folder.cancel()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1])))
+    asyncio.run(main(Path(sys.argv[1]), "--staged" in sys.argv[2:]))

@@ -1,6 +1,7 @@
-"""The readings side of the running agent: the writer's commit task, scheduled retention, and
-what committed readings tell calibration (the latest raw value). Devices' ``last_reading`` is
-stamped by the reading store, in the same transaction as the readings.
+"""The readings side of the running agent: the writer's commit task, the scheduled fold of
+staged readings into the series tables, scheduled retention, and what committed readings tell
+calibration (the latest raw value). Devices' ``last_reading`` is stamped by the reading store
+(at the fold when it stages).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 # Readings older than this are not offered as "the raw value now" to a calibration.
 _LATEST_RAW_MAX_AGE_MS = 5 * 60 * 1000
 _RECORDER_QUEUE = 50_000
+# How often the stage's size is checked against the fold threshold.
+_FOLD_CHECK_S = 10.0
 
 
 @record
@@ -71,6 +74,10 @@ class ReadingRuntime:
         retention: ReadingRetention,
         *,
         retention_interval_s: float,
+        fold: Callable[[], Awaitable[int]] | None = None,
+        fold_interval_s: float = 0.0,
+        stage_size: Callable[[], Awaitable[int]] | None = None,
+        fold_rows: int = 200_000,
     ) -> None:
         self.writer = writer
         self.retention = retention
@@ -83,6 +90,20 @@ class ReadingRuntime:
             interval_s=retention_interval_s,
             first_after_s=min(60.0, retention_interval_s),
         )
+        # Staged readings move to the series tables every fold_interval_s, or as soon as the
+        # stage holds fold_rows (a burst, a backlog: reads scan the stage, which has no index).
+        # The first check soon after start-up: what a previous run staged.
+        self._fold = fold
+        self._stage_size = stage_size
+        self._fold_interval = fold_interval_s
+        self._fold_rows = fold_rows
+        self._last_fold = time.monotonic()
+        self.folded = 0
+        """Readings folded since start."""
+        # An owned loop, not a scheduler job: a fold during a backlog's catch-up outlasts the
+        # check interval, and the scheduler warned of every check it skipped meanwhile.
+        self._folds = fold is not None and fold_interval_s > 0
+        self._folder: asyncio.Task[None] | None = None
         self._subscription: ReadingSubscription | None = None
         self._recorder: asyncio.Task[None] | None = None
 
@@ -92,10 +113,15 @@ class ReadingRuntime:
         self._subscription = self.writer.subscribe(maxsize=_RECORDER_QUEUE)
         self._recorder = asyncio.create_task(self._record(self._subscription), name="recorder")
         self._retention_job.start(scheduler)
+        if self._folds:
+            self._folder = asyncio.create_task(self._fold_loop(), name="reading-fold")
 
     async def stop(self) -> None:
         """Stop pruning, commit what is queued, then stop recording."""
         await self._retention_job.stop()
+        if self._folder is not None:
+            folder, self._folder = self._folder, None
+            await cancel_and_wait(folder)
         await self.writer.stop()
         if self._recorder is not None:
             # The last batch's readings are in the queue: record them before stopping.
@@ -109,6 +135,40 @@ class ReadingRuntime:
     async def prune_now(self) -> None:
         """Run retention once (the scheduled job)."""
         await self._prune()
+
+    async def fold_now(self) -> int:
+        """Fold the staged readings once (the scheduled job); how many moved."""
+        return await self._fold_now()
+
+    async def staged(self) -> int:
+        """Readings in the stage (0 when the store does not stage)."""
+        return 0 if self._stage_size is None else await self._stage_size()
+
+    async def _fold_loop(self) -> None:
+        check = min(_FOLD_CHECK_S, self._fold_interval)
+        while True:
+            await asyncio.sleep(check)
+            try:
+                await self._fold_due()
+            except Exception:  # supervised: the stage stays, the next check folds it
+                log.exception("folding staged readings failed")
+
+    async def _fold_due(self) -> None:
+        if time.monotonic() - self._last_fold >= self._fold_interval or (
+            await self.staged() >= self._fold_rows
+        ):
+            await self._fold_now()
+
+    async def _fold_now(self) -> int:
+        if self._fold is None:
+            return 0
+        began = time.perf_counter()
+        self._last_fold = time.monotonic()
+        folded = await self._fold()
+        self.folded += folded
+        if folded:
+            log.debug("folded %d staged readings in %.2f s", folded, time.perf_counter() - began)
+        return folded
 
     async def _prune(self) -> None:
         try:

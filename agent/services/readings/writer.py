@@ -5,8 +5,11 @@ checks the value, applies the series' active calibration and queues the reading.
 commits the queue by group commit: whatever is queued when the previous commit has finished (up
 to ``max_batch``) goes into the next ``synchronous=FULL`` transaction, at most one commit every
 ``min_commit_interval`` and no reading waiting longer than ``batch_interval``; only then are the
-stored readings offered to listeners. NaN, infinities, out-of-range values and impossible
-timestamps are counted and logged at a limited rate and never stored.
+stored readings offered to listeners. A commit rewrites whole pages however few readings it
+holds, so a batch also waits for ``commit_rows`` readings (up to ``batch_interval``): at a thin
+trickle commits are as rare as that allows, under a burst they follow each other at once.
+NaN, infinities, out-of-range values and impossible timestamps are counted and logged at a
+limited rate and never stored.
 
 The writer is also the MQTT client's commit barrier: every queued reading takes the next
 position, :meth:`ReadingWriter.outcome` tells whether the readings between two positions are
@@ -158,6 +161,7 @@ class ReadingWriter:
         calibration: CalibrationProvider | None = None,
         batch_interval: float = 1.0,
         min_commit_interval: float = 0.02,
+        commit_rows: int = 1,
         max_batch: int = 2000,
         busy_batch: int = 200,
         busy: Callable[[], bool] | None = None,
@@ -179,6 +183,7 @@ class ReadingWriter:
         # Group commit: a batch commits as soon as the previous one is done, but no sooner than
         # this after it began, which bounds the fsync rate an SD card has to sustain.
         self._min_interval = min_commit_interval
+        self._commit_rows = max(commit_rows, 1)
         self._max_batch = max_batch
         # While a request is being answered (``busy``), batches are cut at ``busy_batch``: a
         # write of that request (a command record) then waits for a short batch, not for
@@ -475,15 +480,17 @@ class ReadingWriter:
     async def _collect(self, last_commit: float) -> tuple[list[NewReading], list[_Marker]]:
         """Wait for a reading, then take everything queued (group commit).
 
-        The batch closes once the queue is empty and ``min_commit_interval`` has passed since
-        the previous commit began, or ``batch_interval`` after its first reading at the latest,
+        The batch closes once the queue is empty, it holds ``commit_rows`` readings and
+        ``min_commit_interval`` has passed since the previous commit began, or
+        ``batch_interval`` after its first reading at the latest,
         or when it is full, or at a flush or stop marker.
         """
         loop = asyncio.get_running_loop()
         batch: list[NewReading] = []
         markers: list[_Marker] = []
         item = await self._next()
-        due = min(last_commit + self._min_interval, loop.time() + self._interval)
+        latest = loop.time() + self._interval
+        due = min(last_commit + self._min_interval, latest)
         while True:
             if isinstance(item, _Marker):
                 markers.append(item)
@@ -495,7 +502,8 @@ class ReadingWriter:
             if self._queue:
                 item = self._queue.popleft()
             else:
-                remaining = due - loop.time()
+                # Fewer than commit_rows: wait for more, up to batch_interval.
+                remaining = (due if len(batch) >= self._commit_rows else latest) - loop.time()
                 if remaining <= 0:
                     return batch, markers
                 try:

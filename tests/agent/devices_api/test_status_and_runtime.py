@@ -68,6 +68,8 @@ async def test_readings_stamp_last_reading(agent: Agent) -> None:
     for moment in (at, at - timedelta(minutes=5)):
         writer.submit(IncomingReading(device["id"], "temperature", "°C", 21.0, to_ms(moment)))
         await writer.flush()
+        # Staged readings stamp their devices when they are folded into the series tables.
+        await agent.client.app[READINGS].fold_now()
 
     resp = await agent.client.get("/api/v1/sensor-devices/", headers=agent.auth())
     [listed] = (await resp.json())["devices"]

@@ -119,7 +119,7 @@ class Farm:
     async def stored(self, device_id: str, metric: str) -> set[int]:
         """Timestamps (ms) of the raw readings stored for a series."""
         rows = await self.agent.client.app[DATABASE].fetch_all(
-            "SELECT r.ts FROM readings r JOIN series s ON s.id = r.series_id"
+            "SELECT r.ts FROM readings_all r JOIN series s ON s.id = r.series_id"
             " WHERE s.device_id = ? AND s.metric = ?",
             (device_id, metric),
         )

@@ -84,7 +84,7 @@ async def test_a_persistent_sessions_queue_delivered_at_reconnect_keeps_every_re
 
     await eventually(all_stored, within=60)
     rows = await farm.agent.client.app[DATABASE].fetch_all(
-        "SELECT r.value FROM readings r JOIN series s ON s.id = r.series_id"
+        "SELECT r.value FROM readings_all r JOIN series s ON s.id = r.series_id"
         " WHERE s.device_id = ? AND s.metric = 'temperature'",
         (device_id,),
     )

@@ -43,7 +43,7 @@ def _figures(db: Path) -> tuple[int, int, int]:
     """Temperature readings stored: rows, distinct device times, distinct stamps."""
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as conn:
         row = conn.execute(
-            "SELECT count(*), count(DISTINCT r.device_ts), count(DISTINCT r.ts) FROM readings r"
+            "SELECT count(*), count(DISTINCT r.device_ts), count(DISTINCT r.ts) FROM readings_all r"
             " JOIN series s ON s.id = r.series_id WHERE s.metric = 'temperature'"
         ).fetchone()
     return int(row[0]), int(row[1]), int(row[2])

@@ -117,7 +117,7 @@ async def register_sensor(url: str) -> str:
 def stored(db_path: Path) -> set[int]:
     """Reading timestamps as a separate connection sees them (committed data only)."""
     with contextlib.closing(sqlite3.connect(db_path, timeout=10)) as conn:
-        return {row[0] for row in conn.execute("SELECT ts FROM readings")}
+        return {row[0] for row in conn.execute("SELECT ts FROM readings_all")}
 
 
 def integrity(db_path: Path) -> str:
@@ -225,5 +225,62 @@ async def test_answered_api_writes_survive_kill_9_each_with_its_outbox_row(
         shelves, queued = await asyncio.to_thread(shelves_and_outbox, db_path)
         assert answered <= shelves, f"{len(answered - shelves)} answered shelves lost"
         assert sorted(queued) == sorted(shelves)  # one outbox row per shelf, none without
+    finally:
+        await agent.stop()
+
+
+def staged_and_folded(db_path: Path) -> tuple[list[tuple[int, int]], int, int]:
+    """Every stored reading's (series, timestamp), staged or folded; readings in the stage;
+    and the count the minute rollups hold."""
+    with contextlib.closing(sqlite3.connect(db_path, timeout=10)) as conn:
+        stamps = [(r[0], r[1]) for r in conn.execute("SELECT series_id, ts FROM readings_all")]
+        staged = conn.execute("SELECT count(*) FROM readings_stage").fetchone()[0]
+        rolled = conn.execute("SELECT coalesce(sum(n), 0) FROM readings_1m").fetchone()[0]
+    return stamps, int(staged), int(rolled)
+
+
+async def test_every_reading_the_broker_took_is_stored_once_after_kill_9_mid_fold(
+    tmp_path: Path, broker: Mosquitto
+) -> None:
+    """Readings are committed to the stage and folded without pause (tiny fold threshold);
+    kill -9 lands in a commit, a fold, or between. The agent acknowledges a message only once
+    its readings are committed, so the broker delivers whatever was not acknowledged again:
+    after the restart every published reading is stored exactly once, and folded rollups agree
+    with the raw rows."""
+    agent = AgentProcess(tmp_path / "state", broker)
+    agent.env["FARM_READING_FOLD_INTERVAL_S"] = "1"
+    agent.env["FARM_READING_FOLD_ROWS"] = "100"
+    db_path = agent.state_dir / "agent.db"
+    base = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
+    total = 3000
+    payloads = [tasmota_payload(i, base) for i in range(total)]
+    topic = f"tele/{TOPIC_BASE}/SENSOR"
+    await agent.start()
+    try:
+        await register_sensor(agent.url)
+        publisher = asyncio.create_task(
+            publish_acknowledged(broker.host, broker.port, topic, payloads, "kill9-pub")
+        )
+        async with asyncio.timeout(60):
+            while True:
+                stamps, staged, rolled = await asyncio.to_thread(staged_and_folded, db_path)
+                # Two metrics per message; some folded already, some still staged.
+                if len(stamps) >= total // 2 and rolled > 0 and staged > 0:
+                    break
+                await asyncio.sleep(0.05)
+        await agent.kill()
+        assert await asyncio.to_thread(integrity, db_path) == "ok"
+        await agent.start()
+        async with asyncio.timeout(120):
+            await publisher
+            while True:
+                stamps, staged, rolled = await asyncio.to_thread(staged_and_folded, db_path)
+                if len(stamps) >= 2 * total and staged == 0:
+                    break
+                await asyncio.sleep(0.1)
+        # Two metrics per message (temperature, humidity): 2 x total readings, none twice.
+        assert len(stamps) == len(set(stamps)) == 2 * total, "each reading stored once"
+        assert rolled == 2 * total, "rollups count each folded reading once"
+        assert await asyncio.to_thread(integrity, db_path) == "ok"
     finally:
         await agent.stop()
