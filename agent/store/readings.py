@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import itertools
 import sqlite3
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -63,6 +64,10 @@ _CHUNK = 400
 _MAX_CHUNKS = 64
 # Rows per multi-row INSERT: 6 variables each.
 _INSERT_ROWS = 500
+# While readings are staged, devices' last_reading is stamped at most this often (and at each
+# fold): a stamp per commit rewrote a page of the devices table per device per commit, a stamp
+# per fold (30 min) left the API's last_reading that far behind.
+_LAST_READING_EVERY_S = 60.0
 
 
 class Resolution(StrEnum):
@@ -195,6 +200,9 @@ class ReadingStore:
         # is searched only for the others, re-deliveries and late readings.
         self._staged_max: dict[int, int] | None = None
         self._fold_chunk = fold_chunk
+        # Staged readings' newest time per device, not yet stamped on the devices table.
+        self._unstamped: dict[str, int] = {}
+        self._stamped_at = time.monotonic()
 
     @property
     def staged(self) -> bool:
@@ -221,11 +229,23 @@ class ReadingStore:
             staged_max = self._staged_max
         snapshot = None if staged_max is None else dict(staged_max)
         batch = _Batch(readings, dict(self._series), dict(self._stamps), snapshot)
+        due = (
+            staged_max is not None and time.monotonic() - self._stamped_at >= _LAST_READING_EVERY_S
+        )
+        if due:
+            batch.last_readings = dict(self._unstamped)
         outcome = await self._db.write(batch.run, hot=True, bulk=True)
         if staged_max is not None:
             for sid, ts in batch.staged_newest.items():
                 if ts > staged_max.get(sid, -1):
                     staged_max[sid] = ts
+            if due:
+                self._unstamped = {}
+                self._stamped_at = time.monotonic()
+            unstamped = self._unstamped
+            for reading in outcome.inserted:
+                if reading.ts > unstamped.get(reading.device_id, -1):
+                    unstamped[reading.device_id] = reading.ts
         # Only after COMMIT: ids created by a rolled-back transaction do not exist.
         for key in batch.stale:
             self._series.pop(key, None)
@@ -446,6 +466,8 @@ class _Batch:
         self.created: dict[tuple[str, str], _Cached] = {}
         self.stale: list[tuple[str, str]] = []
         self.runs: dict[int, tuple[int, int]] = {}
+        self.last_readings: dict[str, int] = {}
+        """Staged readings' newest times per device to stamp on the devices table now."""
 
     def run(self, conn: sqlite3.Connection) -> WriteOutcome:
         """Insert the batch (inside the caller's transaction)."""
@@ -496,6 +518,10 @@ class _Batch:
             for sid, ts in keyed:
                 if ts > newest_staged.get(sid, -1):
                     newest_staged[sid] = ts
+            if self.last_readings:
+                stamp_last_readings(
+                    conn, {d: iso(from_ms(ts)) for d, ts in self.last_readings.items()}
+                )
             return WriteOutcome(tuple(keyed.values()), duplicates, unknown)
         # The devices' last_reading in the same transaction: a write of its own after each
         # batch cost a second commit and a second hop to this thread per batch.
@@ -743,6 +769,14 @@ def _end_fold(upto: int, conn: sqlite3.Connection) -> None:
         stamp_last_readings(conn, {device: iso(from_ms(ts)) for device, ts in rows})
     conn.execute("DELETE FROM readings_stage WHERE seq <= ?", (upto,))
     conn.execute("UPDATE readings_fold SET upto = 0, next_series = 0 WHERE id = 1")
+    # The newest queued reading of each series (the state sent first after an outage): the
+    # copies queued at the stage since the last fold, in sequence order, so the last wins. Not
+    # kept per commit, where it cost a page of its own (migration 0091).
+    conn.execute(
+        "INSERT INTO outbox_latest (series_id, seq) SELECT series_id, seq FROM outbox_readings"
+        " WHERE seq > coalesce((SELECT max(seq) FROM outbox_latest), 0) ORDER BY seq"
+        " ON CONFLICT (series_id) DO UPDATE SET seq = excluded.seq"
+    )
 
 
 def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:

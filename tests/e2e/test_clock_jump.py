@@ -104,7 +104,7 @@ def _profiles(into: Path) -> Path:
 
 def _stored(db: Path) -> int:
     with contextlib.closing(sqlite3.connect(db, timeout=10)) as conn:
-        return int(conn.execute("SELECT count(*) FROM readings").fetchone()[0])
+        return int(conn.execute("SELECT count(*) FROM readings_all").fetchone()[0])
 
 
 class WebSession:

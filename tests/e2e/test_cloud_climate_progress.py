@@ -71,11 +71,7 @@ async def test_climate_state_history_and_plan_progress_match_the_agents(
     cloud: LiveCloud, make_agent: Any, tmp_path: Path
 ) -> None:
     _, owner_email = await paired_state(cloud, tmp_path / "state")
-    # Readings reach the cloud at each fold of the stage (every 30 min by default): this test
-    # compares the cloud's history with the agent's, so they go there at each commit.
-    agent: Agent = await make_agent(
-        **FAST_SYNC, timezone=ZONE, climate_interval_s=3600.0, reading_fold_interval_s=0
-    )
+    agent: Agent = await make_agent(**FAST_SYNC, timezone=ZONE, climate_interval_s=3600.0)
     farm_id = (await farm(agent, "Climate house"))["id"]
     rack_id = (await rack(agent, (await row(agent, farm_id, 1))["id"], 1))["id"]
     shelves = [(await shelf(agent, rack_id, level, plant_capacity=40))["id"] for level in (1, 2)]

@@ -89,11 +89,7 @@ async def test_a_reading_published_at_the_agent_reaches_cloud_clients_it_may_see
 ) -> None:
     _, owner_email = await paired_state(cloud, tmp_path / "state")
     await cloud.add_user("user", "stranger@cloud.test")
-    # Readings reach the outbox when the stage is folded (every 30 min by default): this test
-    # is about who may see them in the cloud, so they go there at each commit.
-    agent: Agent = await make_agent(
-        **FAST_SYNC, **runtime_settings(broker), reading_fold_interval_s=0
-    )
+    agent: Agent = await make_agent(**FAST_SYNC, **runtime_settings(broker))
     client = agent.client.app[DEVICE_RUNTIME].client
     assert client is not None
     await client.wait_connected(10)
