@@ -42,6 +42,7 @@ import aiomqtt
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.devices.broker_process import MosquittoProcess
+from bench.measure import Failures, load_average
 from bench.support import ROOT, free_port, request_json, wait_http
 
 EMAIL, PASSWORD = "bench@farm.local", "bench password 1234"
@@ -53,8 +54,13 @@ PRESS_S = 0.3
 
 
 def verdict(met: bool) -> str:
-    """``ok`` or ``FAILED``."""
-    return "ok" if met else "FAILED"
+    """``ok`` or ``MISSED`` (a target; what fails the run is counted in ``FAILURES``)."""
+    return "ok" if met else "MISSED"
+
+
+FAILURES = Failures()
+"""Every API answer outside 2xx and every lost tap (bench/measure.py's rule); the signed-out
+page's session check (401 from /auth/refresh before sign-in) is the one expected refusal."""
 
 
 # --- the agent and its farm ---------------------------------------------------------------------
@@ -187,6 +193,12 @@ class Traffic:
     def _response(self, response: Any) -> None:
         if response.status == 429:
             self.refused += 1
+        path = response.url.split("//", 1)[-1].split("/", 1)[-1]
+        if not path.startswith(("api/v1/", "auth/")):
+            return
+        if response.status == 401 and path.startswith("auth/refresh"):
+            return  # the signed-out page asking whether it has a session
+        FAILURES.answer(response.status, path.split("?", 1)[0])
 
 
 COMPLETE = """(shelves) => {
@@ -340,6 +352,7 @@ async def measure(base: str, args: argparse.Namespace, farm: Farm) -> None:
                 if throttle > 1:
                     folded = await busy_share(page, cdp, args.busy_seconds)
                     lost, kept = await presses(page, args.presses)
+                    FAILURES.add("lost tap", lost)
                     print(
                         f"lost taps, {label}, readings streaming: {lost} of {args.presses} "
                         f"presses of {PRESS_S:g} s (target 0: {verdict(lost == 0)}); "
@@ -369,7 +382,7 @@ async def measure(base: str, args: argparse.Namespace, farm: Farm) -> None:
 
 async def run(args: argparse.Namespace) -> None:
     """Seed, restart with default limits, stream readings, measure."""
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average at start: {load_average()}")
     with tempfile.TemporaryDirectory(prefix="bench-webui-") as tmp:
         workdir = Path(tmp)
         broker = MosquittoProcess(workdir / "broker")
@@ -398,7 +411,10 @@ async def run(args: argparse.Namespace) -> None:
             await publisher
             stop(agent)
             await broker.stop()
-    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average at end: {load_average()}")
+    print(FAILURES.line(), flush=True)
+    if FAILURES.total:
+        sys.exit(1)
 
 
 def main() -> None:

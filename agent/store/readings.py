@@ -67,7 +67,7 @@ _INSERT_ROWS = 500
 # While readings are staged, devices' last_reading is stamped at most this often (and at each
 # fold): a stamp per commit rewrote a page of the devices table per device per commit, a stamp
 # per fold (30 min) left the API's last_reading that far behind.
-_LAST_READING_EVERY_S = 60.0
+LAST_READING_EVERY_S = 60.0
 
 
 class Resolution(StrEnum):
@@ -189,7 +189,14 @@ def _batched(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
 class ReadingStore:
     """Writes batches of readings and reads them back at any resolution."""
 
-    def __init__(self, db: Database, *, staged: bool = False, fold_chunk: int = 1000) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        staged: bool = False,
+        fold_chunk: int = 1000,
+        last_reading_every_s: float = LAST_READING_EVERY_S,
+    ) -> None:
         self._db = db
         self._series: dict[tuple[str, str], _Cached] = {}
         # Per series id, the last run of receive stamps given: [first, last] all taken.
@@ -203,6 +210,7 @@ class ReadingStore:
         # Staged readings' newest time per device, not yet stamped on the devices table.
         self._unstamped: dict[str, int] = {}
         self._stamped_at = time.monotonic()
+        self._last_reading_every_s = last_reading_every_s
 
     @property
     def staged(self) -> bool:
@@ -230,7 +238,8 @@ class ReadingStore:
         snapshot = None if staged_max is None else dict(staged_max)
         batch = _Batch(readings, dict(self._series), dict(self._stamps), snapshot)
         due = (
-            staged_max is not None and time.monotonic() - self._stamped_at >= _LAST_READING_EVERY_S
+            staged_max is not None
+            and time.monotonic() - self._stamped_at >= self._last_reading_every_s
         )
         if due:
             batch.last_readings = dict(self._unstamped)

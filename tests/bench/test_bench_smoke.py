@@ -184,7 +184,7 @@ BENCHES = {
         [
             r"sign-in -> complete overview, unthrottled: [\d.]+ s .*ratio [\d.]+x",
             r"sign-in -> complete overview, CPU throttled 4x: [\d.]+ s",
-            r"API requests, unthrottled: \d+ \(target <= 10: (ok|FAILED)\)",
+            r"API requests, unthrottled: \d+ \(target <= 10: (ok|MISSED)\)",
             r"lost taps, CPU throttled 4x, readings streaming: \d+ of 2 presses",
             r"main thread busy, CPU throttled 4x, readings streaming: [\d.]+% with every rack",
             r"devices screen of 4: first page in [\d.]+ s, 4 rows",

@@ -166,3 +166,27 @@ async def test_a_fold_cut_short_is_resumed_without_counting_a_reading_twice(
     assert await count(db, "readings") == 41
     assert int(await db.fetch_value("SELECT sum(n) FROM readings_1h")) == 41
     assert await count(db, "readings_stage") == 0
+
+
+async def test_a_staged_reading_is_queued_for_the_cloud_at_its_commit(staged: Farm) -> None:
+    await staged.store.write(readings(staged.sensor, [T0, T0 + 1000], [1.0, 2.0]))
+    queued = await staged.db.fetch_all("SELECT ts, value FROM outbox_readings ORDER BY seq")
+    assert [(int(ts), float(v)) for ts, v in queued] == [(T0, 1.0), (T0 + 1000, 2.0)]
+    assert await staged.store.fold() == 2
+    # The fold queues nothing a second time, and names the newest queued reading per series.
+    assert await count(staged.db, "outbox_readings") == 2
+    latest = await staged.db.fetch_value(
+        "SELECT r.ts FROM outbox_latest AS l JOIN outbox_readings AS r ON r.seq = l.seq"
+    )
+    assert latest == T0 + 1000
+
+
+async def test_last_reading_moves_between_folds(farm: Farm) -> None:
+    farm.store = ReadingStore(farm.db, staged=True, last_reading_every_s=0)
+    await farm.store.write(readings(farm.sensor, [T0 + 60_000], [1.0]))
+    await farm.store.write(readings(farm.sensor, [T0 + 120_000], [2.0]))
+    last = await farm.db.fetch_value(
+        "SELECT last_reading FROM devices WHERE id = ?", (farm.sensor,)
+    )
+    assert last == "2024-01-01T00:01:00.000Z", "stamped with the next batch, no fold"
+    assert await count(farm.db, "readings") == 0
