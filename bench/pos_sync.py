@@ -409,10 +409,13 @@ async def main(
     )
     ours = cpu.seconds["cloud"] + cpu.seconds["postgres"]
     floor = copy_cpu.seconds["postgres"] + copy_cpu.seconds["client"]
-    postgres = cpu.seconds["postgres"] / copy_cpu.seconds["postgres"]
+    # At a smoke size the floor can take less than a clock tick of CPU: no ratio then.
+    ratio = f"{ours / floor:.1f}x" if floor else "n/a (floor under a clock tick)"
+    base = copy_cpu.seconds["postgres"]
+    postgres = f"{cpu.seconds['postgres'] / base:.1f}x" if base else "n/a"
     print(
         f"ratio sync CPU (cloud + PostgreSQL) / floor CPU (PostgreSQL + COPY client):"
-        f" {ours / floor:.1f}x; PostgreSQL alone {postgres:.1f}x"
+        f" {ratio}; PostgreSQL alone {postgres}"
     )
     print(
         f"webhook bare handler:  {bare_rate:,.0f} events/s,"

@@ -184,7 +184,7 @@ def test_a_reading_changes_the_value_in_place_keeping_focus_on_it(screen: Screen
 def test_the_devices_screen_searches_filters_sorts_and_pages_five_hundred(screen: Screen) -> None:
     sign_in_counting(screen)
     page = screen.page
-    page.get_by_role("link", name="Devices", exact=True).click()
+    screen.go("Devices")
     status = page.locator(".main p.hint[role=status]")
     expect(status).to_have_text(f"1{DASH}50 of 100 devices")
     expect(page.locator("table.compact tbody tr")).to_have_count(50)

@@ -78,7 +78,8 @@ async def test_readings_sent_while_the_store_is_full_are_all_stored_once_room_re
 
     await eventually(all_stored, within=60)
     rows = await db.fetch_value(
-        "SELECT count(*) FROM readings r JOIN series s ON s.id = r.series_id WHERE s.device_id = ?",
+        "SELECT count(*) FROM readings_all r JOIN series s ON s.id = r.series_id"
+        " WHERE s.device_id = ?",
         (device_id,),
     )
     assert rows == 2 * (WHILE_FULL + AFTER)  # temperature and humidity, each exactly once
