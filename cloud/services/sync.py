@@ -1,4 +1,4 @@
-"""Sync apply (DESIGN.md section 8): verify an agent's signed batch, apply it in one
+"""Sync apply (docs/design.md section 8): verify an agent's signed batch, apply it in one
 transaction idempotent on (agent_id, seq), and answer the contiguous ack, the records it refused
 and the identity delta.
 

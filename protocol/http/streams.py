@@ -1,5 +1,6 @@
-"""/ws/farm-status, /ws/device-events, /ws/sensor-data: thin WebSocket handlers (DESIGN.md s. 7),
-the same on the agent and the cloud; each passes the stream service that serves its connections."""
+"""/ws/farm-status, /ws/device-events, /ws/sensor-data: thin WebSocket handlers
+(docs/design.md section 7), the same on the agent and the cloud; each passes the stream service
+that serves its connections."""
 
 from __future__ import annotations
 
