@@ -6,7 +6,7 @@ its notification URL and the raw body (docs/design.md section 9). Nothing is sto
 
 The event is stored by one statement outside a transaction; the configurations of a route are
 remembered for a few seconds, and that statement re-checks the key and URL of the one that
-verified (docs/decisions.md, "POS provider integration").
+verified (docs/adr/0045-pos-integration.md).
 """
 
 from __future__ import annotations
