@@ -1,4 +1,4 @@
-"""Sync drain benchmark (DESIGN.md section 8): 1,000,000 readings from the agent's outbox to
+"""Sync drain benchmark (docs/design.md section 8): 1,000,000 readings from the agent's outbox to
 the cloud over loopback, next to PostgreSQL COPY of the same rows into the same table.
 
 Prints readings/s of the drain, of COPY, their ratio (target >= 25 %), and compressed bytes on

@@ -143,7 +143,7 @@ class CloudSettings(BaseSettings):
         description="Comma-separated networks that may read /metrics without the token",
     )
 
-    # POS provider integration (DESIGN.md section 9).
+    # POS provider integration (docs/design.md section 9).
     pos_sandbox_url: str = Field(
         "https://connect.squareupsandbox.com",
         pattern=r"^https?://",
@@ -176,8 +176,8 @@ class CloudSettings(BaseSettings):
         30.0, gt=0, description="Longest back-off between those tries (jittered)"
     )
 
-    # The hub integration (SPEC.md "Hub integration credentials", DESIGN.md section 9): SPEC.md's
-    # names are read as they are, and with the CLOUD_ prefix like every other setting.
+    # The hub integration (docs/design.md section 9): the names the README lists
+    # are read as they are, and with the CLOUD_ prefix like every other setting.
     home_automation_enabled: bool = Field(
         False,
         validation_alias=AliasChoices("home_automation_enabled", "cloud_home_automation_enabled"),

@@ -68,7 +68,7 @@ class FarmClient:
         self._reconnect = reconnect or Reconnect()
         self._handlers = Handlers()
 
-    # Streams (DESIGN.md section 7) ----------------------------------------------------------
+    # Streams (docs/design.md section 7) ----------------------------------------------------------
 
     def device_events(
         self, farm_id: Id | None = None, device_ids: Iterable[Id] | None = None

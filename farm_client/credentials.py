@@ -1,6 +1,6 @@
 """How the client proves who it is: an API key, or a login whose tokens it keeps fresh.
 
-DESIGN.md section 4: API keys travel as ``X-API-Key``; a login yields a 3600 s access token and
+docs/design.md section 4: API keys travel as ``X-API-Key``; a login yields a 3600 s access token and
 an opaque refresh token that is rotated on every use, and reusing a rotated refresh token revokes
 the whole session. So refreshes are serialised: two requests that both see a 401 refresh once.
 """

@@ -1,7 +1,7 @@
 """The client's exceptions, all under :class:`FarmClientError`.
 
 FarmClientError
-+-- FarmApiError          the server answered with an error envelope (DESIGN.md section 3)
++-- FarmApiError          the server answered with an error envelope (docs/design.md section 3)
 |   +-- MfaRequired       login needs a TOTP code (``challenge`` for /auth/mfa/verify)
 +-- FarmConnectionError   no answer: refused, reset, timed out
 +-- StreamClosedError     a stream ended for good (4401, 4403, or retries exhausted)

@@ -1,7 +1,7 @@
-"""Typed messages of the WebSocket streams (DESIGN.md section 7; protocol/streams.py).
+"""Typed messages of the WebSocket streams (docs/design.md section 7; protocol/streams.py).
 
 A server message is ``{"type", "farm_id", "data", "timestamp", "seq"}``. The device event stream
-carries ``status-update`` and ``error`` (the names SPEC.md's client library exposes, "Events"),
+carries ``status-update`` and ``error`` (the event names client libraries know),
 each naming its device and, in ``data["event"]``, what happened: ``availability``, ``state``,
 ``command`` or ``fault``. Gaps are reported as :class:`Missed`, whatever their cause.
 """
@@ -107,7 +107,7 @@ class Missed:
 
 
 def _time(value: Any) -> datetime:
-    # ISO 8601 with a trailing Z (DESIGN.md section 3); fromisoformat accepts it from 3.11.
+    # ISO 8601 with a trailing Z (docs/design.md section 3); fromisoformat accepts it from 3.11.
     return datetime.fromisoformat(str(value))
 
 

@@ -1,6 +1,6 @@
 """One WebSocket stream kept open: authenticate, subscribe, read, and reconnect with back-off.
 
-The server side is agent/services/stream_*.py (DESIGN.md section 7). Close codes 4401
+The server side is agent/services/stream_*.py (docs/design.md section 7). Close codes 4401
 (unauthenticated) and 4403 (forbidden) are final: retrying cannot help, except that a 4401 on a
 login session is worth one token refresh, since access tokens expire while a stream stays open.
 4429 (too many connections) and every other loss are retried with jittered exponential back-off,
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 E = TypeVar("E")
 
-# DESIGN.md section 7's private close codes (RFC 6455 section 7.4.2 range 4000-4999).
+# docs/design.md section 7's private close codes (RFC 6455 section 7.4.2 range 4000-4999).
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_TOO_MANY = 4429
@@ -48,7 +48,7 @@ class Reconnect:
 
     ``max_attempts`` consecutive failures end the stream (None: retry forever).
     ``silence_s`` is how long a connection may stay quiet: the agent sends a heartbeat every
-    20 s (DESIGN.md section 7), so a longer silence means the connection is dead.
+    20 s (docs/design.md section 7), so a longer silence means the connection is dead.
     """
 
     initial_s: float = 0.5

@@ -95,7 +95,7 @@ class Transport:
         params: Params | None = None,
         page_size: int = 100,
     ) -> AsyncIterator[Any]:
-        """Every item of a paged list (DESIGN.md section 3: ``{field, total, limit, offset}``)."""
+        """Every item of a paged list (docs/design.md 3: ``{field, total, limit, offset}``)."""
         offset = 0
         while True:
             page = await self.get(
@@ -212,7 +212,7 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def _error_of(answer: _Answer) -> FarmApiError:
-    """The error envelope of DESIGN.md section 3 as an exception; any other body as its text."""
+    """The error envelope (docs/design.md 3) as an exception; any other body as its text."""
     request_id = answer.headers.get("X-Request-ID")
     data = answer.data
     error = data.get("error") if isinstance(data, dict) else None

@@ -1,4 +1,4 @@
-"""The hub's settings (names as SPEC.md gives them) and their start-up check."""
+"""The hub's settings (names as the README's Configuration lists them) and their start-up check."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What each role may do (DESIGN.md section 4): role caps the action, permission selects the farm.
+"""What each role may do (docs/design.md 4): role caps the action, permission selects the farm.
 
 Agent and cloud decide visibility their own way (store layer / PostgreSQL RLS); both apply the same
 role caps from here, so a role means the same thing on both sides.

@@ -1,4 +1,4 @@
-"""Epoch-aligned time buckets and the round widths a reading query picks from (DESIGN.md 6)."""
+"""Epoch-aligned time buckets and the round widths a reading query picks from (docs/design.md 6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The API's error tree and the one error envelope every layer answers with (DESIGN.md section 3).
+"""The API's error tree and the one error envelope every layer answers with (docs/design.md 3).
 
 ApiError                      status, code, message, details
 ├── BadRequest                400 BAD_REQUEST
@@ -185,7 +185,7 @@ class UpstreamTimeout(ApiError):
 
 
 def envelope(error: ApiError, request_id: str) -> dict[str, Any]:
-    """Return the error body of DESIGN.md section 3."""
+    """Return the error body of docs/design.md section 3."""
     return {
         "success": False,
         "error": {"code": error.code, "message": error.message, "details": error.details},

@@ -1,4 +1,4 @@
-"""Who is calling: roles, plans and the authenticated principal (DESIGN.md section 4)."""
+"""Who is calling: roles, plans and the authenticated principal (docs/design.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Throttling of repeated login failures, the decision shared by agent and cloud.
 
-Failures are counted from the authentication event log (DESIGN.md section 4): at most
+Failures are counted from the authentication event log (docs/design.md section 4): at most
 ``per_account`` failures of one account *from one address*, and ``per_address`` failures from
 one address (over every account), within ``window_s``. Counting an account's failures per
 address means a stranger who knows someone's email throttles only themselves: the owner, from

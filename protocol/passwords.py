@@ -1,4 +1,4 @@
-"""Password hashing with Argon2id in PHC string format (DESIGN.md section 4).
+"""Password hashing with Argon2id in PHC string format (docs/design.md section 4).
 
 Parameters follow OWASP's Password Storage Cheat Sheet minimum for Argon2id (m=19 MiB, t=2, p=1),
 which keeps a login under ~50 ms on a Raspberry Pi 4 class CPU.

@@ -1,4 +1,4 @@
-"""The refresh-token rotation decision, shared by agent and cloud (DESIGN.md section 4).
+"""The refresh-token rotation decision, shared by agent and cloud (docs/design.md section 4).
 
 Each refresh token is used once: using it replaces it with a successor. A second use of a token
 means it leaked, so the whole session is revoked (OAuth 2.0 Security BCP, RFC 9700 section

@@ -2,7 +2,7 @@
 
 The agent and the cloud build their modules, models and services once and keep them for the life
 of the process; the cyclic garbage collector would otherwise walk all of them in every full
-collection (docs/decisions.md: the agent's stream pauses, the cloud's POS sync).
+collection (docs/adr/0016-ingest-share-of-the-loop.md, docs/adr/0020-memory.md).
 """
 
 from __future__ import annotations

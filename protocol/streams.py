@@ -1,4 +1,4 @@
-"""The wire format of the WebSocket streams (DESIGN.md section 7 settles what SPEC.md leaves open).
+"""The wire format of the WebSocket streams (docs/design.md section 7).
 
 Client messages: ``auth`` (``token`` or ``api_key``), ``subscribe`` (``farm_id``, ``device_ids``,
 ``metrics``; each one replaces the previous filter) and ``ping``. Server messages are
@@ -50,7 +50,7 @@ __all__ = [
     "with_seq",
 ]
 
-# RFC 6455 section 7.4.1 codes, and the 4000-4999 private range for DESIGN.md section 7's codes.
+# RFC 6455 section 7.4.1 codes, and the 4000-4999 private range for docs/design.md 7's codes.
 CLOSE_NORMAL = 1000
 CLOSE_GOING_AWAY = 1001
 CLOSE_POLICY = 1008

@@ -1,4 +1,4 @@
-"""The sync wire format between agent and cloud (DESIGN.md section 8).
+"""The sync wire format between agent and cloud (docs/design.md section 8).
 
 A batch is JSON, gzip-compressed, and signed with the agent's Ed25519 key over the compressed
 bytes, so the cloud verifies before it decompresses anything. Each record carries the agent's
@@ -112,7 +112,7 @@ class Batch(BaseModel):
 
 
 class ReplicaUser(BaseModel):
-    """A cloud user with access to one of the agent's farms (DESIGN.md section 8)."""
+    """A cloud user with access to one of the agent's farms (docs/design.md section 8)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

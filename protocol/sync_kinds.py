@@ -1,4 +1,4 @@
-"""The record kinds of sync and the direction each one flows (DESIGN.md section 8).
+"""The record kinds of sync and the direction each one flows (docs/design.md section 8).
 
 One table that both sides read: the agent uploads only kinds that flow up, and the cloud applies
 only those, refusing the rest record by record. Identity (users, roles, permissions, sessions,

@@ -1,5 +1,5 @@
-"""Rules of user management that hold whatever stores the users (SPEC.md "Users and
-permissions"): the grant ``farms_access`` gives, the last-admin guard, API key spelling."""
+"""Rules of user management that hold whatever stores the users (docs/design.md
+sections 4, 12): the grant ``farms_access`` gives, the last-admin guard, API key spelling."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The web app: static files both services serve at ``/`` (DESIGN.md section 11).
+"""The web app: static files both services serve at ``/`` (docs/design.md section 11).
 
 Hand-written ES modules with no build step; this package imports neither agent nor cloud, and
 both install it with :func:`install_webui`.

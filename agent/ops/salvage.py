@@ -5,7 +5,8 @@ deleted. A new database gets the damaged one's schema and every row that can sti
 each table is walked in key order, and where a page cannot be read the walk steps over it
 (probing further and further ahead, then bisecting back to the first readable key), so one bad
 page costs the rows on it, not the table. SQLite's own ``.recover`` needs the ``sqlite_dbpage``
-table, which Debian's and Raspberry Pi OS's SQLite are built without (docs/decisions.md).
+table, which Debian's and Raspberry Pi OS's SQLite are built without
+(docs/adr/0055-integrity-and-backups.md).
 """
 
 from __future__ import annotations

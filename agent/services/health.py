@@ -71,7 +71,7 @@ class HealthService:
         return "; ".join(parts)
 
     def watch_sync(self, report: Callable[[], Awaitable[SyncReport]]) -> None:
-        """Report the cloud link and the outbox (DESIGN.md section 8) from ``report``."""
+        """Report the cloud link and the outbox (docs/design.md section 8) from ``report``."""
         self._sync = report
 
     async def _sync_report(self) -> SyncReport | None:
@@ -107,7 +107,7 @@ class HealthService:
             "database": "connected" if database_ok else "disconnected",
             # Until the agent is paired, its backend is its own database.
             "backend": "connected" if database_ok else "disconnected",
-            # The agent keeps no cache server; SPEC.md's check is reported honestly.
+            # The agent keeps no cache server; the API's cache check says so rather than pass.
             "cache": "not_configured",
             "mqtt": "not_configured" if self._mqtt is None else self._mqtt(),
         }
@@ -158,7 +158,7 @@ def _iso_ms(unix_ms: int) -> str:
 
 
 def _sync_checks(report: SyncReport | None) -> dict[str, str]:
-    """The cloud link's figures as /healthz checks (DESIGN.md section 8)."""
+    """The cloud link's figures as /healthz checks (docs/design.md section 8)."""
     if report is None or not report.paired:
         return {"cloud": "not_paired"}
     out = report.outbox

@@ -1,4 +1,5 @@
-"""Who may see which farm: the one place the agent applies DESIGN.md section 4's visibility rule.
+"""Who may see which farm: the one place the agent applies the visibility rule
+(docs/design.md section 4).
 
 A farm is visible to admins and to users holding a permission on it. Its creator holds one like
 anyone else (read_write, granted at creation), so an admin may reduce or revoke it. Every

@@ -1,4 +1,4 @@
-"""The replica of the cloud's identity (DESIGN.md section 8): users with origin 'cloud', their
+"""The replica of the cloud's identity (docs/design.md section 8): users with origin 'cloud', their
 permissions on this agent's farms, their sessions and API keys, so they log in on the LAN offline
 and the cloud's tokens, keys and revocations hold here too. The replica flows one way: nothing
 written here goes into the outbox (protocol/sync_kinds.py)."""

@@ -68,7 +68,7 @@ class WebhookStore:
         self._held: set[str] = set()
         # Claims one at a time: a claim's read then always sees every id held before it, and a
         # delivery is released only once its outcome is committed, so no read sees it pending
-        # after it was settled (docs/decisions.md, "Webhook outbox").
+        # after it was settled (docs/adr/0051-outgoing-webhooks.md).
         self._claiming = asyncio.Lock()
 
     # Webhooks ----------------------------------------------------------------------------------

@@ -1,1 +1,1 @@
-"""Agent-to-cloud sync (DESIGN.md section 8): outbox, pairing, uploader, identity replica."""
+"""Agent-to-cloud sync (docs/design.md section 8): outbox, pairing, uploader, identity replica."""

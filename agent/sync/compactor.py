@@ -1,5 +1,5 @@
 """Keeps the outbox within its byte cap and the disk above its free-space watermark, in tiers
-(DESIGN.md section 8): the oldest queued raw readings become 1-minute rollups; when those no
+(docs/design.md section 8): the oldest queued raw readings become 1-minute rollups; when those no
 longer fit, the oldest 1-minute rollups become 1-hour rollups. Events, configuration and
 calibrations are never dropped.
 

@@ -140,7 +140,7 @@ class Selection:
 
 @dataclass(frozen=True, slots=True)
 class OutboxFigures:
-    """What operators watch (DESIGN.md section 8)."""
+    """What operators watch (docs/design.md section 8)."""
 
     records: int
     bytes: int

@@ -1,4 +1,4 @@
-"""The uploader (DESIGN.md section 8): a supervised task that drains the outbox to the cloud in
+"""The uploader (docs/design.md section 8): a supervised task that drains the outbox to the cloud in
 signed batches, deletes what the cloud committed, applies the identity delta of each answer,
 and retries forever with jittered exponential back-off.
 

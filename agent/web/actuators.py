@@ -74,7 +74,7 @@ async def list_commands(
     errors=(403, 409),
 )
 async def control_fan(request: web.Request, fan_id: str, body: FanControl) -> FanControlResult:
-    """SPEC.md fan control input; the answer is the fan, its schedule and the command outcome.
+    """The fan control input; the answer is the fan, its schedule and the command outcome.
 
     ``status``: running | stopped (set by hand; automation leaves the fan alone) | auto (back
     to the climate loop and the schedule).

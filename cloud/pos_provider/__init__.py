@@ -2,5 +2,5 @@
 ``Square-Version``, cursor pagination, ``{"errors": [...]}`` bodies), its resources, the
 webhook signature, and an in-repo fake of the provider (``fake/``) for tests and trying it out.
 
-DESIGN.md section 9. Nothing here touches the database or the web layer.
+docs/design.md section 9. Nothing here touches the database or the web layer.
 """

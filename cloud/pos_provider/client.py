@@ -1,4 +1,4 @@
-"""A thin client of the provider's v2 API (DESIGN.md section 9, docs/decisions.md "POS client").
+"""A thin client of the provider's v2 API (docs/design.md 9, docs/adr/0045).
 
 Every request carries ``Authorization: Bearer <token>`` and ``Square-Version``, has a time
 limit, and is retried on 429 (no Retry-After is sent), 5xx, timeouts and broken connections with

@@ -1,5 +1,5 @@
 """Admin accounts made by the operator: the first admin on an empty database, and more later
-(``farm-cloud create-admin``). DESIGN.md section 10: the cloud starts like the agent."""
+(``farm-cloud create-admin``). docs/design.md section 10: the cloud starts like the agent."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``X-API-Key`` on the cloud: a key authenticates as its user, with their role and plan
-(DESIGN.md section 4). Admins create and revoke keys through the shared flows
+(docs/design.md section 4). Admins create and revoke keys through the shared flows
 (protocol/identity_flows/api_keys.py)."""
 
 from __future__ import annotations

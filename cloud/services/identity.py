@@ -1,4 +1,4 @@
-"""Identity on the cloud: resolving a request's caller from its access token (DESIGN.md
+"""Identity on the cloud: resolving a request's caller from its access token (docs/design.md
 section 4).
 
 The cloud is the identity authority: it accepts only its own access tokens. A token is checked

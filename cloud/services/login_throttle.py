@@ -1,4 +1,4 @@
-"""Throttling of repeated login failures per account and per address (DESIGN.md section 4).
+"""Throttling of repeated login failures per account and per address (docs/design.md section 4).
 
 Failures are counted from the authentication event log (protocol/login_throttle.py holds the rule
 the agent applies too), so the count survives a restart.

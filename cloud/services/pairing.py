@@ -1,4 +1,4 @@
-"""Pairing (DESIGN.md section 8): an admin creates an agent and gets a one-time code; the agent
+"""Pairing (docs/design.md section 8): an admin creates an agent and gets a one-time code; the agent
 redeems the code with its Ed25519 public key."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-farm permissions on the cloud (SPEC.md "Permission"): who may see and change which farm.
+"""Per-farm permissions on the cloud (docs/design.md section 4): who may see and change which farm.
 
 Row-level security shows each user their own grants and admins all of them, and lets only admins
 write them (0005_row_level_security.sql). Unlike the agent, a farm manager does not share farms

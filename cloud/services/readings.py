@@ -1,4 +1,4 @@
-"""Sensor readings over a range at a resolution chosen for a point budget (DESIGN.md 6).
+"""Sensor readings over a range at a resolution chosen for a point budget (docs/design.md 6).
 
 The finest resolution whose points fit ``max_points`` in every series wins: raw readings, then
 1-minute, then 1-hour buckets. When even hourly buckets exceed the budget they are still what is

@@ -1,4 +1,4 @@
-"""Sync apply (DESIGN.md section 8): verify an agent's signed batch, apply it in one
+"""Sync apply (docs/design.md section 8): verify an agent's signed batch, apply it in one
 transaction idempotent on (agent_id, seq), and answer the contiguous ack, the records it refused
 and the identity delta.
 
@@ -361,7 +361,7 @@ async def _insert_readings(
 ) -> str | None:
     """Insert readings in a savepoint; the database's refusal, if it refused. A batch's
     readings are nearly always all new: they go in as a plain insert, a fifth to a quarter
-    cheaper than one that checks every row for a conflict first (docs/decisions.md, issue 14).
+    cheaper than one that checks every row for a conflict first (docs/adr/0039-cloud-readings.md).
     Should one be stored already (re-sent under new numbers, or twice in the batch), that
     insert fails and rolls back whole, and they go in again skipping what is stored."""
     try:

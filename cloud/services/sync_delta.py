@@ -1,4 +1,4 @@
-"""The identity delta an agent receives with an ack (DESIGN.md section 8).
+"""The identity delta an agent receives with an ack (docs/design.md section 8).
 
 The delta is read in one snapshot together with the cloud's identity version, so the version
 names exactly the state the delta shows; an agent that already holds that version gets none.

@@ -1,5 +1,5 @@
-"""User management (admins) and the caller's own profile on the cloud (SPEC.md "Users and
-permissions"); the same endpoints and rules as the agent's.
+"""User management (admins) and the caller's own profile on the cloud (docs/design.md
+section 12); the same endpoints and rules as the agent's.
 
 Every call runs on the user path: row-level security decides which users, grants and farms the
 caller sees and may write (docs/cloud-rls.md); the admin-only operations are also checked here,

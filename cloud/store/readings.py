@@ -2,7 +2,7 @@
 count), read on a user-path connection so row-level security picks the farms.
 
 An agent sends every reading once, raw or folded into one rollup (it replaces old raw readings
-by 1-minute rollups, and those by 1-hour rollups, when its outbox is full, DESIGN.md 8), so the
+by 1-minute rollups, and those by 1-hour rollups, when its outbox is full, docs/design.md 8), so the
 parts are disjoint: raw points are the raw readings plus the stored 1-minute rollups. Minutes and
 hours come from ``reading_rollups``, which holds every reading received in whatever form, so a
 range reads the same whichever form the sync used.

@@ -14,7 +14,7 @@ __all__ = ["api_value", "plain"]
 
 
 def api_value(value: Any) -> Any:
-    """One column's value as the API writes it (DESIGN.md section 3)."""
+    """One column's value as the API writes it (docs/design.md section 3)."""
     if isinstance(value, UUID):
         return str(value)
     if isinstance(value, datetime):

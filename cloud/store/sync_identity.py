@@ -1,5 +1,5 @@
 """The identity delta for an agent (system path): who may use its farms, their permissions and
-their sessions (DESIGN.md section 8)."""
+their sessions (docs/design.md section 8)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ async def upload(request: web.Request) -> Ack:
     # A few batches applied at once (CLOUD_SYNC_APPLY_CONCURRENCY), the rest waiting their
     # turn: each batch is CPU in this process's event loop and in PostgreSQL, and sixteen at
     # once on two cores applied fewer readings a second than two per process, and made every
-    # other request wait behind them (docs/decisions.md, issue 14).
+    # other request wait behind them (docs/adr/0035-sync-order-and-pipeline.md).
     async with request.app[SYNC_TURNS]:
         return await request.app[SYNC].apply(
             request.headers.get(AGENT_HEADER), request.headers.get(SIGNATURE_HEADER), body

@@ -1,4 +1,4 @@
-"""The device registry and its views: /api/v1/devices, /sensor-devices, /fans (DESIGN.md 5)."""
+"""The device registry and its views: /api/v1/devices, /sensor-devices, /fans (docs/design.md 5)."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ class Devices(Resource):
 
 
 class SensorDevices(Resource):
-    """/api/v1/sensor-devices: the registry's sensors, as SPEC.md lists them."""
+    """/api/v1/sensor-devices: the registry's sensors, with their sensor device fields."""
 
     async def list(
         self,

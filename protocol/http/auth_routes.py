@@ -1,4 +1,4 @@
-"""The authentication endpoints agent and cloud both serve (DESIGN.md section 4), declared once.
+"""The authentication endpoints agent and cloud both serve (docs/design.md 4), declared once.
 
 Both sides offer the same paths with the same schemas and status codes; each supplies its
 instances of the shared identity flows (protocol/identity_flows) and how it describes where a

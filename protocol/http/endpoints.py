@@ -206,7 +206,7 @@ class Api:
             if not endpoint.auth:
                 public.add(handler)
             app.router.add_route(endpoint.method, endpoint.path, handler)
-            # DESIGN.md section 3: "/farms and /farms/ both answer, without a redirect".
+            # docs/design.md section 3: "/farms and /farms/ both answer, without a redirect".
             twin = endpoint.path[:-1] if endpoint.path.endswith("/") else endpoint.path + "/"
             app.router.add_route(endpoint.method, twin, handler)
 

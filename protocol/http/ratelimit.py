@@ -1,4 +1,4 @@
-"""Fixed-window rate limits with the X-RateLimit-* headers (DESIGN.md section 3).
+"""Fixed-window rate limits with the X-RateLimit-* headers (docs/design.md section 3).
 
 Authenticated callers are counted per user (100 a minute, 1000 for premium); anonymous callers per
 address (100 an hour). Windows are fixed and aligned so ``X-RateLimit-Reset`` is a stable epoch.

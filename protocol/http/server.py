@@ -3,7 +3,7 @@
 aiohttp answers a request it cannot parse (a URL or header line over 8,190 bytes, too many
 headers, a ``Content-Encoding`` it cannot decode) before any middleware runs, from
 ``RequestHandler.handle_error``, in plain text. This runner's request handler renders those
-answers in the error envelope like every other error (DESIGN.md section 3).
+answers in the error envelope like every other error (docs/design.md section 3).
 
 When the application names trusted proxies (``TRUSTED_PROXIES``, protocol/http/forwarded.py),
 the runner makes each request with the real client as ``request.remote``, before any

@@ -1,5 +1,6 @@
-"""/ws/farm-status, /ws/device-events, /ws/sensor-data: thin WebSocket handlers (DESIGN.md s. 7),
-the same on the agent and the cloud; each passes the stream service that serves its connections."""
+"""/ws/farm-status, /ws/device-events, /ws/sensor-data: thin WebSocket handlers
+(docs/design.md section 7), the same on the agent and the cloud; each passes the stream service
+that serves its connections."""
 
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ def _handler(
         # client that closed one connection can open the next one within its limit at once.
         # compress off: permessage-deflate cost ~40 us per message per client on this machine
         # (CPU on every client's copy, since each has its own deflate context) to save ~250
-        # bytes of a LAN or loopback frame; it does not pay on a Pi (docs/decisions.md, streams).
+        # bytes of a LAN or loopback frame; it does not pay on a Pi (docs/adr/0029-streams.md).
         ws = web.WebSocketResponse(
             timeout=_CLOSE_TIMEOUT_S,
             max_msg_size=_MAX_CLIENT_MESSAGE,

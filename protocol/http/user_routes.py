@@ -1,5 +1,5 @@
 """The user, permission, API key and auth event endpoints, declared once for the agent and the
-cloud (SPEC.md "Users and permissions"): both serve the same paths, schemas and answers, each over
+cloud (docs/design.md section 12): both serve the same paths, schemas and answers, each over
 its own services, which an app-specific getter finds in the running app."""
 
 from __future__ import annotations

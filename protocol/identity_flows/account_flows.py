@@ -1,6 +1,6 @@
 """Self-service account flows: registration, e-mail verification, password reset.
 
-Written once for agent and cloud (DESIGN.md section 4); the store is the part that differs.
+Written once for agent and cloud (docs/design.md section 4); the store is the part that differs.
 Tokens sent by mail are single-use, expire, and are stored only as hashes. A reset request
 answers the same whether or not the address has an account, so it cannot be used to find
 accounts, and a reset ends every session of the account. On a paired agent a cloud user resets

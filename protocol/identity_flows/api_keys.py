@@ -1,5 +1,5 @@
 """API keys: created and revoked by admins for a user, shown once, stored as a hash
-(DESIGN.md section 4). A key acts with its user's role, plan and permissions.
+(docs/design.md section 4). A key acts with its user's role, plan and permissions.
 
 Written once for agent and cloud; the store is the part that differs (on the cloud it reads and
 writes as the calling admin, under row-level security). On a paired agent, a cloud user's keys

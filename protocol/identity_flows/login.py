@@ -1,4 +1,4 @@
-"""Logging in with an e-mail address and a password (DESIGN.md section 4).
+"""Logging in with an e-mail address and a password (docs/design.md section 4).
 
 Written once for agent and cloud; the store is the part that differs. Every refusal is the same
 400 INVALID_CREDENTIALS (the reason goes to the authentication log only), 429 while the account

@@ -1,6 +1,6 @@
 """TOTP multi-factor authentication: enrol, confirm, disable, and the login challenge.
 
-Written once for agent and cloud (DESIGN.md section 4); the store is the part that differs (the
+Written once for agent and cloud (docs/design.md section 4); the store is the part that differs (the
 cloud keeps the seed encrypted, bound to its user). A login of an MFA user answers a
 short-lived, single-use challenge instead of tokens; /auth/mfa/verify exchanges it with a
 current code for a session. A code is accepted once (its time step is remembered), and wrong

@@ -1,5 +1,5 @@
 """Sessions: opening one (an access token and a rotating refresh token), refreshing, logging
-out, and telling whose a credential is (DESIGN.md section 4).
+out, and telling whose a credential is (docs/design.md section 4).
 
 Written once for agent and cloud; the store is the part that differs. A refresh token works
 once: using it again revokes its session (it was stolen, or the client is broken), and a session

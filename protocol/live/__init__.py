@@ -1,5 +1,5 @@
-"""The live streams both services serve (DESIGN.md section 7): the per-client outboxes and the hub
-that fills them, stream authentication, one client's connection and the service that runs them.
+"""The live streams both services serve (docs/design.md section 7): the per-client outboxes and the
+hub that fills them, stream authentication, one client's connection and the service that runs them.
 
 What differs between the agent and the cloud is what feeds the hub (the agent's device runtime
 and event log; the cloud's committed sync batches) and how a caller's farms are found (the agent's

@@ -1,6 +1,6 @@
 """Who is on a stream: credentials from the handshake or a first message, resolved to a Principal.
 
-DESIGN.md section 7 accepts an access token or an API key in three places: the ``access_token``
+docs/design.md section 7 accepts an access token or an API key in three places: the ``access_token``
 query parameter, the ``Authorization: Bearer`` header, or a first ``auth`` message; an API key
 may also come as ``X-API-Key`` (section 4), ``api_key`` query parameter or ``api_key`` field.
 Where one field may carry either, a JWT (three dot-separated parts, RFC 7519 section 3) is an

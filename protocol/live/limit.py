@@ -1,4 +1,4 @@
-"""The per-user limit on open stream connections (DESIGN.md section 7: 10 per user, else 4429).
+"""The per-user limit on open stream connections (docs/design.md section 7: 10 per user, else 4429).
 
 The one place that counts a user's connections. :class:`LocalConnectionLimit` counts in this
 process, which is the whole truth for the agent and for a cloud running as one process; a cloud

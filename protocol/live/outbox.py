@@ -24,7 +24,7 @@ __all__ = ["Missed", "Outbox", "Stream", "StreamEvent"]
 
 
 class Stream(StrEnum):
-    """The three WebSocket streams of DESIGN.md section 7, by path name."""
+    """The three WebSocket streams of docs/design.md section 7, by path name."""
 
     FARM_STATUS = "farm-status"
     DEVICE_EVENTS = "device-events"

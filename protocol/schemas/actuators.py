@@ -1,6 +1,6 @@
-"""Actuator control: device commands, their history, fan control (SPEC.md "Fan") and schedules.
+"""Actuator control: device commands, their history, fan control (PUT /fans/{id}) and schedules.
 
-A command is confirmed by the device's own state report (DESIGN.md section 5); every command is
+A command is confirmed by the device's own state report (docs/design.md section 5); every command is
 kept with its outcome. A schedule is one daily window per actuator in the agent's time zone.
 """
 
@@ -43,7 +43,7 @@ back to the climate loop and its schedule."""
 
 Percent = Annotated[int, Strict(), Field(ge=0, le=100)]
 ClockTime = Annotated[str, StringConstraints(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")]
-"""24-hour ``HH:MM`` (SPEC.md fan control input)."""
+"""24-hour ``HH:MM``, as the fan control input takes it."""
 
 _SWITCHES = frozenset({"power", "valve"})
 
@@ -114,7 +114,7 @@ class DeviceSchedule(FanSchedule):
 
 
 class FanControl(ApiModel):
-    """SPEC.md fan control input; every field optional, at least one given."""
+    """The fan control input of PUT /fans/{id}; every field optional, at least one given."""
 
     status: FanControlStatus | None = None
     speed_percentage: Percent | None = None

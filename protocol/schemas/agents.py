@@ -1,4 +1,4 @@
-"""Agents and pairing (DESIGN.md section 8): what an admin and a pairing agent send and get."""
+"""Agents and pairing (docs/design.md section 8): what an admin and a pairing agent send and get."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Login, tokens, MFA, API keys and authentication events (SPEC.md "Login result", DESIGN.md 4)."""
+"""Login, tokens, MFA, API keys and authentication events (docs/design.md section 4)."""
 
 from __future__ import annotations
 

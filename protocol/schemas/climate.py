@@ -1,4 +1,4 @@
-"""Climate control settings, live state and history (SPEC.md "further endpoints", Climate rows).
+"""Climate control settings, live state and history (docs/design.md section 12).
 
 Bounds are what a vertical farm's air can sensibly be asked to hold; anything outside is a 422.
 """

@@ -88,7 +88,7 @@ class ErrorBody(Schema):
 
 
 class ErrorEnvelope(Schema):
-    """Every error answer (DESIGN.md section 3)."""
+    """Every error answer (docs/design.md section 3)."""
 
     success: bool = False
     error: ErrorBody

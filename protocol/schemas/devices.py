@@ -1,4 +1,4 @@
-"""The device registry and its views (SPEC.md "Sensor device", "Fan", DESIGN.md section 5).
+"""The device registry and its views (docs/design.md sections 5, 12).
 
 ``/sensor-devices/``, ``/fans/`` and ``/devices`` show one registry: a device has a kind, a
 firmware profile (agent/firmware_profiles/<id>.toml) and an address on its transport.
@@ -84,9 +84,9 @@ _CALIBRATION_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _MAX_CALIBRATION_KEYS = 32
 
 CalibrationData = dict[str, bool | float | str]
-"""Calibration metadata: SPEC.md shows ``ph_offset`` (number), ``temperature_compensation``
-(boolean). A ``<metric>_offset`` for a metric of the device's profile becomes its first active
-agent-side calibration."""
+"""Calibration metadata: ``ph_offset`` (number), ``temperature_compensation`` (boolean). A
+``<metric>_offset`` for a metric of the device's profile becomes its first active agent-side
+calibration."""
 
 
 def check_calibration_data(data: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -176,7 +176,7 @@ class _Registration(ApiModel):
 
 
 class SensorDeviceCreate(_Registration):
-    """POST /sensor-devices/ (SPEC.md fields, plus profile and address to bind it)."""
+    """POST /sensor-devices/ (the sensor device fields, plus profile and address to bind it)."""
 
     device_type: Ident
 
@@ -288,7 +288,7 @@ class DeviceListQuery(ListSearch):
 
 
 class SensorDevice(Schema):
-    """A sensor device with SPEC.md's fields."""
+    """A sensor device as /sensor-devices shows it (docs/design.md section 12)."""
 
     id: Uuid
     name: str
@@ -313,7 +313,7 @@ class SensorDeviceList(Schema):
 
 
 class Fan(Schema):
-    """A fan with SPEC.md's fields; speeds in percent, power in watts."""
+    """A fan as /fans shows it; speeds in percent, power in watts."""
 
     id: Uuid
     name: str

@@ -1,4 +1,4 @@
-"""Farms, rows, racks and shelves (SPEC.md "Resources and their fields")."""
+"""Farms, rows, racks and shelves (docs/design.md section 12)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pydantic import Field, Strict, ValidationInfo, field_validator, model_valid
 from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 
 FarmStatus = Literal["active", "maintenance", "inactive", "archived"]
-"""SPEC.md shows active and maintenance; inactive and archived complete the life cycle."""
+"""A farm in use or under maintenance; inactive and archived complete its life cycle."""
 StructureStatus = Literal["active", "inactive", "maintenance"]
-"""Rows, racks and shelves: SPEC.md shows active; inactive and maintenance take one out of use."""
+"""Rows, racks and shelves: active, or out of use (inactive, maintenance)."""
 
 Name = Field(min_length=1, max_length=200)
 Species = Field(default=None, min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$")

@@ -1,4 +1,4 @@
-"""Crops, grow plans and their progress (SPEC.md "Grow plans"; its fields are not shown there).
+"""Crops, grow plans and their progress (docs/design.md section 12).
 
 A plan's life: ``planned`` -> ``active`` -> ``harvested``, and ``planned`` or ``active`` ->
 ``cancelled``. Harvested and cancelled are final.

@@ -1,5 +1,5 @@
-"""The POS provider integration's API models (SPEC.md "POS provider integration", DESIGN.md
-section 9). Secrets go in, never out: a configuration answers only whether it holds them."""
+"""The POS provider integration's API models (docs/design.md section
+9). Secrets go in, never out: a configuration answers only whether it holds them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sensors: the sensor view of the registry, readings, metrics and calibration (DESIGN.md 5-6).
+"""Sensors: the sensor view of the registry, readings, metrics and calibration (docs/design.md 5-6).
 
 Calibration is kept as a history of attempts per sensor and metric; the active (latest
 successful) one applies to new readings. ``method`` says where it was done: ``on_device`` (Atlas

@@ -1,4 +1,4 @@
-"""System endpoints: detailed health and backend connectivity (SPEC.md "Other resources")."""
+"""System endpoints: detailed health and backend connectivity (docs/design.md section 12)."""
 
 from __future__ import annotations
 

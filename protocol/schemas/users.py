@@ -1,4 +1,4 @@
-"""Users, profiles and per-farm permissions (SPEC.md "User", "Permission", "Users and permissions").
+"""Users, profiles and per-farm permissions (docs/design.md section 12).
 
 Passwords go in, never out: no response model here has a password field.
 """
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 UserStatus = Literal["active", "suspended"]
-"""SPEC.md shows ``active``; ``suspended`` refuses logins, tokens and API keys at once."""
+"""``active``, or ``suspended``, which refuses logins, tokens and API keys at once."""
 
 FarmIds = list[UuidIn]
 
@@ -147,7 +147,7 @@ class RoleChange(ApiModel):
 
 
 class Permission(Schema):
-    """A per-farm grant (SPEC.md "Permission")."""
+    """A per-farm grant: which farm a user may read, or read and write."""
 
     id: Uuid
     user_id: Uuid

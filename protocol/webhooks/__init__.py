@@ -1,6 +1,6 @@
 """Outgoing webhooks, written once for the agent and the cloud (the store is what differs).
 
-- :mod:`.catalogue`: the event types receivers subscribe to, by SPEC.md's categories.
+- :mod:`.catalogue`: the event types receivers subscribe to, by category (docs/design.md section 9).
 - :mod:`.signing`: ``whsec_`` secrets and Standard Webhooks signatures.
 - :mod:`.targets`: the URL's form and the address policy (SSRF) applied where posts connect.
 - :mod:`.sender`: one signed POST with a time limit and no redirects, as an :class:`Attempt`.

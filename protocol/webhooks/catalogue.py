@@ -1,4 +1,4 @@
-"""The webhook event types a receiver can subscribe to, by SPEC.md's three categories, and the
+"""The webhook event types a receiver can subscribe to, by its three categories, and the
 event-log kinds each one is made from.
 
 The agent's event log kinds (``alert_raised``, ``device_offline``...) are internal names; a
@@ -24,7 +24,7 @@ __all__ = [
 
 
 class EventCategory(StrEnum):
-    """SPEC.md's planned webhook categories."""
+    """The webhook categories: device alerts, system events, harvests."""
 
     DEVICE_ALERTS = "device_alerts"
     SYSTEM_EVENTS = "system_events"

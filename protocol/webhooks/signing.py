@@ -6,7 +6,7 @@ A secret is ``whsec_`` followed by the base64 of 24 to 64 random bytes (the spec
 ``webhook-signature`` header next to ``webhook-id`` and ``webhook-timestamp`` (Unix seconds).
 
 The HMAC itself is the reference ``standardwebhooks`` package's, so what we send is what
-receivers' verifiers compute (docs/decisions.md, "Webhook signatures").
+receivers' verifiers compute (docs/adr/0051-outgoing-webhooks.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Every role x endpoint group x kind of grant -> the status DESIGN.md section 4 implies.
+"""Every role x endpoint group x kind of grant -> the status docs/design.md section 4 implies.
 
-"Role caps the action, permission selects the farm. Forbidden is 403; a farm the caller may not see
-is 404." The role caps below are written from DESIGN.md's prose, not imported from the code, so
-the code is checked against the document:
+The role caps the action, the permission selects the farm; forbidden is 403, a farm the caller may
+not see is 404. The role caps below are written from docs/design.md section 4, not imported from the
+code, so the code is checked against the document:
 
 - admin: everything (and sees every farm);
 - farm_manager: create farms; manage farms and devices they may write;
@@ -11,7 +11,7 @@ the code is checked against the document:
 - user: read on permitted farms.
 
 The farm's creator holds read_write on it. Users, API keys and auth events are admin-only
-(SPEC.md "Authentication" 6, DESIGN.md section 4).
+(docs/design.md section 4).
 """
 
 from __future__ import annotations

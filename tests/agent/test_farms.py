@@ -1,4 +1,4 @@
-"""SPEC.md "Farms": list with metrics, search and paging; detail; create; update; delete."""
+"""Farms: list with metrics, search and paging; detail; create; update; delete."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC.md "Rows, racks, shelves": paged lists under a parent, create, update, cascading delete."""
+"""Rows, racks, shelves: paged lists under a parent, create, update, cascading delete."""
 
 from __future__ import annotations
 

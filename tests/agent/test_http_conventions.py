@@ -1,4 +1,4 @@
-"""DESIGN.md section 3: one error envelope from every layer, request ids, body limits, rates."""
+"""docs/design.md 3: one error envelope from every layer, request ids, body limits, rates."""
 
 from __future__ import annotations
 

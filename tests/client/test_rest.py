@@ -58,7 +58,7 @@ async def test_concurrent_requests_on_an_expired_token_keep_the_session(
         expired = _expired_copy(served, before.access_token)
         credentials.tokens = Tokens(expired, before.refresh_token, time.time() + 3600)
 
-        # Refresh tokens rotate and a reused one revokes the session (DESIGN.md section 4): five
+        # Refresh tokens rotate and a reused one revokes the session (docs/design.md 4): five
         # refreshes racing with the same token would end it and force a new login.
         answers = await asyncio.gather(*(client.farms.list() for _ in range(5)))
 

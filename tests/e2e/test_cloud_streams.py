@@ -1,4 +1,4 @@
-"""The cloud's /ws/* streams, fed by the agent's committed sync batches (DESIGN.md section 7):
+"""The cloud's /ws/* streams, fed by the agent's committed sync batches (docs/design.md section 7):
 a reading published on MQTT at the agent reaches a cloud stream client once its batch has
 landed, on whichever cloud process the client is connected to; RLS decides who sees it; and the
 streams authenticate and close as the agent's do."""

@@ -1,4 +1,4 @@
-"""Agent and cloud together (DESIGN.md section 8): pairing, sync under RLS, outages, refusals,
+"""Agent and cloud together (docs/design.md section 8): pairing, sync under RLS, outages, refusals,
 identity flowing down."""
 
 from __future__ import annotations

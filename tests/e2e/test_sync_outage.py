@@ -1,4 +1,4 @@
-"""Long outages (DESIGN.md section 8): whatever the cloud refuses, whatever compaction folds, and
+"""Long outages (docs/design.md 8): whatever the cloud refuses, whatever compaction folds, and
 whatever is killed on the way, every reading reaches the cloud exactly once, counted per
 device-minute (raw readings plus the rollups that stand for the rest)."""
 

@@ -1,4 +1,4 @@
-"""Fan control (PUT /fans/{id}, SPEC.md fan control input) and actuator schedules.
+"""Fan control (PUT /fans/{id}, the fan control input) and actuator schedules.
 
 Fan ``status``: ``running`` or ``stopped`` (or a bare ``speed_percentage``) set the fan by hand
 (mode ``manual``): schedule edges leave it alone until it is handed back, and a climate loop
@@ -61,7 +61,7 @@ class ActuatorControl:
     async def control_fan(
         self, principal: Principal, fan_id: str, body: FanControl
     ) -> FanControlResult:
-        """Apply SPEC.md's fan control input; the answer carries the command's outcome."""
+        """Apply the fan control input of PUT /fans/{id}; the answer carries the outcome."""
         row = await self._actuators.actuator(principal, fan_id, Action.CONTROL)
         if row["kind"] != "fan":
             raise NotFound("Fan not found")

@@ -232,7 +232,7 @@ class DeviceService:
     async def list_sensor_devices(
         self, principal: Principal, query: SensorDeviceQuery
     ) -> SensorDeviceList:
-        """Visible sensor devices with SPEC.md's fields."""
+        """Visible sensor devices as /sensor-devices shows them."""
         where = DeviceFilter(_text(query.farm_id), "sensor", query.device_type, query.status)
         rows, total = await self._visible(principal, where, query.limit, query.offset)
         active = await self._active_by_device(rows)
@@ -242,7 +242,7 @@ class DeviceService:
         )
 
     async def list_fans(self, principal: Principal, query: FanListQuery) -> FanList:
-        """Visible fans with SPEC.md's fields."""
+        """Visible fans as /fans shows them."""
         # running/stopped are derived from reported state, so that filter is applied here.
         derived = query.status in ("running", "stopped")
         status = "online" if derived else query.status

@@ -78,7 +78,7 @@ class Aggregate:
 
 
 class ReadingsQuery(Protocol):
-    """What the sensor views need from the readings store (DESIGN.md section 6)."""
+    """What the sensor views need from the readings store (docs/design.md section 6)."""
 
     async def series(
         self,

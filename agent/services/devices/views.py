@@ -1,4 +1,4 @@
-"""Registry rows as the API shows them: the device, the SPEC.md sensor device, the SPEC.md fan."""
+"""Registry rows as the API shows them: the device, the sensor device, the fan."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def device_view(
 
 
 def sensor_device_view(row: sqlite3.Row, active: Iterable[sqlite3.Row]) -> SensorDevice:
-    """SPEC.md's sensor device fields."""
+    """The sensor device fields of the API (docs/design.md section 12)."""
     return SensorDevice(
         id=row["id"],
         name=row["name"],
@@ -116,7 +116,7 @@ def sensor_device_view(row: sqlite3.Row, active: Iterable[sqlite3.Row]) -> Senso
 
 
 def fan_view(row: sqlite3.Row, now: datetime) -> Fan:
-    """SPEC.md's fan fields, from the state the fan last reported.
+    """The API's fan fields, from the state the fan last reported.
 
     Speeds are percentages (``max_speed`` is the cap set at registration, 100 by default).
     ``power_consumption`` is estimated from the rated power with the fan affinity law

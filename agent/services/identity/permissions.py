@@ -1,6 +1,6 @@
-"""Per-farm permissions (SPEC.md "Permission"): who may see and change which farm.
+"""Per-farm permissions (docs/design.md section 4): who may see and change which farm.
 
-Admins grant anything; a farm manager shares the farms they may write (DESIGN.md section 4:
+Admins grant anything; a farm manager shares the farms they may write (docs/design.md section 4:
 farm managers "manage farms ... they may write"). Everyone sees their own grants.
 """
 

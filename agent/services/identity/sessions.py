@@ -1,4 +1,4 @@
-"""Identity: the first admin, and who is calling (DESIGN.md section 4)."""
+"""Identity: the first admin, and who is calling (docs/design.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""User management (admins) and the caller's own profile (SPEC.md "Users and permissions")."""
+"""User management (admins) and the caller's own profile (docs/design.md section 12)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """What the device runtime tells the live streams: availability, state, command outcomes, faults.
 
-The kinds are the event names SPEC.md's client library exposes on ``/ws/device-events``
-(``status-update`` and ``error``; DESIGN.md section 7). Readings do not come this way: they reach
-listeners through ``ReadingWriter.subscribe`` once committed.
+The kinds are the event names client libraries know on ``/ws/device-events``
+(``status-update`` and ``error``; docs/design.md section 7). Readings do not come this way:
+they reach listeners through ``ReadingWriter.subscribe`` once committed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The in-process hub that carries live farm events to the WebSocket streams (DESIGN.md section 7).
+"""The in-process hub that carries live farm events to the WebSocket streams (docs/design.md 7).
 
 Producers call the ``publish_*`` methods from the event loop; they never wait. Each stream client
 holds an :class:`~protocol.live.outbox.Outbox` with its own filter and bound, so what one

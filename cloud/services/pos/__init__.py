@@ -1,4 +1,4 @@
-"""The POS provider integration (DESIGN.md section 9): configurations with sealed secrets, the
+"""The POS provider integration (docs/design.md section 9): configurations with sealed secrets, the
 mirror reads, sync jobs and their worker, the verified webhook, and harvests pushed to the
 shop's inventory."""
 

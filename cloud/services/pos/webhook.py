@@ -2,11 +2,11 @@
 
 Which configuration an event belongs to is found from its ``merchant_id`` (or a ``config_id``
 in the notification URL's query); the signature must verify with that configuration's key over
-its notification URL and the raw body (DESIGN.md section 9). Nothing is stored otherwise.
+its notification URL and the raw body (docs/design.md section 9). Nothing is stored otherwise.
 
 The event is stored by one statement outside a transaction; the configurations of a route are
 remembered for a few seconds, and that statement re-checks the key and URL of the one that
-verified (docs/decisions.md, "POS provider integration").
+verified (docs/adr/0045-pos-integration.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What one applied sync batch tells the live streams, in the messages the agent's streams send.
 
 The agent publishes as things happen; the cloud learns of them from the records of a batch,
-and tells its clients the same way (types and ``data`` as on the agent, DESIGN.md section 7):
+and tells its clients the same way (types and ``data`` as on the agent, docs/design.md section 7):
 
 - readings: ``reading`` on /ws/sensor-data, one per value (``raw`` and ``received_at`` are not
   synced, so they are null);

@@ -1,4 +1,4 @@
-"""Who may see, register, change and remove devices (DESIGN.md section 4)."""
+"""Who may see, register, change and remove devices (docs/design.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Registration, email verification and password reset (DESIGN.md section 4)."""
+"""Registration, email verification and password reset (docs/design.md section 4)."""
 
 from __future__ import annotations
 

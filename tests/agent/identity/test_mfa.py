@@ -1,4 +1,4 @@
-"""TOTP MFA: enrol, confirm, login challenge, replay refusal, disable (DESIGN.md section 4)."""
+"""TOTP MFA: enrol, confirm, login challenge, replay refusal, disable (docs/design.md section 4)."""
 
 from __future__ import annotations
 

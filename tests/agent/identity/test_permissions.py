@@ -1,4 +1,4 @@
-"""Per-farm permissions: grant, list, revoke (SPEC.md "Permission"; DESIGN.md section 4)."""
+"""Per-farm permissions: grant, list, revoke (docs/design.md section 4)."""
 
 from __future__ import annotations
 

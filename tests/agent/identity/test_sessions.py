@@ -1,4 +1,4 @@
-"""Login, refresh rotation, reuse detection, logout and token verification (DESIGN.md 4)."""
+"""Login, refresh rotation, reuse detection, logout and token verification (docs/design.md 4)."""
 
 from __future__ import annotations
 

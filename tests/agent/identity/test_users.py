@@ -1,4 +1,4 @@
-"""Users (admin), profiles and role changes (SPEC.md "Users and permissions")."""
+"""Users (admin), profiles and role changes (docs/design.md section 12)."""
 
 from __future__ import annotations
 

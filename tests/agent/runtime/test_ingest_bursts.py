@@ -1,7 +1,7 @@
 """Bursts of distinct QoS 1 messages through a real Mosquitto: every message is a reading.
 
 Readings stamped on receipt (a Tasmota clock far off, ESPHome's plain state topics) arrive many
-to a millisecond in a burst; none may overwrite or drop another (DESIGN.md section 6).
+to a millisecond in a burst; none may overwrite or drop another (docs/design.md section 6).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The agent runs as a process (so it can be killed with SIGKILL) with a persistent session on a
 real Mosquitto. The sensor's clock is far off, so every reading is stamped on receipt and only
-its device time tells a re-delivery from a new message (DESIGN.md section 6).
+its device time tells a re-delivery from a new message (docs/design.md section 6).
 """
 
 from __future__ import annotations

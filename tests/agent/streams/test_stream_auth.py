@@ -1,4 +1,4 @@
-"""Who may open a stream: every way to authenticate, and the close codes of DESIGN.md section 7."""
+"""Who may open a stream: every way to authenticate, and the close codes (docs/design.md 7)."""
 
 from __future__ import annotations
 

@@ -146,7 +146,7 @@ async def world(system: Conn, password_hash: str) -> World:
 
 
 def expected_farms(world: World) -> dict[str, set[str]]:
-    """Which farms each user may see (DESIGN.md section 4)."""
+    """Which farms each user may see (docs/design.md section 4)."""
     a, b = str(world.farm_a.farm_id), str(world.farm_b.farm_id)
     return {
         "admin": {a, b},
@@ -159,7 +159,7 @@ def expected_farms(world: World) -> dict[str, set[str]]:
 
 
 def assert_error(body: Any, code: str) -> None:
-    """The body is the error envelope of DESIGN.md section 3 with ``code``."""
+    """The body is the error envelope of docs/design.md section 3 with ``code``."""
     assert body["success"] is False
     assert body["error"]["code"] == code
     assert set(body) == {"success", "error", "timestamp", "request_id"}

@@ -1,4 +1,4 @@
-"""Login and token authentication on the cloud (DESIGN.md section 4)."""
+"""Login and token authentication on the cloud (docs/design.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """GET /api/v1/sensors/{id}/data: ranges, metrics, and the resolution chosen for a point budget
-from raw readings and the 1-minute and 1-hour rollups the mirror holds (DESIGN.md section 6)."""
+from raw readings and the 1-minute and 1-hour rollups the mirror holds (docs/design.md 6)."""
 
 from __future__ import annotations
 

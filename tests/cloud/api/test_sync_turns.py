@@ -1,6 +1,6 @@
 """Batches past CLOUD_SYNC_APPLY_CONCURRENCY wait for a turn in the process, and every one of
 them is applied: sixteen batches at once on two cores applied fewer readings a second than two
-at a time, and held every other request of the process behind them (docs/decisions.md)."""
+at a time, and held every other request of the process behind them (docs/adr/0035)."""
 
 from __future__ import annotations
 

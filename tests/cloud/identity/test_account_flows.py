@@ -1,4 +1,4 @@
-"""Registration, email verification and password reset on the cloud (DESIGN.md section 4)."""
+"""Registration, email verification and password reset on the cloud (docs/design.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TOTP MFA on the cloud: enrolment, the login challenge, replay protection (DESIGN.md 4)."""
+"""TOTP MFA on the cloud: enrolment, the login challenge, replay protection (docs/design.md 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Refresh rotation, reuse detection, logout and token verification on the cloud (DESIGN.md 4)."""
+"""Refresh rotation, reuse detection, logout and tokens on the cloud (docs/design.md 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Login throttling on the cloud: 429 with Retry-After per address and per account (DESIGN.md 4)."""
+"""Login throttling on the cloud: 429 and Retry-After per address and account (docs/design.md 4)."""
 
 from __future__ import annotations
 

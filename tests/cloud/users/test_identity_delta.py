@@ -1,5 +1,5 @@
 """What user management changes reaches agents with the next sync: the identity delta reads
-the tables the user service writes (DESIGN.md section 8)."""
+the tables the user service writes (docs/design.md section 8)."""
 
 from __future__ import annotations
 

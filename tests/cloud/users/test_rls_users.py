@@ -88,7 +88,7 @@ async def test_api_keys_of_other_users_are_invisible_and_only_admins_write_keys(
             "UPDATE api_keys SET revoked_at = now() WHERE id = $1", theirs.api_key_id
         )
         assert status == "UPDATE 0"
-        # Not even their own: revoking and creating keys is an admin's job (SPEC.md).
+        # Not even their own: revoking and creating keys is an admin's job (docs/cloud-rls.md).
         status = await conn.execute(
             "UPDATE api_keys SET revoked_at = now() WHERE id = $1", mine.api_key_id
         )

@@ -1,5 +1,5 @@
 """/api/v1/users on the cloud: the agent's endpoints and answers, with PostgreSQL confining the
-data (SPEC.md "Users and permissions")."""
+data (docs/design.md section 12)."""
 
 from __future__ import annotations
 
