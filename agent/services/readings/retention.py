@@ -1,6 +1,6 @@
 """How long readings are kept at each resolution, and the job that prunes older ones.
 
-Defaults follow DESIGN.md section 6: raw 30 days, 1-minute rollups one year, hourly forever.
+Defaults (docs/design.md, section 6): raw 30 days, 1-minute rollups one year, hourly forever.
 Pruning runs in small transactions so ingest never waits behind one large delete.
 """
 
