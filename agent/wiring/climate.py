@@ -10,6 +10,7 @@ from aiohttp import web
 from agent.devices.codec import Command
 from agent.services.climate.runtime import ClimateRuntime
 from agent.services.climate.service import ClimateService
+from agent.services.clock_watch import Jump
 from agent.services.control.actuators import ActuatorService
 from agent.settings import AgentSettings
 from agent.store.climate import ClimateStore
@@ -17,6 +18,7 @@ from agent.web.keys import (
     ACTUATORS,
     CLIMATE,
     CLIMATE_RUNTIME,
+    CLOCK_WATCH,
     DATABASE,
     EVENT_HUB,
     READINGS,
@@ -69,6 +71,11 @@ def climate_context(settings: AgentSettings, *, clock: Callable[[], float]) -> C
         app[ACTUATORS].add_manual_listener(runtime.manual_command)
         app[ACTUATORS].add_auto_listener(runtime.handed_back)
         app[SCHEDULES].yield_to(runtime.drives)
+
+        async def clock_jumped(jump: Jump) -> None:
+            runtime.clock_jumped(jump.delta_ms)
+
+        app[CLOCK_WATCH].on_jump(clock_jumped)
         await runtime.start()
         yield
         await runtime.stop()

@@ -245,6 +245,27 @@ class ClimateRuntime:
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
 
+    def clock_jumped(self, delta_ms: int) -> None:
+        """The wall clock jumped by ``delta_ms`` (NTP setting a clock that booted behind): move
+        every time the loops keep by it, so neither a sensor's freshness, a manual hold, the
+        fans' minimum run time nor the fail-safe counts the jump as time gone by."""
+        delta = delta_ms / 1000
+
+        def moved(at: float | None) -> float | None:
+            return None if at is None else at + delta
+
+        self._latest = {key: replace(s, at=s.at + delta) for key, s in self._latest.items()}
+        for loop in self._loops.values():
+            state = loop.state
+            loop.state = replace(
+                state,
+                started_at=state.started_at + delta,
+                switched_at=moved(state.switched_at),
+                hold_until=moved(state.hold_until),
+                last_action_at=moved(state.last_action_at),
+            )
+            loop.last_attempt = moved(loop.last_attempt)
+
     # The step ----------------------------------------------------------------------------------
 
     async def step(self, now: float) -> None:

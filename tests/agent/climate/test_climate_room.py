@@ -277,3 +277,28 @@ async def test_handing_a_fan_back_to_auto_ends_the_hold_at_once(rig: Rig) -> Non
     assert fan_percent(rig.fan) == 0  # the room is at target: the loop stops the fan
     resumed = (await history(rig.agent, rig.farm_id, kind="action"))[0]
     assert resumed["data"]["reasons"][0] == "hold_ended"
+
+
+async def test_a_clock_jump_is_not_time_gone_by_for_the_loop(rig: Rig) -> None:
+    # A Pi booted two days behind; NTP sets its clock while the loop runs (the clock watch
+    # tells the loop of the jump). A fresh reading stays fresh and a manual hold still holds.
+    rig.room.model.temperature = 24.5
+    await configure(rig, failsafe_speed=40, stale_after_s=120, manual_hold_s=300)
+    await rig.tick()
+    assert fan_percent(rig.fan) == 0
+    resp = await rig.agent.client.put(
+        f"/api/v1/fans/{rig.fan_id}",
+        json={"status": "running", "speed_percentage": 60},
+        headers=rig.agent.auth(),
+    )
+    assert resp.status == 200, await resp.text()
+
+    jump_s = 2 * 86_400
+    rig.loop.clock_jumped(jump_s * 1000)
+    await rig.loop.step(rig.clock.advance(jump_s + TICK_S))
+    assert fan_percent(rig.fan) == 60, "neither the fail-safe nor the end of the hold"
+    listed = await rig.agent.client.get(
+        "/api/v1/climate-control", params={"farm_id": rig.farm_id}, headers=rig.agent.auth()
+    )
+    assert (await listed.json())["climate_controls"][0]["state"]["manual_hold"] is True
+    assert await history(rig.agent, rig.farm_id, kind="failsafe") == []
