@@ -9,6 +9,7 @@ from typing import Any
 
 from agent.store.access import visible_farm_filter
 from agent.store.db import Database
+from agent.store.farms import like_pattern
 from protocol.identity import Principal
 
 __all__ = ["RULE_FIELDS", "AlertStore", "NewAlert"]
@@ -181,9 +182,17 @@ class AlertStore:
         filters: Mapping[str, str | None],
         limit: int,
         offset: int,
+        search: str | None = None,
     ) -> tuple[list[dict[str, Any]], int]:
-        """Visible alerts matching ``filters`` (state, farm_id, device_id), newest first."""
+        """Visible alerts matching ``filters`` (state, farm_id, device_id) and ``search``
+        (metric, severity or the device's name contains it), newest first."""
         condition, params = _where(principal, filters)
+        if search and search.strip():
+            condition += (
+                " AND (metric LIKE ? ESCAPE '\\' OR severity LIKE ? ESCAPE '\\' OR device_id IN"
+                " (SELECT id FROM devices WHERE name LIKE ? ESCAPE '\\'))"
+            )
+            params.extend([like_pattern(search.strip())] * 3)
         rows, total = await self._db.fetch_page(
             "alerts", condition, params, order="raised_at DESC, id", limit=limit, offset=offset
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 from agent.store.access import visible_farm_filter
 from agent.store.db import Database
+from agent.store.farms import like_pattern
 from protocol.identity import Principal
 
 __all__ = ["EventFilter", "EventRecord", "EventStore", "event_row"]
@@ -41,6 +42,8 @@ class EventFilter:
     since: str | None = None
     until: str | None = None
     acknowledged: bool | None = None
+    search: str | None = None
+    """Kind or message contains this (case-insensitive)."""
 
 
 def event_row(row: sqlite3.Row) -> dict[str, Any]:
@@ -111,6 +114,9 @@ class EventStore:
                 params.append(value)
         if where.acknowledged is not None:
             condition += f" AND acknowledged_at IS {'NOT ' if where.acknowledged else ''}NULL"
+        if where.search and where.search.strip():
+            condition += " AND (kind LIKE ? ESCAPE '\\' OR message LIKE ? ESCAPE '\\')"
+            params.extend([like_pattern(where.search.strip())] * 2)
         rows, total = await self._db.fetch_page(
             "events", condition, params, order="ts DESC, id", limit=limit, offset=offset
         )

@@ -34,6 +34,7 @@ class AlertService:
                 state=query.state,
                 limit=query.limit,
                 offset=query.offset,
+                search=query.q,
             )
         return AlertList(
             alerts=[Alert(**{k: v for k, v in row.items() if k in _FIELDS}) for row in rows],

@@ -36,6 +36,7 @@ class EventService:
                 limit=query.limit,
                 offset=query.offset,
                 acknowledged=query.acknowledged,
+                search=query.q,
             )
         return EventList(
             events=[Event(**row) for row in rows],

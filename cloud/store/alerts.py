@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from cloud.store.db import Connection
+from cloud.store.farms import like_pattern
 
 __all__ = ["list_alerts"]
 
@@ -24,6 +25,7 @@ async def list_alerts(
     state: str | None,
     limit: int,
     offset: int,
+    search: str | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Visible alerts (their rows as the agent sent them) matching every filter given, newest
     raised first, and the total."""
@@ -39,6 +41,8 @@ async def list_alerts(
         SELECT data, count(*) OVER () AS total FROM latest
         WHERE ($2::text IS NULL OR data->>'device_id' = $2)
           AND ($3::text IS NULL OR data->>'state' = $3)
+          AND ($6::text IS NULL OR data->>'metric' ILIKE $6 OR data->>'severity' ILIKE $6
+               OR data->>'device_id' IN (SELECT id::text FROM devices WHERE name ILIKE $6))
         ORDER BY data->>'raised_at' DESC, data->>'id'
         LIMIT $4 OFFSET $5
         """,
@@ -47,6 +51,7 @@ async def list_alerts(
         state,
         limit,
         offset,
+        like_pattern(search.strip()) if search and search.strip() else None,
     )
     if rows:
         total: int = rows[0]["total"]
@@ -54,6 +59,12 @@ async def list_alerts(
         total = 0
     else:  # a page past the end: count on the first page
         _, total = await list_alerts(
-            conn, farm_id=farm_id, device_id=device_id, state=state, limit=1, offset=0
+            conn,
+            farm_id=farm_id,
+            device_id=device_id,
+            state=state,
+            limit=1,
+            offset=0,
+            search=search,
         )
     return [dict(row["data"]) for row in rows], total

@@ -121,3 +121,6 @@ class AlertListQuery(PageQuery):
     state: AlertState | None = None
     farm_id: UUID | None = None
     device_id: UUID | None = None
+    q: str | None = Field(
+        None, max_length=200, description="Metric, severity or the device's name contains this"
+    )

@@ -55,6 +55,7 @@ class EventListQuery(PageQuery):
     since: UtcDatetime | None = None
     until: UtcDatetime | None = None
     acknowledged: bool | None = Field(None, description="Only acknowledged ones, or only not")
+    q: str | None = Field(None, max_length=200, description="Kind or message contains this")
 
     @model_validator(mode="after")
     def _ordered(self) -> EventListQuery:

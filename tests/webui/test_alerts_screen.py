@@ -136,3 +136,18 @@ def test_an_alert_raised_shows_on_the_overview_without_a_reload(screen: Screen) 
         status, _ = site.api("DELETE", f"/api/v1/alert-rules/{created['id']}", token=site.login())
         assert status == 204
     expect(shelf.locator(".badge.bad")).to_be_hidden()
+
+
+def test_events_and_alerts_are_searched_by_a_word(screen: Screen) -> None:
+    site = screen.site
+    farm_id, devices = farm_and_devices(site)
+    found, other = f"valve_stuck_{screen.size}", f"door_open_{screen.size}"
+    _record(site, farm_id, devices["Tank pH"], found, 1)
+    _record(site, farm_id, devices["Tank pH"], other, 1)
+    screen.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD)
+    screen.open("alerts")
+    groups = screen.page.locator("li.event-group")
+    expect(groups.filter(has_text=other.replace("_", " "))).to_have_count(1)
+    screen.page.locator("#events-search").fill("VALVE_STUCK")
+    expect(groups.filter(has_text=other.replace("_", " "))).to_have_count(0)
+    expect(groups.filter(has_text=found.replace("_", " "))).to_have_count(1)

@@ -105,7 +105,9 @@ class AlertService:
         if farm_id is not None:
             await self._authorize(principal, farm_id, Action.READ)
         filters = {"state": query.state, "farm_id": farm_id, "device_id": _text(query.device_id)}
-        rows, total = await self._store.alerts(principal, filters, query.limit, query.offset)
+        rows, total = await self._store.alerts(
+            principal, filters, query.limit, query.offset, query.q
+        )
         return AlertList(
             alerts=[Alert(**row) for row in rows],
             total=total,

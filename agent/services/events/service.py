@@ -40,6 +40,7 @@ class EventService:
             since=None if query.since is None else iso(query.since),
             until=None if query.until is None else iso(query.until),
             acknowledged=query.acknowledged,
+            search=query.q,
         )
         rows, total = await self._store.list(principal, where, query.limit, query.offset)
         return EventList(

@@ -193,3 +193,26 @@ async def test_a_breach_stamped_before_the_clock_was_set_does_not_count_the_jump
     probe.feed((61, 33))
     (alert,) = await eventually(lambda: probe.alerts("active"))
     assert abs(ms(alert["raised_at"]) - probe.at(61)) < S
+
+
+async def test_alerts_are_found_by_their_metric_severity_or_sensor_name(agent: Agent) -> None:
+    probe = await make_probe(agent)
+    probe.feed((0, 31))
+    await eventually(lambda: probe.alerts("active"))
+    name = await agent.client.app[DATABASE].fetch_value(
+        "SELECT name FROM devices WHERE id = ?", (probe.device_id,)
+    )
+
+    async def found(q: str) -> int:
+        resp = await agent.client.get(
+            "/api/v1/alerts", params={"farm_id": probe.farm_id, "q": q}, headers=agent.auth()
+        )
+        assert resp.status == 200, await resp.text()
+        body = await resp.json()
+        assert body["total"] == len(body["alerts"])
+        return int(body["total"])
+
+    assert await found("TEMPER") == 1
+    assert await found("critical") == 1
+    assert await found(str(name)[1:-1]) == 1
+    assert await found("humidity") == 0

@@ -247,3 +247,25 @@ async def test_a_group_of_like_events_is_acknowledged_in_one_request(agent: Agen
     status, listed = await events_of(agent, farm_id=farm_id, acknowledged="false")
     assert status == 200, listed
     assert sorted(e["kind"] for e in listed["events"]) == ["device_fault", "other"]
+
+
+async def test_events_are_found_by_a_word_of_their_kind_or_message(agent: Agent) -> None:
+    farm_id = await create_farm(agent)
+    log = agent.client.app[EVENT_LOG]
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    log.record(farm_id, None, "device_fault", "error", "pump silent", {}, at=start)
+    log.record(farm_id, None, "disk_low", "warning", "card 90% full", {}, at=start)
+    log.record(farm_id, None, "sync_stuck", "warning", "100_percent_ready", {}, at=start)
+    await written(agent)
+
+    async def kinds(q: str) -> list[str]:
+        status, listed = await events_of(agent, farm_id=farm_id, q=q)
+        assert status == 200, listed
+        assert listed["total"] == len(listed["events"])
+        return sorted(e["kind"] for e in listed["events"])
+
+    assert await kinds("FAULT") == ["device_fault"]  # the kind, whatever the case
+    assert await kinds("silent") == ["device_fault"]  # the message
+    assert await kinds("90%") == ["disk_low"]  # LIKE's wildcards are plain characters
+    assert await kinds("_percent") == ["sync_stuck"]
+    assert await kinds("nothing") == []

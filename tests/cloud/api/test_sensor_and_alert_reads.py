@@ -185,3 +185,11 @@ async def test_alerts_are_the_newest_state_of_each_mirrored_alert(
     assert status == 404
     status, body = await cloud.get("/api/v1/alerts", tokens["admin"], state="snoozed")
     assert status == 422
+    # Found by a word of their metric (or severity, or the sensor's name), as on the agent.
+    status, body = await cloud.get("/api/v1/alerts", tokens["admin"], q="HUMID")
+    assert [x["id"] for x in body["alerts"]] == [active_b["id"]] and body["total"] == 1
+    status, body = await cloud.get("/api/v1/alerts", tokens["admin"], q="humid", offset=3)
+    assert (body["alerts"], body["total"]) == ([], 1)
+    status, body = await cloud.get("/api/v1/events", tokens["admin"], q="cleared")
+    assert status == 200, body
+    assert [e["kind"] for e in body["events"]] == ["alert_cleared"]

@@ -60,6 +60,7 @@ class AlertsTable {
     this.farmId = farmId;
     this.names = names;
     this.state = "active";
+    this.q = "";
     this.offset = 0;
     this.seq = 0;
     this.tbody = h("tbody");
@@ -79,7 +80,11 @@ class AlertsTable {
       "section",
       { class: "panel", "aria-labelledby": "alerts-title" },
       h("h2", { id: "alerts-title" }, "Alerts"),
-      h("div", { class: "list-tools" }, field("Show", choice)),
+      h("div", { class: "list-tools" }, field("Show", choice), searchField("alerts-search", "Sensor, metric or severity", (q) => {
+        this.q = q;
+        this.offset = 0;
+        void this.load();
+      })),
       this.found,
       this.wrap,
       this.pager,
@@ -91,7 +96,7 @@ class AlertsTable {
     const mine = ++this.seq;
     let page;
     try {
-      page = await optional(get("/api/v1/alerts", { farm_id: this.farmId, state: this.state, limit: ALERT_PAGE, offset: this.offset }), { alerts: [], total: 0 });
+      page = await optional(get("/api/v1/alerts", { farm_id: this.farmId, state: this.state, ...(this.q ? { q: this.q } : {}), limit: ALERT_PAGE, offset: this.offset }), { alerts: [], total: 0 });
     } catch (err) {
       this.found.textContent = messageOf(err);
       return;
@@ -186,7 +191,7 @@ class EventGroups {
     /** @type {Map<string, EventGroup>} open groups by kind and device */
     this.open = new Map();
     this.el = h("ul", { class: "event-list", "aria-live": "polite" });
-    this.filter = { acknowledged: "", severity: "" };
+    this.filter = { acknowledged: "", severity: "", q: "" };
     this.found = h("p", { class: "hint", role: "status" });
     const choose = (/** @type {"acknowledged"|"severity"} */ key, /** @type {string} */ label, /** @type {string[][]} */ options) => {
       const select = h("select", { name: `events-${key}` }, options.map(([v, t]) => h("option", { value: v }, t)));
@@ -201,6 +206,10 @@ class EventGroups {
       { class: "list-tools" },
       choose("acknowledged", "Events to show", [["", "All"], ["false", "To acknowledge"], ["true", "Acknowledged"]]),
       choose("severity", "Severity", [["", "Any"], ["critical", "critical"], ["error", "error"], ["warning", "warning"], ["info", "info"]]),
+      searchField("events-search", "Kind or message", (q) => {
+        this.filter.q = q;
+        void this.reload();
+      }),
     );
   }
 
@@ -215,7 +224,7 @@ class EventGroups {
   /** Read the events the filters ask for (a person's choice: the list is drawn again). */
   async reload() {
     try {
-      const page = await get("/api/v1/events", { farm_id: this.farmId, limit: EVENT_PAGE, ...this.filter });
+      const page = await get("/api/v1/events", { farm_id: this.farmId, limit: EVENT_PAGE, ...Object.fromEntries(Object.entries(this.filter).filter(([, v]) => v)) });
       this.fill(page.events);
     } catch (err) {
       this.found.textContent = messageOf(err);
@@ -224,7 +233,9 @@ class EventGroups {
 
   /** Whether a live event passes the filters. @param {any} e */
   wants(e) {
-    return this.filter.acknowledged !== "true" && (!this.filter.severity || e.severity === this.filter.severity);
+    const q = this.filter.q.toLowerCase();
+    const found = !q || e.kind.toLowerCase().includes(q) || (e.message || "").toLowerCase().includes(q);
+    return this.filter.acknowledged !== "true" && (!this.filter.severity || e.severity === this.filter.severity) && found;
   }
 
   /** Add an event, newest last: to its open group, or as a new line on top. @param {any} e @param {boolean} [listed] */
@@ -251,6 +262,24 @@ class EventGroups {
  * The rule form offers sensors only, and each sensor's own metrics.
  * @param {any} ctx @param {any[]} rules @param {any[]} sensors @param {Map<string,string>} names @param {boolean} canManage
  */
+/** Typing in a search box asks the server after this pause. */
+const SEARCH_PAUSE_MS = 300;
+
+/**
+ * A search box that calls ``onSearch`` with its trimmed text once typing pauses.
+ * @param {string} id @param {string} placeholder @param {(q: string) => void} onSearch
+ */
+function searchField(id, placeholder, onSearch) {
+  const input = h("input", { type: "search", id, name: id, placeholder, autocomplete: "off" });
+  /** @type {ReturnType<typeof setTimeout>|undefined} */
+  let timer;
+  input.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => onSearch(/** @type {HTMLInputElement} */ (input).value.trim()), SEARCH_PAUSE_MS);
+  });
+  return h("div", { class: "field search" }, h("label", { for: id }, "Search"), input);
+}
+
 function rulesPanel(ctx, rules, sensors, names, canManage) {
   const device = h("select", { name: "device" }, sensors.map((/** @type {any} */ d) => h("option", { value: d.id }, d.name)));
   const metric = h("select", { name: "metric", required: true });
