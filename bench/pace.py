@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agent.devices.broker_process import MosquittoProcess
 from agent.process_io import process_io
 from agent.sync.pairing import pair
+from bench import walpages
 from bench.measure import Failures, load_average, percentile
 from bench.support import ROOT, free_port, request_json, wait_http
 from cloud.settings import CloudSettings
@@ -349,6 +350,7 @@ async def _run(args: argparse.Namespace, cluster: PostgresCluster, tmp: Path) ->
         print(f"measuring the agent (pid {agent.pid}) for {window_s:.0f} s", flush=True)
         measured_began = time.monotonic()
         peak_rss = before.rss_mb
+        census = asyncio.create_task(asyncio.to_thread(walpages.census, state, publisher.done))
         while not publisher.done():
             peak_rss = max(peak_rss, ProcessSample.of(agent.pid).rss_mb)
             await asyncio.wait({publisher}, timeout=1.0)
@@ -357,6 +359,7 @@ async def _run(args: argparse.Namespace, cluster: PostgresCluster, tmp: Path) ->
         state_after = state_bytes(state)
         elapsed = time.monotonic() - measured_began
         messages = publisher.result()
+        wal_census = await census
         await asyncio.sleep(2.0)  # the last readings reach the tablet
         stop.set()
         load_end = os.getloadavg()
@@ -410,6 +413,7 @@ async def _run(args: argparse.Namespace, cluster: PostgresCluster, tmp: Path) ->
     print(f"RSS: {after.rss_mb:.0f} MB at the end, {peak_rss:.0f} MB peak while measured,"
           f" {after.hwm_mb:.0f} MB VmHWM since start (target <= 100 MB)")  # fmt: skip
     print(f"state directory growth: {(state_after - state_before) / per:.1f} B per reading")
+    print("WAL census (bench/walpages.py):", *wal_census, sep="\n", flush=True)
     print(
         f"publish -> /ws/sensor-data: p50 {pct(latencies, 0.5):.1f} ms,"
         f" p99 {pct(latencies, 0.99):.1f} ms; {missed} of {len(live.published)} missed"

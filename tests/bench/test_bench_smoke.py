@@ -133,6 +133,7 @@ BENCHES = {
             r"publish -> /ws/sensor-data: p50 [\d.na]+ ms, p99 [\d.na]+ ms; 0 of \d+ missed",
             r"QoS 1 acknowledgement \(broker to device\): p50 [\d.]+ ms",
             r"fan command, confirmed: p50 [\d.na]+ ms, p99 [\d.na]+ ms; 0 failed",
+            r"\d+ commits in \d+ s \([\d.]+/s\), \d+ frames \([\d.]+ per commit\)",
         ],
     ),
     "readings_query": (
