@@ -10,9 +10,10 @@ of the shelf's row, else the farm's, else the band of the shelf's plan stage.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from typing import TypeVar
 
 from protocol.schemas.alerts import Alert
 from protocol.schemas.climate import ClimateControl
@@ -38,9 +39,24 @@ __all__ = [
     "LatestValue",
     "OverviewInputs",
     "ShelfPlace",
+    "all_pages",
     "assemble",
     "climate_bands",
 ]
+
+
+T = TypeVar("T")
+
+
+async def all_pages(page: Callable[[int], Awaitable[tuple[Sequence[T], int]]]) -> list[T]:
+    """Every item of a paged list: ``page(offset)`` answers one page's items and the total."""
+    items: list[T] = []
+    while True:
+        found, total = await page(len(items))
+        items.extend(found)
+        if not found or len(items) >= total:
+            return items
+
 
 Bands = Mapping[str | None, Mapping[str, MetricBand]]
 """Climate bands by row id (``None``: the farm's), then by metric."""

@@ -23,6 +23,7 @@ from protocol.overview import (
     LatestValue,
     OverviewInputs,
     ShelfPlace,
+    all_pages,
     assemble,
     climate_bands,
 )
@@ -113,17 +114,12 @@ class OverviewService:
         return assemble(inputs, offline_limit=query.offline_limit, alert_limit=query.alert_limit)
 
     async def _active_alerts(self, principal: Principal, farm_id: UUID) -> list[Alert]:
-        alerts: list[Alert] = []
-        while True:
-            page = await self._alerts.list(
-                principal,
-                AlertListQuery(
-                    farm_id=farm_id, state="active", limit=_MAX_PAGE, offset=len(alerts)
-                ),
-            )
-            alerts.extend(page.alerts)
-            if not page.alerts or len(alerts) >= page.total:
-                return alerts
+        async def page(offset: int) -> tuple[list[Alert], int]:
+            query = AlertListQuery(farm_id=farm_id, state="active", limit=_MAX_PAGE, offset=offset)
+            found = await self._alerts.list(principal, query)
+            return found.alerts, found.total
+
+        return await all_pages(page)
 
     async def _bands(
         self, principal: Principal, farm_id: UUID
@@ -135,14 +131,11 @@ class OverviewService:
         return climate_bands(controls.climate_controls)
 
     async def _active_plans(self, principal: Principal, farm_id: UUID) -> list[GrowPlan]:
-        plans: list[GrowPlan] = []
-        while True:
-            page = await self._plans.list(
-                principal,
-                GrowPlanListQuery(
-                    farm_id=farm_id, status="active", limit=_MAX_PAGE, offset=len(plans)
-                ),
+        async def page(offset: int) -> tuple[list[GrowPlan], int]:
+            query = GrowPlanListQuery(
+                farm_id=farm_id, status="active", limit=_MAX_PAGE, offset=offset
             )
-            plans.extend(page.grow_plans)
-            if not page.grow_plans or len(plans) >= page.total:
-                return plans
+            found = await self._plans.list(principal, query)
+            return found.grow_plans, found.total
+
+        return await all_pages(page)

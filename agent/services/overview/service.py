@@ -3,7 +3,7 @@ latest readings and the alert, climate and plan services (assembled by protocol/
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import date
 
 from agent.services.alerts.service import AlertService
@@ -22,6 +22,7 @@ from protocol.overview import (
     LatestValue,
     OverviewInputs,
     ShelfPlace,
+    all_pages,
     assemble,
     climate_bands,
 )
@@ -91,17 +92,12 @@ class OverviewService:
         return assemble(inputs, offline_limit=query.offline_limit, alert_limit=query.alert_limit)
 
     async def _active_alerts(self, principal: Principal, farm_id: str) -> list[Alert]:
-        alerts: list[Alert] = []
-        while True:
-            page = await self._alerts.alerts(
-                principal,
-                AlertListQuery(
-                    farm_id=farm_id, state="active", limit=_MAX_PAGE, offset=len(alerts)
-                ),
-            )
-            alerts.extend(page.alerts)
-            if not page.alerts or len(alerts) >= page.total:
-                return alerts
+        async def page(offset: int) -> tuple[list[Alert], int]:
+            query = AlertListQuery(farm_id=farm_id, state="active", limit=_MAX_PAGE, offset=offset)
+            found = await self._alerts.alerts(principal, query)
+            return found.alerts, found.total
+
+        return await all_pages(page)
 
     async def _bands(
         self, principal: Principal, farm_id: str
@@ -112,15 +108,12 @@ class OverviewService:
             return {}
         return climate_bands(controls.climate_controls)
 
-    async def _active_plans(self, principal: Principal, farm_id: str) -> Sequence[GrowPlan]:
-        plans: list[GrowPlan] = []
-        while True:
-            page = await self._plans.find(
-                principal,
-                GrowPlanListQuery(
-                    farm_id=farm_id, status="active", limit=_MAX_PAGE, offset=len(plans)
-                ),
+    async def _active_plans(self, principal: Principal, farm_id: str) -> list[GrowPlan]:
+        async def page(offset: int) -> tuple[list[GrowPlan], int]:
+            query = GrowPlanListQuery(
+                farm_id=farm_id, status="active", limit=_MAX_PAGE, offset=offset
             )
-            plans.extend(page.grow_plans)
-            if not page.grow_plans or len(plans) >= page.total:
-                return plans
+            found = await self._plans.find(principal, query)
+            return found.grow_plans, found.total
+
+        return await all_pages(page)
