@@ -36,6 +36,7 @@ from agent.app import create_app
 from agent.devices.broker_process import MosquittoProcess
 from agent.settings import AgentSettings
 from agent.web.keys import DATABASE, HEALTH, READINGS
+from bench.measure import Failures, load_average
 
 _INSIDE = "FULL_CARD_NAMESPACE"
 _EMAIL, _PASSWORD = "admin@farm.bench", "bench password that is long enough"
@@ -51,6 +52,7 @@ class _Run:
         self.sent = 0
         self.base = int(time.time()) - 3 * 86_400
         self.health: set[tuple[str, str]] = set()
+        self.failures = Failures()
 
     async def publish(self, count: int | None, stop: Any = None) -> None:
         """Publish QoS 1 messages round the sensors at the offered rate."""
@@ -113,7 +115,7 @@ class _Run:
             await self.publish(None, held_full)
             assert full_at is not None
             print(f"full after {full_at - began:.0f} s and {self.sent:,} messages")
-            while_full = int(await db.fetch_value("SELECT count(*) FROM readings"))
+            while_full = int(await db.fetch_value("SELECT count(*) FROM readings_all"))
             commits = writer.stats.commits
             grow = await asyncio.create_subprocess_exec(
                 "mount", "-o", "remount,size=800m", str(self.mount)
@@ -133,11 +135,11 @@ class _Run:
             stored = while_full
             while stored < expected and time.monotonic() - grown < 300:
                 await asyncio.sleep(0.5)
-                stored = int(await db.fetch_value("SELECT count(*) FROM readings"))
+                stored = int(await db.fetch_value("SELECT count(*) FROM readings_all"))
             all_in = time.monotonic() - grown
             waiting.cancel()
             distinct = await db.fetch_value(
-                "SELECT count(*) FROM (SELECT DISTINCT series_id, ts FROM readings)"
+                "SELECT count(*) FROM (SELECT DISTINCT series_id, ts FROM readings_all)"
             )
             watcher.cancel()
             print(f"messages sent {self.sent:,}, readings sent {expected:,}")
@@ -150,7 +152,13 @@ class _Run:
             )
             print("health seen:", ", ".join(f"{s} ({d})" for s, d in sorted(self.health)))
             print("events:", await _event_counts(client, auth))
-            print("integrity_check:", await db.fetch_value("PRAGMA integrity_check"))
+            integrity = await db.fetch_value("PRAGMA integrity_check")
+            print("integrity_check:", integrity)
+            self.failures.add("reading lost by the writer", writer.stats.lost)
+            self.failures.add("reading never stored", max(expected - stored, 0))
+            self.failures.add("reading stored twice", max(stored - int(distinct), 0))
+            if integrity != "ok":
+                self.failures.add("database integrity check")
 
     async def _watch(self, app: Any) -> None:
         while True:
@@ -206,10 +214,16 @@ def main() -> None:
         mount.mkdir()
         options = f"size={args.fs_mib}m"
         subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], check=True)
+        print(f"load average at start: {load_average()}", flush=True)
+        run = _Run(args, mount, work)
         try:
-            asyncio.run(_Run(args, mount, work).main())
+            asyncio.run(run.main())
         finally:
             subprocess.run(["umount", str(mount)], check=False)
+        print(f"load average at end: {load_average()}")
+        print(run.failures.line(), flush=True)
+        if run.failures.total:
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,19 @@ BENCHES = {
             r" median [\d.]+ ms, p99 [\d.]+ ms",
         ],
     ),
+    "full_card": (
+        [
+            *("-m", "bench.full_card", "--sensors", "5", "--rate", "300", "--fs-mib", "4"),
+            *("--full-for-s", "2", "--after", "50"),
+        ],
+        [
+            r"full after \d+ s and [\d,]+ messages",
+            r"readings the writer lost 0, missing 0",
+            r"after growing: first commit [\d.]+ s, every reading stored [\d.]+ s",
+            r"health seen: .*unhealthy \(full\)",
+            r"integrity_check: ok",
+        ],
+    ),
     "hub": (
         [
             "bench/hub.py",
