@@ -1,9 +1,9 @@
 """Log lines for the agent and the cloud: one line per event, text or JSON, with the request id
 of the request being served, and secrets masked as a last line of defence.
 
-The code never logs a secret on purpose (STYLE.md); the mask catches what slips through in a
-library's message or an exception text: bearer tokens, JWTs, API keys and ``password=...``-like
-pairs.
+The code never logs a secret on purpose (docs/operations.md, "Watching it"); the mask catches
+what slips through in a library's message or an exception text: bearer tokens, JWTs, API keys
+and ``password=...``-like pairs.
 """
 
 from __future__ import annotations

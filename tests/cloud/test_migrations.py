@@ -90,6 +90,26 @@ async def test_a_migration_changed_after_it_was_applied_is_refused(
         await migrate(empty_db, directory=directory)
 
 
+async def test_a_cloud_migrated_before_the_comments_were_reworded_starts(empty_db: str) -> None:
+    # A cloud that applied 0003 before its comments were reworded holds the earlier text's
+    # checksum: accepted once, then recorded as the current one; any other text is still refused.
+    await migrate(empty_db)
+    current = next(m for m in load_migrations() if m.version == 3).checksum
+    conn = await asyncpg.connect(empty_db, timeout=10)
+    try:
+        earlier = "6437e8c15611d092c1dd314d87755314327dfd6d48dc3df2761a27639594d18a"
+        await conn.execute("UPDATE schema_migrations SET checksum = $1 WHERE version = 3", earlier)
+        assert await migrate(empty_db) == []
+        assert await conn.fetchval("SELECT checksum FROM schema_migrations WHERE version = 3") == (
+            current
+        )
+        await conn.execute("UPDATE schema_migrations SET checksum = 'other' WHERE version = 3")
+        with pytest.raises(MigrationError, match="changed after it was applied"):
+            await migrate(empty_db)
+    finally:
+        await conn.close(timeout=10)
+
+
 async def test_a_database_from_a_newer_release_is_refused(empty_db: str, tmp_path: Path) -> None:
     newer = write(
         tmp_path / "newer",

@@ -1,4 +1,5 @@
--- Identity (DESIGN.md section 4) and the farm hierarchy (SPEC.md "Farms", "Rows, racks, shelves").
+-- Identity (docs/design.md, section 4) and the farm hierarchy (docs/design.md, section 12:
+-- farms, rows, racks, shelves).
 -- Timestamps are ISO 8601 UTC text with milliseconds and a trailing Z, as the API writes them.
 
 CREATE TABLE users (
@@ -153,7 +154,7 @@ CREATE UNIQUE INDEX shelves_level ON shelves(rack_id, level);
 CREATE INDEX shelves_row ON shelves(row_id);
 CREATE INDEX shelves_farm ON shelves(farm_id);
 
--- The device registry (DESIGN.md section 5); the devices issue adds transport columns.
+-- The device registry (docs/design.md, section 5); the devices issue adds transport columns.
 CREATE TABLE devices (
     id          TEXT PRIMARY KEY,
     farm_id     TEXT NOT NULL REFERENCES farms(id) ON DELETE CASCADE,

@@ -1,4 +1,4 @@
--- Readings (DESIGN.md section 6): raw values plus 1-minute and 1-hour rollups.
+-- Readings (docs/design.md, section 6): raw values plus 1-minute and 1-hour rollups.
 -- Sized for an SD card: integer series ids instead of repeating (device, metric) text, integer
 -- unix-millisecond timestamps, and WITHOUT ROWID tables clustered on (series_id, ts) so a range
 -- query is one contiguous b-tree walk and no separate index is stored.

@@ -1,4 +1,4 @@
--- The device registry (DESIGN.md section 5): firmware profile, transport address, the SPEC.md
+-- The device registry (docs/design.md, section 5): firmware profile, transport address, the API's
 -- "Sensor device" and "Fan" fields, actuator state, and the calibration history.
 
 -- Firmware profile id (firmware_profiles/<id>.toml); NULL for a device registered without one,
@@ -16,7 +16,8 @@ ALTER TABLE devices ADD COLUMN serial_settings TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE devices ADD COLUMN mac_address TEXT;
 ALTER TABLE devices ADD COLUMN firmware_version TEXT;
 ALTER TABLE devices ADD COLUMN battery_level INTEGER CHECK (battery_level BETWEEN 0 AND 100);
--- Calibration metadata given at registration (SPEC.md: ph_offset, temperature_compensation).
+-- Calibration metadata given at registration (docs/design.md, section 12: ph_offset,
+-- temperature_compensation).
 ALTER TABLE devices ADD COLUMN calibration_data TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE devices ADD COLUMN last_reading TEXT;
 ALTER TABLE devices ADD COLUMN last_seen TEXT;

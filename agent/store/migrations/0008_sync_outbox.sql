@@ -1,4 +1,4 @@
--- The sync outbox (DESIGN.md section 8): every change to synced data is appended here by the
+-- The sync outbox (docs/design.md, section 8): every change to synced data is appended here by the
 -- triggers below, in the same transaction as the change, with a monotonic sequence number
 -- (AUTOINCREMENT never reuses a number, even after the newest rows are trimmed).
 -- lane 0 = priority (configuration, calibrations, events), lane 1 = bulk readings (protocol/sync.py

@@ -1,4 +1,4 @@
--- Climate control (SPEC.md "further endpoints", Climate rows; issue 4): one settings row per farm,
+-- Climate control (docs/design.md, section 12; issue 4): one settings row per farm,
 -- and per row that has its own, plus a history of every settings change and control action.
 
 CREATE TABLE climate_settings (
@@ -45,7 +45,7 @@ CREATE TABLE climate_history (
 );
 CREATE INDEX climate_history_farm ON climate_history(farm_id, at);
 
--- Sync (DESIGN.md section 8): settings are configuration, lane 0, like 0008's triggers.
+-- Sync (docs/design.md, section 8): settings are configuration, lane 0, like 0008's triggers.
 CREATE TRIGGER outbox_climate_settings_insert AFTER INSERT ON climate_settings
 BEGIN
     INSERT INTO outbox (lane, kind, entity, entity_id, op, payload, bytes, created_at)

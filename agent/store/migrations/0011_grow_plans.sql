@@ -38,7 +38,7 @@ CREATE TABLE grow_plan_shelves (
 ) WITHOUT ROWID;
 CREATE INDEX grow_plan_shelves_shelf ON grow_plan_shelves(shelf_id);
 
--- Sync (DESIGN.md section 8): plans are configuration, lane 0, like 0008's triggers. The payload
+-- Sync (docs/design.md, section 8): plans are configuration, lane 0, like 0008's triggers. The payload
 -- carries the shelves, so the cloud mirror needs no second entity; shelf changes made by a plan
 -- sync through 0008's shelf triggers.
 CREATE TRIGGER outbox_grow_plans_insert AFTER INSERT ON grow_plans

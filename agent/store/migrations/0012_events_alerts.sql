@@ -21,7 +21,7 @@ CREATE INDEX events_farm_ts ON events(farm_id, ts);
 -- Retention and the admin's unfiltered list walk the whole log by time.
 CREATE INDEX events_ts ON events(ts);
 
--- Sync (DESIGN.md section 8): events are priority records, lane 0, like 0008's triggers.
+-- Sync (docs/design.md, section 8): events are priority records, lane 0, like 0008's triggers.
 -- Retention deletes are not synced: the cloud keeps its own history.
 CREATE TRIGGER outbox_events_insert AFTER INSERT ON events
 BEGIN

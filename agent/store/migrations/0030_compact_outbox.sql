@@ -1,4 +1,4 @@
--- A compact, bounded outbox for long outages (DESIGN.md section 8).
+-- A compact, bounded outbox for long outages (docs/design.md, section 8).
 --
 -- Queued readings no longer repeat themselves as JSON text in `outbox` (about 150 bytes each on
 -- disk): each is one narrow row of `outbox_readings` (about 30 bytes), written by the trigger

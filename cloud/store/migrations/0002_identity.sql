@@ -1,4 +1,4 @@
--- Identity: the cloud is its authority once an agent is paired (DESIGN.md sections 1 and 4).
+-- Identity: the cloud is its authority once an agent is paired (docs/design.md, sections 1 and 4).
 
 CREATE TABLE users (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),

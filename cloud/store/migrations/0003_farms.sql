@@ -1,4 +1,4 @@
--- Agents, farms, per-farm permissions and the synced mirror of agent data (DESIGN.md section 8).
+-- Agents, farms, per-farm permissions and the synced mirror of agent data (docs/design.md, section 8).
 --
 -- Identifiers of mirrored rows are the agent's own UUIDs, so a sync batch upserts by id.
 -- Every farm-scoped table carries farm_id, and composite foreign keys (parent id, farm_id) make it
@@ -36,7 +36,7 @@ CREATE TABLE sync_receipts (
 
 CREATE TABLE farms (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-    -- The creator (SPEC.md Authentication 5: a user reads the farms whose user_id is theirs).
+    -- The creator (docs/design.md, section 4: a user reads the farms whose user_id is theirs).
     -- Deleting the creator keeps the farm: admins and permission holders still reach it.
     user_id uuid REFERENCES users (id) ON DELETE SET NULL,
     agent_id uuid REFERENCES agents (id) ON DELETE SET NULL,
@@ -108,7 +108,7 @@ CREATE TABLE shelves (
 );
 CREATE INDEX shelves_rack_idx ON shelves (rack_id, farm_id);
 
--- One device registry (DESIGN.md section 5); sensors and fans are views of it.
+-- One device registry (docs/design.md, section 5); sensors and fans are views of it.
 CREATE TABLE devices (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     farm_id uuid NOT NULL REFERENCES farms (id) ON DELETE CASCADE,
@@ -149,7 +149,7 @@ CREATE TABLE readings (
     value double precision NOT NULL,
     unit text NOT NULL DEFAULT '',
     -- The agent's receive time, kept when it differs from the device's own time by more than
-    -- the configured skew (DESIGN.md section 6).
+    -- the configured skew (docs/design.md, section 6).
     received_at timestamptz,
     PRIMARY KEY (device_id, metric, ts),
     FOREIGN KEY (device_id, farm_id) REFERENCES devices (id, farm_id) ON DELETE CASCADE

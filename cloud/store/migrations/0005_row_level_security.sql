@@ -66,7 +66,7 @@ BEGIN
 END
 $$;
 
--- API keys: their user reads them; only admins create, revoke or delete (SPEC.md Auth 6).
+-- API keys: their user reads them; only admins create, revoke or delete (docs/design.md, section 4).
 GRANT SELECT, INSERT, UPDATE, DELETE ON api_keys TO farm_app;
 CREATE POLICY owner_select ON api_keys FOR SELECT TO farm_app
     USING (user_id = (SELECT authz.caller_id()) OR (SELECT authz.is_admin()));

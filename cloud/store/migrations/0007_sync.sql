@@ -1,4 +1,4 @@
--- Sync apply bookkeeping (DESIGN.md section 8), both on the system path only (no farm_app grant).
+-- Sync apply bookkeeping (docs/design.md, section 8), both on the system path only (no farm_app grant).
 --
 -- sync_coverage: sequence ranges (lo, hi] an agent's committed batches accounted for above its
 -- contiguous agents.acked_seq; merged into acked_seq as the gaps fill.

@@ -1,4 +1,4 @@
--- Identity flows on the cloud: registration, MFA replay protection (DESIGN.md section 4).
+-- Identity flows on the cloud: registration, MFA replay protection (docs/design.md, section 4).
 
 -- The name a user gives at registration (the agent's users carry it too).
 ALTER TABLE users ADD COLUMN full_name text NOT NULL DEFAULT '' CHECK (length(full_name) <= 200);

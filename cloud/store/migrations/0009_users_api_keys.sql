@@ -1,4 +1,4 @@
--- User management on the cloud (SPEC.md "Users and permissions").
+-- User management on the cloud (docs/design.md, sections 4 and 12).
 
 -- Every change of a user row stamps updated_at, a new password stamps password_changed_at, and a
 -- changed e-mail address is unverified unless the same statement sets email_verified itself (an

@@ -1,4 +1,4 @@
--- Records of agents' batches the cloud refused (DESIGN.md section 8): the rest of a batch
+-- Records of agents' batches the cloud refused (docs/design.md, section 8): the rest of a batch
 -- commits, the refused record is kept here with its reason for an operator to read, and the
 -- agent is told in the acknowledgement. System path only (no farm_app grant), like the other
 -- sync bookkeeping of migration 0007.

@@ -1,4 +1,4 @@
--- The POS provider integration (DESIGN.md section 9, issue 10): configurations with sealed
+-- The POS provider integration (docs/design.md, section 9, issue 10): configurations with sealed
 -- secrets, the synced mirror of the provider's objects, sync jobs, webhook events and harvest
 -- pushes. Every table: RLS enabled and forced; the owner of a configuration sees its rows on the
 -- user path (farm_app); the background worker and the webhook use the system path (farm_sync).

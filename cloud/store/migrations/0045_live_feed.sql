@@ -1,4 +1,4 @@
--- The live streams' feed between cloud processes (DESIGN.md section 7). Sync apply announces
+-- The live streams' feed between cloud processes (docs/design.md, section 7). Sync apply announces
 -- what a batch changed with NOTIFY on the channel farm_live, in the batch's own transaction, so
 -- a stream client on any process hears of it only once the batch has committed. A NOTIFY payload
 -- holds at most 8000 bytes: a batch's events that do not fit are kept here and the notification

@@ -29,7 +29,7 @@ CREATE TABLE readings (
     value double precision NOT NULL,
     unit text NOT NULL DEFAULT '',
     -- The agent's receive time, kept when it differs from the device's own time by more than
-    -- the configured skew (DESIGN.md section 6).
+    -- the configured skew (docs/design.md, section 6).
     received_at timestamptz,
     PRIMARY KEY (device_id, metric, ts, farm_id),
     FOREIGN KEY (device_id, farm_id) REFERENCES devices (id, farm_id) ON DELETE CASCADE

@@ -105,7 +105,7 @@ BEGIN
             (SELECT h.unit FROM reading_rollups AS h WHERE h.device_id = sensor
              AND h.metric = m AND h.resolution = '1h' ORDER BY h.bucket DESC LIMIT 1),
             '');
-        -- Points as the API writes them (ReadingPoint, timestamps as in DESIGN.md section 3),
+        -- Points as the API writes them (ReadingPoint, timestamps as in docs/design.md, section 3),
         -- oldest first, one JSON array: text concatenation renders them in half the time
         -- json_build_object takes; a float8 as text is its shortest exact form
         -- (extra_float_digits > 0, the default), as in JSON, and the values are finite
