@@ -104,6 +104,37 @@ class Cloud:
             self.runner = None
 
 
+def cloud_settings(cluster: PostgresCluster, tmp: Path) -> CloudSettings:
+    """The bench's cloud: the test template's roles, no rate limits, no first admin."""
+    return CloudSettings(
+        owner_dsn=cluster.dsn(TEMPLATE, OWNER_ROLE, OWNER_PASSWORD),
+        app_dsn=cluster.dsn(TEMPLATE, "farm_app", APP_PASSWORD),
+        sync_dsn=cluster.dsn(TEMPLATE, "farm_sync", SYSTEM_PASSWORD),
+        signing_key_path=tmp / "cloud.pem",
+        rate_limit_per_address=0,
+        rate_limit_per_user=0,
+        rate_limit_per_premium_user=0,
+        admin_email=None,
+    )
+
+
+def agent_env(state: Path, broker_port: int) -> dict[str, str]:
+    """An agent process's environment: its state, the bench's admin, no rate limits, the
+    bench's broker, no serial ports, warnings only."""
+    return {
+        **os.environ,
+        "FARM_STATE_DIR": str(state),
+        "FARM_ADMIN_EMAIL": "bench@farm.local",
+        "FARM_ADMIN_PASSWORD": PASSWORD,
+        "FARM_RATE_LIMIT_PER_USER": "0",
+        "FARM_RATE_LIMIT_PER_PREMIUM_USER": "0",
+        "FARM_RATE_LIMIT_PER_ADDRESS": "0",
+        "FARM_LOG_LEVEL": "WARNING",
+        "FARM_MQTT_PORT": str(broker_port),
+        "FARM_SERIAL_ENABLED": "false",
+    }
+
+
 def _payload(step_ts_s: int, metrics: int, rng: random.Random) -> str:
     sensors: dict[str, Any] = {"co2_ppm": round(rng.uniform(600, 900))}
     air: dict[str, float] = {}
@@ -331,36 +362,15 @@ async def main(args: argparse.Namespace, failures: Failures) -> None:
 
 async def _run(args: argparse.Namespace, steps: int, cluster: PostgresCluster, tmp: Path,
                failures: Failures) -> None:  # fmt: skip
-    settings = CloudSettings(
-        owner_dsn=cluster.dsn(TEMPLATE, OWNER_ROLE, OWNER_PASSWORD),
-        app_dsn=cluster.dsn(TEMPLATE, "farm_app", APP_PASSWORD),
-        sync_dsn=cluster.dsn(TEMPLATE, "farm_sync", SYSTEM_PASSWORD),
-        signing_key_path=tmp / "cloud.pem",
-        rate_limit_per_address=0,
-        rate_limit_per_user=0,
-        rate_limit_per_premium_user=0,
-        admin_email=None,
-    )
-    cloud = Cloud(settings)
+    cloud = Cloud(cloud_settings(cluster, tmp))
     await cloud.start()
     state = tmp / "state"
     await pair(cloud.url, await _pairing_code(cluster), state)
     broker = MosquittoProcess(tmp / "broker")
     await broker.start()
     port = free_port()
-    env = {
-        **os.environ,
-        "FARM_STATE_DIR": str(state),
-        "FARM_ADMIN_EMAIL": "bench@farm.local",
-        "FARM_ADMIN_PASSWORD": PASSWORD,
-        "FARM_RATE_LIMIT_PER_USER": "0",
-        "FARM_RATE_LIMIT_PER_PREMIUM_USER": "0",
-        "FARM_RATE_LIMIT_PER_ADDRESS": "0",
-        "FARM_LOG_LEVEL": "WARNING",
-        "FARM_MQTT_PORT": str(broker.port),
-        "FARM_SERIAL_ENABLED": "false",
-        "FARM_OUTBOX_MAX_BYTES": str(int(args.cap_mib * 1024 * 1024)),
-    }
+    env = agent_env(state, broker.port)
+    env["FARM_OUTBOX_MAX_BYTES"] = str(int(args.cap_mib * 1024 * 1024))
     agent = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is measured)
         [sys.executable, "-m", "agent", "run", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL,

@@ -48,12 +48,7 @@ from agent.sync.pairing import pair
 from bench import walpages
 from bench.measure import Failures, load_average, percentile
 from bench.support import ROOT, free_port, request_json, wait_http
-from cloud.settings import CloudSettings
 from tests.cloud.conftest import (
-    APP_PASSWORD,
-    OWNER_PASSWORD,
-    OWNER_ROLE,
-    SYSTEM_PASSWORD,
     TEMPLATE,
     _build_template,
 )
@@ -256,20 +251,10 @@ async def main(args: argparse.Namespace) -> None:
 
 
 async def _run(args: argparse.Namespace, cluster: PostgresCluster, tmp: Path) -> None:
-    from bench.outage import Cloud
+    from bench.outage import Cloud, agent_env, cloud_settings
     from bench.sync import _pairing_code
 
-    settings = CloudSettings(
-        owner_dsn=cluster.dsn(TEMPLATE, OWNER_ROLE, OWNER_PASSWORD),
-        app_dsn=cluster.dsn(TEMPLATE, "farm_app", APP_PASSWORD),
-        sync_dsn=cluster.dsn(TEMPLATE, "farm_sync", SYSTEM_PASSWORD),
-        signing_key_path=tmp / "cloud.pem",
-        rate_limit_per_address=0,
-        rate_limit_per_user=0,
-        rate_limit_per_premium_user=0,
-        admin_email=None,
-    )
-    cloud = Cloud(settings)
+    cloud = Cloud(cloud_settings(cluster, tmp))
     await cloud.start()
     state = tmp / "state"
     await pair(cloud.url, await _pairing_code(cluster), state)
@@ -277,19 +262,8 @@ async def _run(args: argparse.Namespace, cluster: PostgresCluster, tmp: Path) ->
     await broker.start()
     port = free_port()
     root = args.agent_root or ROOT
-    env = {
-        **os.environ,
-        "FARM_STATE_DIR": str(state),
-        "FARM_ADMIN_EMAIL": "bench@farm.local",
-        "FARM_ADMIN_PASSWORD": PASSWORD,
-        "FARM_RATE_LIMIT_PER_USER": "0",
-        "FARM_RATE_LIMIT_PER_PREMIUM_USER": "0",
-        "FARM_RATE_LIMIT_PER_ADDRESS": "0",
-        "FARM_LOG_LEVEL": "WARNING",
-        "FARM_MQTT_PORT": str(broker.port),
-        "FARM_SERIAL_ENABLED": "false",
-        "PYTHONPATH": str(root),
-    }
+    env = agent_env(state, broker.port)
+    env["PYTHONPATH"] = str(root)
     for pair_ in args.env:
         key, _, value = pair_.partition("=")
         env[key] = value
