@@ -51,8 +51,7 @@ async def ingest_then_kill(path: Path, *options: str) -> int:
 async def test_sigkill_during_ingest_loses_nothing_committed(tmp_path: Path) -> None:
     path = tmp_path / "agent.db"
     for _ in range(3):
-        reported = await ingest_then_kill(path)
-        assert reported >= 0
+        reported = await ingest_then_kill(path)  # committed readings, all before the kill
 
         db = Database(path)
         await db.open()  # runs quick_check; raises if the file is damaged
@@ -80,7 +79,6 @@ async def test_sigkill_during_staging_and_folding_loses_nothing_and_counts_nothi
     path = tmp_path / "agent.db"
     for _ in range(3):
         reported = await ingest_then_kill(path, "--staged")
-        assert reported >= 0
 
         db = Database(path)
         await db.open()
