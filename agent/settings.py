@@ -184,7 +184,18 @@ class AgentSettings(BaseSettings):
     )
 
     reading_batch_interval_s: float = Field(
-        0.5, gt=0, le=60, description="Longest wait before queued readings are committed"
+        0.75,
+        gt=0,
+        le=60,
+        description="Longest wait before queued readings are committed while a tablet watches"
+        " readings live",
+    )
+    reading_unwatched_batch_interval_s: float = Field(
+        2.0,
+        gt=0,
+        le=60,
+        description="Longest wait before queued readings are committed while no tablet watches"
+        " them live (fewer commits: less written to the SD card)",
     )
     reading_max_batch: int = Field(
         200,

@@ -33,6 +33,8 @@ def agent_settings(state_dir: Path, **overrides: Any) -> AgentSettings:
         # The test machine's own clock is set, whatever its kernel says (no NTP in a container);
         # the clock's tests name a flag file instead (issue 30).
         "clock_sync_source": "assume",
+        # Readings reach the API as soon as with a tablet watching (no 2 s batches at night).
+        "reading_unwatched_batch_interval_s": 0.75,
     }
     values.update(overrides)
     return AgentSettings(**values)

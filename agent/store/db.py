@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import aiosqlite
 
+from agent.store.outbox_sequence import OutboxSequence
 from agent.store.space import out_of_space
 
 __all__ = ["Database", "DatabaseSize", "StoreCorrupted"]
@@ -97,6 +98,7 @@ class _Job(Generic[T]):
         hot: bool = False,
         bulk: bool = False,
         inline: bool = False,
+        sequenced: bool = False,
     ) -> None:
         self.work = work
         self.savepoint = savepoint
@@ -107,6 +109,9 @@ class _Job(Generic[T]):
         """The work writes nothing a read cache shows (see :meth:`Database.write`)."""
         self.bulk = bulk
         """Large background work (a batch of readings): it waits behind the small writes."""
+        self.sequenced = sequenced
+        """The work takes its outbox numbers from :class:`OutboxSequence` and queues no other
+        change: the stored counter is not brought up to date before it."""
         self.outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
 
@@ -114,18 +119,23 @@ class _GroupLost(Exception):
     """SQLite rolled the whole group transaction back while a member failed."""
 
 
-def _run_batch(conn: sqlite3.Connection, jobs: list[_Job[Any]], begin: bool) -> list[Any]:
+def _run_batch(
+    conn: sqlite3.Connection, jobs: list[_Job[Any]], begin: bool, sequence: OutboxSequence
+) -> list[Any]:
     """On the writer thread: each job in its own savepoint, then one ``COMMIT`` for them and
     the group already open; each job's result or its exception."""
     if begin:
         conn.execute("BEGIN IMMEDIATE")
-    outcomes = _run_jobs(conn, jobs)
+    outcomes = _run_jobs(conn, jobs, sequence)
     _end(conn, outcomes, begin)
     return outcomes
 
 
-def _run_jobs(conn: sqlite3.Connection, jobs: list[_Job[Any]]) -> list[Any]:
+def _run_jobs(
+    conn: sqlite3.Connection, jobs: list[_Job[Any]], sequence: OutboxSequence
+) -> list[Any]:
     """Each job in its own savepoint of the open transaction; each one's result or exception.
+    Before each one but a reading batch, the outbox's stored counter is brought up to date.
 
     A failure that took the whole transaction with it rolls back and raises."""
     outcomes: list[Any] = []
@@ -134,6 +144,8 @@ def _run_jobs(conn: sqlite3.Connection, jobs: list[_Job[Any]]) -> list[Any]:
             if job.savepoint:
                 conn.execute("SAVEPOINT request")
             try:
+                if not job.sequenced:
+                    sequence.sync(conn)
                 outcomes.append(job.work(conn))
             except Exception as err:
                 if not conn.in_transaction:
@@ -255,6 +267,8 @@ class Database:
         """Writes refused for lack of space since the database was opened."""
         self.last_refusal: str | None = None
         """Why the last write refused for lack of space was refused (kept once room is back)."""
+        self.sequence = OutboxSequence()
+        """The sync outbox's numbers handed to reading batches (see :meth:`write`)."""
 
     async def open(self) -> None:
         """Open the connections, check integrity, and apply pending migrations.
@@ -269,6 +283,7 @@ class Database:
             if self._check_on_open:
                 await self._check_integrity(self._writer)
             await self._migrate(self._writer)
+            await self._on_writer_thread(self.sequence.load)
             await self.cap(self._max_bytes)
             for _ in range(_READERS):
                 self._readers.append(await self._connect())
@@ -454,6 +469,9 @@ class Database:
             group = self._group or await self._begin_group(conn)
             await conn.execute("SAVEPOINT request")
             try:
+                sync = self.sequence.sync_statement
+                if sync is not None:
+                    await conn.execute(*sync)
                 yield conn
             except BaseException as err:
                 self._observe(err)
@@ -483,7 +501,9 @@ class Database:
         group = self._group = _Group()
         return group
 
-    async def write(self, work: Work[T], *, hot: bool = False, bulk: bool = False) -> T:
+    async def write(
+        self, work: Work[T], *, hot: bool = False, bulk: bool = False, sequenced: bool = False
+    ) -> T:
         """Run ``work`` as one write transaction; durable when this returns its result.
 
         ``work`` runs on the database's own thread with the plain ``sqlite3`` connection, so it
@@ -499,8 +519,13 @@ class Database:
         ``bulk``: large background work (a batch of thousands of readings). Small writes queued
         meanwhile are committed first, in a batch of their own: a person's request or a
         command record does not wait for a flood's batch and its triggers.
+
+        ``sequenced``: the work takes the sync outbox's numbers from :attr:`sequence` itself
+        and queues no other change (a staged batch of readings). Before any other work the
+        stored counter is raised to what was handed out, so that work's changes take higher
+        numbers; a reading batch leaves that page alone.
         """
-        return await self._queue(_Job(work, hot=hot, bulk=bulk))
+        return await self._queue(_Job(work, hot=hot, bulk=bulk, sequenced=sequenced))
 
     async def write_statement(
         self, sql: str, params: Params = (), *, small: bool = False
@@ -592,7 +617,9 @@ class Database:
                 # and none is expected (ahead_of_bulk).
                 jobs = _take_all(self._queued) or _take_all(self._bulk)
                 try:
-                    outcomes: list[Any] | BaseException = _run_batch(conn, jobs, group is None)
+                    outcomes: list[Any] | BaseException = _run_batch(
+                        conn, jobs, group is None, self.sequence
+                    )
                 except BaseException as err:  # BEGIN or COMMIT failed, or the group is gone
                     loop.call_soon_threadsafe(self._settle, group, jobs, err)
                     raise
@@ -619,7 +646,7 @@ class Database:
             return False
         jobs = _take_all(self._queued)
         try:
-            outcomes = _run_jobs(raw, jobs)
+            outcomes = _run_jobs(raw, jobs, self.sequence)
         except Exception as err:
             self._settle(None, jobs, err)
             return True

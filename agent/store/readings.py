@@ -39,6 +39,7 @@ from typing import Any
 
 from agent.store.db import Database
 from agent.store.devices import stamp_last_readings
+from agent.store.outbox_sequence import OutboxSequence
 from protocol.records import record
 from protocol.timefmt import from_ms, iso, now_iso
 
@@ -236,14 +237,18 @@ class ReadingStore:
                 self._staged_max = {int(sid): int(ts) for sid, ts in rows}
             staged_max = self._staged_max
         snapshot = None if staged_max is None else dict(staged_max)
-        batch = _Batch(readings, dict(self._series), dict(self._stamps), snapshot)
+        batch = _Batch(
+            readings, dict(self._series), dict(self._stamps), snapshot, self._db.sequence
+        )
         due = (
             staged_max is not None
             and time.monotonic() - self._stamped_at >= self._last_reading_every_s
         )
         if due:
             batch.last_readings = dict(self._unstamped)
-        outcome = await self._db.write(batch.run, hot=True, bulk=True)
+        outcome = await self._db.write(
+            batch.run, hot=True, bulk=True, sequenced=staged_max is not None
+        )
         if staged_max is not None:
             for sid, ts in batch.staged_newest.items():
                 if ts > staged_max.get(sid, -1):
@@ -465,12 +470,15 @@ class _Batch:
         series: dict[tuple[str, str], _Cached],
         stamps: dict[int, tuple[int, int]],
         staged_max: dict[int, int] | None = None,
+        sequence: OutboxSequence | None = None,
     ) -> None:
         self.readings = readings
         self.series = series
         self.stamps = stamps
         self.staged_max = staged_max
         """None: write into ``readings``; else stage, knowing each series' newest staged ts."""
+        self.sequence = sequence
+        """Where a staged batch takes its sync outbox numbers."""
         self.staged_newest: dict[int, int] = {}
         self.created: dict[tuple[str, str], _Cached] = {}
         self.stale: list[tuple[str, str]] = []
@@ -521,6 +529,7 @@ class _Batch:
                 ],
             )
         if self.staged_max is not None:
+            self._queue_for_sync(conn, keyed)
             # Devices' last_reading is stamped by the fold: stamping it here rewrote a page
             # of the devices table per device per commit.
             newest_staged = self.staged_newest
@@ -541,6 +550,28 @@ class _Batch:
         if newest:
             stamp_last_readings(conn, {d: iso(from_ms(ts)) for d, ts in newest.items()})
         return WriteOutcome(tuple(keyed.values()), duplicates, unknown)
+
+    def _queue_for_sync(
+        self, conn: sqlite3.Connection, keyed: Mapping[tuple[int, int], NewReading]
+    ) -> None:
+        """Queue the staged readings' copies for the cloud, numbered in staging order from the
+        outbox's sequence in memory (no page of a counter rewritten per commit: 0092)."""
+        if not keyed:
+            return
+        assert self.sequence is not None, "a staged batch numbers its outbox copies"
+        seq = self.sequence.reserve(conn, len(keyed))
+        for chunk in _batched(keyed.items(), _INSERT_ROWS):
+            _rows(
+                conn,
+                "INSERT INTO outbox_readings (seq, series_id, ts, value) VALUES "
+                + ", ".join(["(?, ?, ?, ?)"] * len(chunk)),
+                [
+                    part
+                    for index, ((sid, ts), r) in enumerate(chunk, start=seq + 1)
+                    for part in (index, sid, ts, r.value)
+                ],
+            )
+            seq += len(chunk)
 
     def _not_redelivered(
         self, conn: sqlite3.Connection, received: list[tuple[int, NewReading]]

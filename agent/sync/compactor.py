@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.store.space import out_of_space
-from agent.sync.outbox import Compaction, OutboxStore
+from agent.sync.outbox import COUNT_IN_ROWS, Compaction, OutboxStore
 from protocol.throttled_log import ThrottledLog
 
 __all__ = ["Compactor", "OutboxBounds"]
@@ -76,6 +76,8 @@ class Compactor:
         """Bytes to free now: over the cap (down to the low water mark), or what the disk is
         short of its watermark."""
         figures = await self._outbox.figures()
+        if self._outbox.uncounted > COUNT_IN_ROWS:  # an outage: keep the next check cheap
+            await self._outbox.count_in()
         bounds = self._bounds
         excess = 0
         if figures.bytes > bounds.max_bytes:

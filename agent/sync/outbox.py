@@ -37,6 +37,7 @@ from agent.store.db import Database
 from protocol.sync import merge_ranges
 
 __all__ = [
+    "COUNT_IN_ROWS",
     "HOUR_MS",
     "MINUTE_MS",
     "READING_BYTES",
@@ -190,6 +191,20 @@ _QUEUED_BELOW_IN_FLIGHT = """
                        FROM outbox_inflight) AS gap
         WHERE EXISTS (SELECT 1 FROM outbox_readings WHERE seq > gap.above AND seq <= gap.upto))
 """
+# Queued readings the running totals do not include yet (migration 0092).
+_UNCOUNTED = (
+    "SELECT count(*) FROM outbox_readings"
+    " WHERE seq > (SELECT counted_upto FROM outbox_stats WHERE id = 1)"
+)
+_COUNT_IN = f"""
+    UPDATE outbox_stats SET records = records + c.n, bytes = bytes + c.n * {READING_BYTES},
+        counted_upto = c.top
+    FROM (SELECT count(*) AS n, max(seq) AS top FROM outbox_readings
+          WHERE seq > (SELECT counted_upto FROM outbox_stats WHERE id = 1)) AS c
+    WHERE id = 1 AND c.n > 0
+"""
+# Uncounted readings that make the next check of the totals count them in (a write).
+COUNT_IN_ROWS = 10_000
 _STAGE = """
     CREATE TEMP TABLE IF NOT EXISTS outbox_stage (
         seq INTEGER, series_id INTEGER, width_ms INTEGER, ts INTEGER,
@@ -237,6 +252,8 @@ class OutboxStore:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self.uncounted = 0
+        """Queued readings the stored totals did not include at the last :meth:`figures`."""
 
     # Taking rows for a batch ----------------------------------------------------------------
 
@@ -333,7 +350,8 @@ class OutboxStore:
                 return None
             if max_bytes is not None:
                 queued = await _value(conn, "SELECT bytes FROM outbox_stats WHERE id = 1", ())
-                if int(queued) + posting.bytes > max_bytes:
+                uncounted = await _value(conn, _UNCOUNTED, ())
+                if int(queued) + READING_BYTES * int(uncounted) + posting.bytes > max_bytes:
                     return None
             floor = await _value(conn, "SELECT coalesce(max(hi), 0) FROM outbox_inflight", ())
             span, rollups = await _mark_oldest(conn, room, floor=int(floor))
@@ -386,9 +404,9 @@ class OutboxStore:
             prev = _PREV.replace("?1", "j.value")
             upto = _NEXT.replace("?1", "j.value").replace("?2", "n.given + 1")
             rows = await self._db.fetch_all(
-                f"SELECT {prev}, {upto} - 1 FROM json_each(?) AS j, (SELECT coalesce((SELECT seq"
-                " FROM sqlite_sequence WHERE name = 'outbox'), 0) AS given) AS n",
-                (f"[{','.join(map(str, chunk))}]",),
+                f"SELECT {prev}, {upto} - 1 FROM json_each(?) AS j, (SELECT max(?, coalesce(("
+                "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0)) AS given) AS n",
+                (f"[{','.join(map(str, chunk))}]", self._db.sequence.given),
             )
             ranges.extend((int(r[0]), int(r[1])) for r in rows)
         return merge_ranges(ranges)
@@ -409,7 +427,8 @@ class OutboxStore:
         """Readings and rollups queued (from the running totals: no scan)."""
         stats = await self._db.fetch_one("SELECT records FROM outbox_stats WHERE id = 1")
         entities = await self._db.fetch_value("SELECT count(*) FROM outbox")
-        return int(stats[0] if stats else 0) - int(entities or 0)
+        uncounted = await self._db.fetch_value(_UNCOUNTED)
+        return int(stats[0] if stats else 0) + int(uncounted or 0) - int(entities or 0)
 
     async def release(self) -> None:
         """Nothing in flight reached the cloud (the connection failed): unmark it all, so
@@ -433,8 +452,8 @@ class OutboxStore:
         delete exactly those rows; count, stamp, and note the cloud's contiguous ack.
 
         In short transactions of at most ``_ACK_ROWS`` rows each, so a fan command or ingest
-        never waits long behind a large batch; a crash between two leaves the rest in flight,
-        sent again and applied once."""
+        never waits long behind a large batch (a farm's trickle is one transaction); a crash
+        between two leaves the rest in flight, sent again and applied once."""
         pieces: list[tuple[str, Sequence[int], int]] = []
         for start in range(0, len(sent.entities), _ACK_ROWS):
             rows = sent.entities[start : start + _ACK_ROWS]
@@ -446,34 +465,59 @@ class OutboxStore:
             for start in range(0, len(seqs), _ACK_ROWS):
                 chunk = seqs[start : start + _ACK_ROWS]
                 pieces.append((table, chunk, each * len(chunk)))
-        for table, piece, size in pieces:
+        # Pieces packed into transactions of up to _ACK_ROWS rows; the last one also notes
+        # the answer.
+        transactions: list[list[tuple[str, Sequence[int], int]]] = [[]]
+        packed = 0
+        for member in pieces:
+            if packed and packed + len(member[1]) > _ACK_ROWS:
+                transactions.append([])
+                packed = 0
+            transactions[-1].append(member)
+            packed += len(member[1])
+        for index, members in enumerate(transactions):
             async with self._db.transaction() as conn:
-                # One statement for the piece (a JSON array of integers: exact).
+                if index == 0:
+                    await conn.execute(_COUNT_IN)  # the totals below include what is deleted
+                for table, seqs_of, size in members:
+                    # One statement for the piece (a JSON array of integers: exact).
+                    await conn.execute(
+                        f"DELETE FROM {table} WHERE seq IN (SELECT value FROM json_each(?))",
+                        (f"[{','.join(map(str, seqs_of))}]",),
+                    )
+                    await conn.execute(
+                        "UPDATE outbox_stats SET records = records - ?, bytes = bytes - ?"
+                        " WHERE id = 1",
+                        (len(seqs_of), size),
+                    )
+                if index < len(transactions) - 1:
+                    continue
+                # In-flight ranges that hold no queued reading any more are done.
                 await conn.execute(
-                    f"DELETE FROM {table} WHERE seq IN (SELECT value FROM json_each(?))",
-                    (f"[{','.join(map(str, piece))}]",),
+                    "DELETE FROM outbox_inflight WHERE NOT EXISTS (SELECT 1 FROM outbox_readings"
+                    " AS r WHERE r.seq > outbox_inflight.lo AND r.seq <= outbox_inflight.hi)"
                 )
                 await conn.execute(
-                    "UPDATE outbox_stats SET records = records - ?, bytes = bytes - ? WHERE id = 1",
-                    (len(piece), size),
+                    "UPDATE outbox_stats SET acked_seq = max(acked_seq, ?),"
+                    " rejected = rejected + ?, last_success_ms = ? WHERE id = 1",
+                    (acked_seq, rejected, int(time.time() * 1000)),
                 )
+
+    async def count_in(self) -> None:
+        """Add the queued readings the stored totals do not include yet to them (one write:
+        :meth:`figures` counts them otherwise, by a range of the readings' key)."""
         async with self._db.transaction() as conn:
-            # In-flight ranges that hold no queued reading any more are done.
-            await conn.execute(
-                "DELETE FROM outbox_inflight WHERE NOT EXISTS (SELECT 1 FROM outbox_readings"
-                " AS r WHERE r.seq > outbox_inflight.lo AND r.seq <= outbox_inflight.hi)"
-            )
-            await conn.execute(
-                "UPDATE outbox_stats SET acked_seq = max(acked_seq, ?), rejected = rejected + ?,"
-                " last_success_ms = ? WHERE id = 1",
-                (acked_seq, rejected, int(time.time() * 1000)),
-            )
+            await conn.execute(_COUNT_IN)
+        self.uncounted = 0
 
     async def figures(self) -> OutboxFigures:
-        """Lag, bytes queued, age of the oldest unsent record, counts (cheap: no scans)."""
+        """Lag, bytes queued, age of the oldest unsent record, counts (cheap: no scans; the
+        readings queued since the totals were last written are a range of their key)."""
         stats = await self._db.fetch_one("SELECT * FROM outbox_stats WHERE id = 1")
         assert stats is not None  # inserted by migration 0008
-        newest = await self._db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
+        uncounted = self.uncounted = int(await self._db.fetch_value(_UNCOUNTED) or 0)
+        stored = await self._db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
+        newest = max(int(stored or 0), self._db.sequence.given)
         # The aggregate min() skips an empty table's NULL (the two-argument min() does not).
         oldest = await self._db.fetch_value(
             "SELECT min(t) FROM ("
@@ -482,10 +526,10 @@ class OutboxStore:
             " UNION ALL SELECT (SELECT ts FROM outbox_rollups ORDER BY seq LIMIT 1))"
         )
         acked = int(stats["acked_seq"])
-        records = int(stats["records"])
+        records = int(stats["records"]) + uncounted
         return OutboxFigures(
             records=records,
-            bytes=int(stats["bytes"]),
+            bytes=int(stats["bytes"]) + READING_BYTES * uncounted,
             lag=0 if records == 0 else max(0, int(newest or acked) - acked),
             oldest_unsent_ms=None if oldest is None else int(oldest),
             rolled_up=int(stats["rolled_up"]),
@@ -509,6 +553,7 @@ class OutboxStore:
             )
             if hi is None:
                 return Compaction(0, 0)
+            await conn.execute(_COUNT_IN)  # the totals below include what is folded
             await conn.execute(_STAGE)
             await conn.execute("DELETE FROM temp.outbox_stage")
             await conn.execute(

@@ -8,11 +8,14 @@ and sent again, never resent unchanged. Rows posted without a seen answer stay i
 first, unchanged, so a batch the cloud may hold is never sent in another form. While the cloud
 is unreachable a cheap probe notices its return within seconds, whatever the back-off.
 
-While a batch waits for the cloud's answer the next one is taken, encoded, compressed and
-signed (the encoding on a worker thread, off the event loop), so a drain costs the cloud's
-time per batch and little of the agent's. The next batch is only marked in flight, never
-deleted or acknowledged, before the answer to the one ahead of it is seen; it is thrown away
-(its rows stay in flight, or are released with the rest) whenever that answer is not an ack.
+While a batch of a backlog waits for the cloud's answer the next one is taken, encoded,
+compressed and signed (the encoding on a worker thread, off the event loop), so a drain costs
+the cloud's time per batch and little of the agent's. Caught up, at a farm's trickle, it sends
+what came every ``idle_interval_s``: each batch costs two commits (its marks, its
+acknowledgement), and on an SD card commits are what wear it. The next batch is only marked
+in flight, never deleted or acknowledged, before the answer to the one ahead of it is seen; it
+is thrown away (its rows stay in flight, or are released with the rest) whenever that answer
+is not an ack.
 
 Batches are signed with the cloud's time as the agent's clock (:mod:`agent.clock`) estimates it
 from the cloud's answers, so an agent whose clock is not yet set syncs at once; a batch refused
@@ -93,6 +96,12 @@ class _Ready:
     fresh: bool
     """Taken for this batch and never posted: a post that never reached the cloud may
     release them."""
+    full: bool = False
+    """More is waiting behind it: the batch was cut to the limits, resends rows posted
+    before, or is the latest state ahead of a backfill. Only then is the next batch taken
+    at once; at a farm's trickle the uploader waits ``idle_interval_s`` between batches, so
+    a batch's marks and acknowledgement cost two commits every few seconds, not per reading
+    commit."""
 
 
 @dataclass
@@ -261,6 +270,7 @@ class Uploader:
             limit = self._policy.batch_max_records
             rows = await self._outbox.in_flight(limit, with_entities=True)
             fresh = not rows
+            latest = False
             if fresh:
                 if self._catching_up and self.before_catch_up is not None:
                     await self.before_catch_up()
@@ -271,10 +281,10 @@ class Uploader:
             # delta (the cloud answers none when the replica's version is current).
             if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:
                 return False
-            ready = await self._fit(rows, fresh=fresh)
+            ready = await self._fit(rows, fresh=fresh, more=latest or not fresh)
         skewed = False
         while True:
-            if len(ready.rows):
+            if ready.full:
                 self._next = asyncio.create_task(self._prepare_after(ready.rows))
             try:
                 ack = await self._post(ready.body, ready.signature)
@@ -295,7 +305,7 @@ class Uploader:
                     log.warning("cloud refused a batch for the agent's clock (about %.0f s"
                                 " behind the cloud): signing with the cloud's time",
                                 self._clock.behind_cloud_s() or 0.0)  # fmt: skip
-                    ready = await self._fit(ready.rows, fresh=ready.fresh)
+                    ready = await self._fit(ready.rows, fresh=ready.fresh, more=ready.full)
                     continue
                 if err.status != 413 or len(ready.rows) == 0:
                     raise
@@ -304,7 +314,7 @@ class Uploader:
                 log.warning("cloud refused a %d-byte batch of %d records for its size:"
                             " splitting it", len(ready.body), len(ready.rows))  # fmt: skip
                 ready = await self._fit(ready.rows.head(max(1, len(ready.rows) // 2)),
-                                        fresh=ready.fresh)  # fmt: skip
+                                        fresh=ready.fresh, more=True)  # fmt: skip
         sent = ready.rows
         await self._outbox.acknowledge(sent, ack.acked_seq, ack.rejected + ready.dropped)
         for refusal in ack.refused:
@@ -314,7 +324,7 @@ class Uploader:
                      "max_body_bytes": ack.max_body_bytes or 0})  # fmt: skip
         if ack.identity is not None:
             await self._replica.apply(ack.identity)
-        return len(sent) > 0
+        return len(sent) > 0 and ready.full
 
     async def _prepare_after(self, posting: Selection) -> _Ready | None:
         """The batch after ``posting``, made while it is posted: the rest of what is in flight
@@ -331,7 +341,7 @@ class Uploader:
             )
         if not rows:
             return None
-        return await self._fit(rows, fresh=fresh)
+        return await self._fit(rows, fresh=fresh, more=not fresh)
 
     async def _take_next(self) -> _Ready | None:
         """The batch prepared while the last one was posted, if its answer was an ack."""
@@ -361,8 +371,10 @@ class Uploader:
         if refused is not None and not (announced_json or announced_body):
             self._max_body = max(1024, min(self._max_body, refused // 2))
 
-    async def _fit(self, rows: Selection, *, fresh: bool) -> _Ready:
-        """The longest head of ``rows`` whose batch fits the limits, encoded and signed."""
+    async def _fit(self, rows: Selection, *, fresh: bool, more: bool = False) -> _Ready:
+        """The longest head of ``rows`` whose batch fits the limits, encoded and signed;
+        ``more``: more is known to wait behind ``rows`` (see :attr:`_Ready.full`)."""
+        full = more or len(rows) >= self._policy.batch_max_records
         while True:
             series = await self._outbox.series(series_ids(rows))
             ranges = tuple(await self._outbox.claims(rows.seqs))
@@ -374,8 +386,9 @@ class Uploader:
             )
             over = max(size / self._max_json, len(body) / self._max_body)
             if over <= 1 or len(rows) <= 1:
-                return _Ready(rows, body, signature, dropped, fresh)
+                return _Ready(rows, body, signature, dropped, fresh, full)
             rows = rows.head(max(1, int(len(rows) / over * 0.9)))
+            full = True
 
     def _encode(
         self, rows: Selection, series: Series, ranges: tuple[tuple[int, int], ...], version: int

@@ -20,6 +20,7 @@ from agent.web.keys import (
     CLOCK,
     CLOCK_WATCH,
     DATABASE,
+    EVENT_HUB,
     FOREGROUND,
     HEALTH,
     READINGS,
@@ -27,6 +28,7 @@ from agent.web.keys import (
 )
 from agent.wiring.context import CleanupContext
 from agent.wiring.scheduler import SCHEDULER
+from protocol.live.outbox import Stream
 
 __all__ = ["readings_context"]
 
@@ -60,6 +62,8 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
             busy=app[FOREGROUND].busy,
             quiet_batch=settings.reading_quiet_batch,
             quiet=lambda: app[FOREGROUND].quiet(_QUIET_S),
+            watched=lambda: app[EVENT_HUB].subscribers(Stream.SENSOR_DATA) > 0,
+            unwatched_interval=settings.reading_unwatched_batch_interval_s,
             max_queue=settings.reading_queue_size,
             clock_skew_ms=round(settings.reading_clock_skew_s * 1000),
             max_ahead_ms=round(settings.reading_max_clock_ahead_s * 1000),

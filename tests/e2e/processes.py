@@ -127,6 +127,7 @@ async def spawn_agent(state: Path, log: Path, **env: str) -> AgentProcess:
         "FARM_RATE_LIMIT_PER_ADDRESS": "100000",
         "FARM_LOGIN_FAILURES_PER_ADDRESS": "1000",
         "FARM_CLOCK_SYNC_SOURCE": "assume",
+        "FARM_READING_UNWATCHED_BATCH_INTERVAL_S": env.get("FARM_READING_BATCH_INTERVAL_S", "0.75"),
         **env,
     }
     process = _popen(

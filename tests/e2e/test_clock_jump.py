@@ -224,6 +224,7 @@ async def test_readings_survive_a_clock_jump(
             "FARM_SERIAL_ENABLED": "false",
             "FARM_PROFILES_DIR": str(_profiles(tmp_path / "profiles")),
             "FARM_READING_BATCH_INTERVAL_S": "0.05",
+            "FARM_READING_UNWATCHED_BATCH_INTERVAL_S": "0.05",
             "FARM_SYNC_INTERVAL_S": "0.05",
             "FARM_SYNC_HEARTBEAT_S": "0.2",
             "FARM_SYNC_BACKOFF_INITIAL_S": "0.05",

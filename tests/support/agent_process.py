@@ -40,6 +40,9 @@ class AgentProcess:
             "FARM_RATE_LIMIT_PER_ADDRESS": "0",
             "FARM_RATE_LIMIT_PER_USER": "0",
             "FARM_CLOCK_SYNC_SOURCE": "assume",
+            "FARM_READING_UNWATCHED_BATCH_INTERVAL_S": env.get(
+                "FARM_READING_BATCH_INTERVAL_S", "0.75"
+            ),
             **env,
         }
         self._process: subprocess.Popen[bytes] | None = None

@@ -4,10 +4,11 @@ Device adapters hand decoded readings to :meth:`ReadingWriter.submit`, which nev
 checks the value, applies the series' active calibration and queues the reading. One owned task
 commits the queue by group commit: whatever is queued when the previous commit has finished (up
 to ``max_batch``) goes into the next ``synchronous=FULL`` transaction, at most one commit every
-``min_commit_interval`` and no reading waiting longer than ``batch_interval``; only then are the
-stored readings offered to listeners. A commit rewrites whole pages however few readings it
-holds, so a batch also waits for ``commit_rows`` readings (up to ``batch_interval``): at a thin
-trickle commits are as rare as that allows, under a burst they follow each other at once.
+``min_commit_interval`` and no reading waiting longer than ``batch_interval`` (longer while no
+tablet watches readings live); only then are the stored readings offered to listeners. A
+commit rewrites whole pages however few readings it holds, so a batch also waits for
+``commit_rows`` readings (up to ``batch_interval``): at a thin trickle commits are as rare as
+that allows, under a burst they follow each other at once.
 NaN, infinities, out-of-range values and impossible timestamps are counted and logged at a
 limited rate and never stored.
 
@@ -167,6 +168,8 @@ class ReadingWriter:
         busy: Callable[[], bool] | None = None,
         quiet_batch: int | None = None,
         quiet: Callable[[], bool] | None = None,
+        watched: Callable[[], bool] | None = None,
+        unwatched_interval: float | None = None,
         max_queue: int = 20_000,
         clock_skew_ms: int = 2000,
         clock: AgentClock | None = None,
@@ -196,6 +199,11 @@ class ReadingWriter:
         # ``max_batch``.
         self._quiet_batch = max(quiet_batch or max_batch, max_batch)
         self._quiet = quiet
+        # While nobody watches readings live (``watched``: a tablet on the stream), a batch
+        # may wait ``unwatched_interval``: a farm at night commits less often, and every
+        # commit rewrites whole pages of the SD card.
+        self._watched = watched
+        self._unwatched_interval = max(unwatched_interval or batch_interval, batch_interval)
         self._max_queue = max_queue
         self._skew_ms = clock_skew_ms
         self._clock = clock
@@ -489,7 +497,7 @@ class ReadingWriter:
         batch: list[NewReading] = []
         markers: list[_Marker] = []
         item = await self._next()
-        latest = loop.time() + self._interval
+        latest = loop.time() + self._wait()
         due = min(last_commit + self._min_interval, latest)
         while True:
             if isinstance(item, _Marker):
@@ -517,6 +525,13 @@ class ReadingWriter:
             self._arrived.clear()
             await self._arrived.wait()
         return self._queue.popleft()
+
+    def _wait(self) -> float:
+        """How long a batch may wait for more readings."""
+        watched = self._watched
+        if watched is None or watched():
+            return self._interval
+        return self._unwatched_interval
 
     def _batch_limit(self) -> int:
         busy, quiet = self._busy, self._quiet

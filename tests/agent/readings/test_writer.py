@@ -163,6 +163,26 @@ async def test_commit_waits_at_most_one_interval(farm: Farm, make_writer: Any) -
     assert len(await stored(farm, farm.sensor)) == 1
 
 
+async def test_batches_wait_longer_while_nobody_watches_and_not_once_a_tablet_does(
+    farm: Farm, make_writer: Any
+) -> None:
+    watching = False
+    writer = await make_writer(
+        batch_interval=0.05, unwatched_interval=3600.0, watched=lambda: watching
+    )
+    with writer.subscribe() as listener:
+        writer.submit(reading(farm.sensor, 6.0))
+        first = asyncio.ensure_future(listener.get())
+        # Nobody watches: the batch may wait an hour; a flush still commits it at once.
+        await writer.flush(WAIT)
+        assert (await asyncio.wait_for(first, WAIT)).value == 6.0
+        watching = True
+        writer.submit(reading(farm.sensor, 6.1, T0 + 1000))
+        # A tablet watches: the short interval alone commits it (an hour would time out).
+        assert (await asyncio.wait_for(listener.get(), WAIT)).value == 6.1
+    assert len(await stored(farm, farm.sensor)) == 2
+
+
 @pytest.mark.parametrize(
     ("value", "valid_range", "reason"),
     [

@@ -42,6 +42,7 @@ def runtime_settings(broker: Mosquitto) -> dict[str, Any]:
         "mqtt_client_id": f"agent-{uuid.uuid4().hex[:8]}",
         "serial_poll_interval_s": 0.2,
         "reading_batch_interval_s": 0.05,
+        "reading_unwatched_batch_interval_s": 0.05,
     }
 
 

@@ -70,6 +70,7 @@ async def agent(tmp_path: Path, broker: Mosquitto) -> AsyncIterator[AgentProcess
             "FARM_MQTT_CLIENT_ID": "agent-under-test",
             "FARM_SERIAL_ENABLED": "false",
             "FARM_READING_BATCH_INTERVAL_S": "0.05",
+            "FARM_READING_UNWATCHED_BATCH_INTERVAL_S": "0.05",
         },
     )
     await process.start()

@@ -40,6 +40,7 @@ class AgentProcess:
             "FARM_MQTT_CLIENT_ID": "kill9-agent",
             "FARM_SERIAL_ENABLED": "false",
             "FARM_READING_BATCH_INTERVAL_S": "0.05",
+            "FARM_READING_UNWATCHED_BATCH_INTERVAL_S": "0.05",
             "FARM_RATE_LIMIT_PER_USER": "0",
             "FARM_RATE_LIMIT_PER_ADDRESS": "0",
         }

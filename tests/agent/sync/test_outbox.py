@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.store.db import Database
+from agent.store.readings import NewReading, ReadingStore
 from agent.sync.outbox import HOUR_MS, MINUTE_MS, READING_BYTES, ROLLUP_BYTES, OutboxStore
 from protocol.sync import advance
 from tests.support.reading_seed import add_device, add_farm, add_user
@@ -300,3 +301,56 @@ async def test_no_second_batch_is_pinned_in_flight_past_the_outbox_cap(db: Datab
     assert [r.seq for r in held] == [r.seq for r in first.readings]  # nothing more marked
     second = await outbox.take_beside(100, first, max_bytes=full + 1)
     assert second is not None and len(second.readings) == 100
+
+
+async def _stage(db: Database, device: str, stamps: list[int]) -> None:
+    """Commit readings the way the running agent does: staged, numbered from memory."""
+    store = ReadingStore(db, staged=True)
+    await store.write([NewReading(device, "ph", "pH", ts, 6.0) for ts in stamps])
+
+
+async def _numbers(db: Database, table: str) -> list[int]:
+    return [int(r[0]) for r in await db.fetch_all(f"SELECT seq FROM {table} ORDER BY seq")]
+
+
+async def test_staged_readings_and_later_changes_share_one_rising_sequence_across_restarts(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agent.db"
+    db = Database(path)
+    await db.open()
+    farm = await add_farm(db, await add_user(db))
+    device = await add_device(db, farm)
+    await _stage(db, device, [T0 + s * 1000 for s in range(5)])
+    # The stored counter was not rewritten by the reading commit...
+    stored = await db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
+    readings = await _numbers(db, "outbox_readings")
+    assert len(readings) == 5 and int(stored) < readings[0]
+    # ...yet a change queued afterwards takes a number above every staged reading.
+    await add_device(db, farm)
+    assert max(await _numbers(db, "outbox")) > readings[-1]
+    await _stage(db, device, [T0 + 10_000])
+    # Stopped with readings numbered above the stored counter (as a kill -9 leaves them):
+    await _stage(db, device, [T0 + 11_000])
+    await db.close()
+    reopened = Database(path)
+    await reopened.open()
+    try:
+        before = await _numbers(reopened, "outbox_readings")
+        await _stage(reopened, device, [T0 + 12_000])
+        after = await _numbers(reopened, "outbox_readings")
+        assert after[-1] > max(before) and len(after) == len(before) + 1
+        await add_device(reopened, farm)
+        assert max(await _numbers(reopened, "outbox")) > after[-1]
+        # The running totals count what the counter-free commits queued.
+        outbox = OutboxStore(reopened)
+        figures = await outbox.figures()
+        assert (figures.records, figures.bytes) == await _recount(reopened)
+        assert figures.lag == max(await _numbers(reopened, "outbox")) - figures.acked_seq
+        sent = await outbox.take(100)
+        await outbox.acknowledge(sent, acked_seq=max(sent.seqs), rejected=0)
+        assert await _recount(reopened) == (0, 0)
+        figures = await outbox.figures()
+        assert (figures.records, figures.bytes) == (0, 0)
+    finally:
+        await reopened.close()

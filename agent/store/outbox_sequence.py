@@ -1,0 +1,66 @@
+"""The sync outbox's one sequence, handed to reading commits from memory (migration 0092).
+
+Every queued change takes the next number of one sequence (agent/sync/outbox.py): entity
+changes through ``outbox``'s AUTOINCREMENT, whose counter SQLite keeps in ``sqlite_sequence``.
+A reading commit that bumped that counter rewrote its page, and the outbox's running totals'
+page (``outbox_stats``), in every commit: two of the six 4 KiB pages a commit of a farm's
+trickle wrote to the SD card. Reading commits now take their numbers here, above the stored
+counter, and write neither page:
+
+- :meth:`OutboxSequence.reserve`, inside a reading commit: the next ``count`` numbers, above
+  both what was handed out and the stored counter (a trigger may have taken one since);
+- :meth:`OutboxSequence.sync`, before any other write: the stored counter raised to what was
+  handed out (a statement that writes nothing when it is there already), so an entity change
+  always takes a number above every queued reading. A transaction rolled back takes its
+  raise with it; the next write raises it again.
+
+Nothing is lost when the process dies: every number handed out is either at most the stored
+counter or still held by a row of ``outbox_readings`` (rows leave that table only in other
+writes, after a sync), and :meth:`OutboxSequence.load` starts above both. The totals are kept
+the same way: ``outbox_stats.counted_upto`` says which queued readings ``records`` and
+``bytes`` include, and the outbox counts the rest when it reads or changes them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["OutboxSequence"]
+
+_STORED = "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'"
+_SYNC = "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'outbox' AND seq < ?1"
+_HIGHEST = (
+    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0),"
+    " coalesce((SELECT max(seq) FROM outbox), 0),"
+    " coalesce((SELECT max(seq) FROM outbox_readings), 0),"
+    " coalesce((SELECT max(seq) FROM outbox_rollups), 0))"
+)
+
+
+class OutboxSequence:
+    """The highest outbox number handed out, which the stored counter may not show yet."""
+
+    def __init__(self) -> None:
+        self.given = 0
+
+    def load(self, conn: sqlite3.Connection) -> None:
+        """Start above every number stored or held by a queued row."""
+        row = conn.execute(_HIGHEST).fetchone()
+        self.given = max(self.given, int(row[0] or 0))
+
+    def reserve(self, conn: sqlite3.Connection, count: int) -> int:
+        """Hand out the next ``count`` numbers (inside a write); the one below the first."""
+        row = conn.execute(_STORED).fetchone()
+        base = max(self.given, int(row[0]) if row else 0)
+        self.given = base + count
+        return base
+
+    def sync(self, conn: sqlite3.Connection) -> None:
+        """Raise the stored counter to every number handed out (inside a write)."""
+        if self.given:
+            conn.execute(_SYNC, (self.given,)).close()
+
+    @property
+    def sync_statement(self) -> tuple[str, tuple[int]] | None:
+        """:meth:`sync` as a statement and its parameters, for an async connection."""
+        return (_SYNC, (self.given,)) if self.given else None
