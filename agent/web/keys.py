@@ -36,7 +36,7 @@ from agent.services.identity.sessions import IdentityService
 from agent.services.identity.users import UserService
 from agent.services.ingest.device_runtime import DeviceRuntime
 from agent.services.ingest.reading_runtime import ReadingRuntime
-from agent.services.live.hub import EventHub
+from agent.services.live.fanout import EventHub
 from agent.services.overview.service import OverviewService
 from agent.services.streams.service import StreamService
 from agent.services.webhooks.service import WebhookService

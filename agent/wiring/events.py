@@ -15,7 +15,7 @@ from agent.services.alerts.service import AlertService
 from agent.services.events.log import EventLog
 from agent.services.events.retention import EventRetention
 from agent.services.events.service import EventService
-from agent.services.live.hub import EventHub
+from agent.services.live.fanout import EventHub
 from agent.settings import AgentSettings
 from agent.store.alerts import AlertStore
 from agent.store.events import EventStore

@@ -18,7 +18,7 @@ from agent.services.health import HealthService
 from agent.services.hierarchy.farms import FarmService
 from agent.services.hierarchy.levels import HierarchyService
 from agent.services.hierarchy.sample_data import create_sample_farm
-from agent.services.live.hub import EventHub
+from agent.services.live.fanout import EventHub
 from agent.settings import AgentSettings
 from agent.store.calibrations import CalibrationStore
 from agent.store.devices import DeviceStore

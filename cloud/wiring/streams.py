@@ -17,7 +17,7 @@ from cloud.store.live_feed import FeedListener
 from cloud.web.keys import API_KEY_AUTH, DATABASE, IDENTITY, STREAMS
 from protocol.live.auth import StreamAuthenticator
 from protocol.live.connection import StreamLimits
-from protocol.live.hub import StreamHub
+from protocol.live.fanout import StreamHub
 from protocol.live.service import StreamService
 
 __all__ = ["streams_context"]

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from protocol.identity import Principal
 from protocol.live.auth import Credential, StreamAuthenticator
-from protocol.live.hub import StreamHub
+from protocol.live.fanout import StreamHub
 from protocol.live.outbox import Missed, Outbox, Stream, StreamEvent
 from protocol.live.scope import FarmVisibility, StreamScope
 from protocol.streams import (

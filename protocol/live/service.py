@@ -13,7 +13,7 @@ from protocol.live.auth import (
     credential_from_message,
 )
 from protocol.live.connection import Socket, StreamConnection, StreamLimits
-from protocol.live.hub import StreamHub
+from protocol.live.fanout import StreamHub
 from protocol.live.limit import ConnectionLimit, LocalConnectionLimit
 from protocol.live.outbox import Stream
 from protocol.live.scope import StreamScope

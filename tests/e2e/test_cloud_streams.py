@@ -26,7 +26,7 @@ from cloud.services.streams.feed import CloudFeed
 from cloud.store.live_feed import APPLICATION_NAME, CHANNEL
 from cloud.web.keys import DATABASE
 from farm_client import FarmClient, Reading
-from protocol.live.hub import StreamHub
+from protocol.live.fanout import StreamHub
 from protocol.live.outbox import Missed, Stream
 from tests.agent.devices_api.conftest import create_farm, register
 from tests.agent.runtime.conftest import PROFILES, broker, runtime_settings  # noqa: F401

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from agent.services.live.hub import DeviceEventLike, FarmStatusChange
+from agent.services.live.fanout import DeviceEventLike, FarmStatusChange
 from agent.store.events import EventRecord, EventStore
 from agent.store.space import SPACE_RETRY, out_of_space
 from protocol.backoff import Backoff, Retry

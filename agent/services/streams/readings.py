@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
-from agent.services.live.hub import EventHub
+from agent.services.live.fanout import EventHub
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from protocol.backoff import Backoff, Retry
 from protocol.live.outbox import Stream

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.services.live.hub import EventHub
+from agent.services.live.fanout import EventHub
 from agent.services.streams.readings import ReadingFeed, ReadingSource
 from agent.services.streams.scope import StreamScope
 from protocol.live.auth import StreamAuthenticator

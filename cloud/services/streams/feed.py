@@ -22,7 +22,7 @@ from cloud.services.streams.batch import decode_events, missed_by_stream
 from cloud.store import live_feed
 from cloud.store.db import Database
 from protocol.backoff import Backoff, Retry
-from protocol.live.hub import StreamHub
+from protocol.live.fanout import StreamHub
 from protocol.live.outbox import Stream
 from protocol.tasks import cancel_and_wait
 from protocol.throttled_log import ThrottledLog

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohappyeyeballs import AddrInfoType
 
-from agent.services.live.hub import EventHub
+from agent.services.live.fanout import EventHub
 from agent.web.keys import EVENT_HUB, STREAMS
 from protocol.live.outbox import Missed, Stream, StreamEvent
 from tests.agent.hierarchy_helpers import NOWHERE, add_device, farm

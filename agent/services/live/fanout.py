@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from agent.services.readings.listeners import CommittedReading
-from protocol.live.hub import HubStats, StreamHub
+from protocol.live.fanout import HubStats, StreamHub
 from protocol.live.outbox import Stream, StreamEvent
 from protocol.timefmt import from_ms, iso, utcnow
 
