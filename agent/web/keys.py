@@ -36,7 +36,7 @@ from agent.services.identity.sessions import IdentityService
 from agent.services.identity.users import UserService
 from agent.services.ingest.device_runtime import DeviceRuntime
 from agent.services.ingest.reading_runtime import ReadingRuntime
-from agent.services.live.fanout import EventHub
+from agent.services.live.fanout import EventFanout
 from agent.services.overview.service import OverviewService
 from agent.services.streams.service import StreamService
 from agent.services.webhooks.service import WebhookService
@@ -70,7 +70,7 @@ CALIBRATION = web.AppKey("calibration", CalibrationService)
 CALIBRATION_SESSIONS = web.AppKey("calibration_sessions", CalibrationSessions)
 READINGS = web.AppKey("readings", ReadingRuntime)
 DEVICE_RUNTIME = web.AppKey("device_runtime", DeviceRuntime)
-EVENT_HUB = web.AppKey("event_hub", EventHub)
+EVENT_FANOUT = web.AppKey("event_fanout", EventFanout)
 STREAMS = web.AppKey("streams", StreamService)
 SYNC = web.AppKey("sync", SyncRuntime)
 CLOCK = web.AppKey("clock", AgentClock)

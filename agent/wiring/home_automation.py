@@ -12,7 +12,7 @@ from agent.settings import AgentSettings
 from agent.store.access import farm_grant
 from agent.store.hub_assignments import HubAssignmentStore
 from agent.store.hub_closes import HubCloseStore
-from agent.web.keys import DATABASE, EVENT_HUB, EVENT_LOG, HOME_AUTOMATION, HUB_STATE_STREAM
+from agent.web.keys import DATABASE, EVENT_FANOUT, EVENT_LOG, HOME_AUTOMATION, HUB_STATE_STREAM
 from agent.wiring.context import CleanupContext
 from home_hub.client import HubClient
 from home_hub.service import HomeAutomation
@@ -69,7 +69,7 @@ def home_automation_context(settings: AgentSettings) -> CleanupContext:
         live: HubLiveState | None = None
         if client is not None:
             # Live state: the hub's state changes reach /ws/device-events without polling.
-            live = HubLiveState(config, app[EVENT_HUB].publish, assignments.assignments, cache)
+            live = HubLiveState(config, app[EVENT_FANOUT].publish, assignments.assignments, cache)
             live.start()
             app[HUB_STATE_STREAM] = live.stream
         try:

@@ -12,7 +12,7 @@ from agent.services.hub.discovery import HaDiscovery
 from agent.services.hub.discovery_configs import DiscoveryTopics
 from agent.settings import AgentSettings
 from agent.store.devices import DeviceStore
-from agent.web.keys import ACTUATORS, DATABASE, DEVICE_RUNTIME, DEVICES, EVENT_HUB, READINGS
+from agent.web.keys import ACTUATORS, DATABASE, DEVICE_RUNTIME, DEVICES, EVENT_FANOUT, READINGS
 from agent.wiring.context import CleanupContext
 from protocol.live.outbox import Stream
 from protocol.version import distribution_version
@@ -63,7 +63,7 @@ def hub_context(settings: AgentSettings) -> CleanupContext:
             topics=discovery_topics(settings),
             origin={"name": "farm-agent", "sw_version": distribution_version()},
         )
-        registry, events = app[DEVICES], app[EVENT_HUB]
+        registry, events = app[DEVICES], app[EVENT_FANOUT]
         readings = app[READINGS].writer.subscribe(_RELAY_READINGS_QUEUE)
         await discovery.start(
             await registry.bindings(),

@@ -64,7 +64,7 @@ def home_automation_context(
         service.start()
         live: HubLiveState | None = None
         if client is not None:
-            live = HubLiveState(config, app[STREAMS].hub.publish, assignments.assignments, cache)
+            live = HubLiveState(config, app[STREAMS].fanout.publish, assignments.assignments, cache)
             live.start()
             app[HUB_STATE_STREAM] = live.stream
         try:

@@ -1,6 +1,6 @@
-"""The in-process hub that carries live farm events to the WebSocket streams (docs/design.md 7).
+"""The in-process fan-out that carries live farm events to the WebSocket streams (docs/design.md 7).
 
-Producers call :meth:`StreamHub.publish` from the event loop; it never waits. Each stream client
+Producers call :meth:`StreamFanout.publish` from the event loop; it never waits. Each stream client
 holds an :class:`~protocol.live.outbox.Outbox` with its own filter and bound, so what one client
 does has no effect on producers or on other clients.
 """
@@ -14,27 +14,27 @@ from dataclasses import dataclass
 from protocol.live.outbox import Outbox, Stream, StreamEvent
 from protocol.throttled_log import ThrottledLog
 
-__all__ = ["HubStats", "StreamHub"]
+__all__ = ["FanoutStats", "StreamFanout"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class HubStats:
-    """Exact counters of the hub."""
+class FanoutStats:
+    """Exact counters of the fan-out."""
 
     published: int = 0
     dropped: int = 0
     filter_errors: int = 0
 
 
-class StreamHub:
+class StreamFanout:
     """Fans published events out to the outboxes of the stream they belong to."""
 
     def __init__(self, log_interval: float = 60.0) -> None:
         self._outboxes: dict[Stream, list[Outbox]] = {stream: [] for stream in Stream}
         self._problems = ThrottledLog(log, log_interval)
-        self.stats = HubStats()
+        self.stats = FanoutStats()
 
     def subscribe(
         self,
@@ -68,6 +68,6 @@ class StreamHub:
                 self.stats.dropped += 1
 
     def report_missed(self, stream: Stream, count: int) -> None:
-        """Tell every client of ``stream`` that ``count`` events were lost before the hub."""
+        """Tell every client of ``stream`` that ``count`` events were lost before the fan-out."""
         for outbox in tuple(self._outboxes[stream]):
             outbox.note_missed(count)

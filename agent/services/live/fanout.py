@@ -1,4 +1,4 @@
-"""The in-process hub that carries live farm events to the WebSocket streams (docs/design.md 7).
+"""The in-process fan-out that carries live farm events to the WebSocket streams (docs/design.md 7).
 
 Producers call the ``publish_*`` methods from the event loop; they never wait. Each stream client
 holds an :class:`~protocol.live.outbox.Outbox` with its own filter and bound, so what one
@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from agent.services.readings.listeners import CommittedReading
-from protocol.live.fanout import HubStats, StreamHub
+from protocol.live.fanout import FanoutStats, StreamFanout
 from protocol.live.outbox import Stream, StreamEvent
 from protocol.timefmt import from_ms, iso, utcnow
 
-__all__ = ["DeviceEventLike", "EventHub", "FarmStatusChange", "HubStats"]
+__all__ = ["DeviceEventLike", "EventFanout", "FanoutStats", "FarmStatusChange"]
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ class FarmStatusChange:
     at: datetime = field(default_factory=utcnow)
 
 
-class EventHub(StreamHub):
-    """The agent's hub: the generic fan-out plus the agent's own event types."""
+class EventFanout(StreamFanout):
+    """The agent's fan-out: the generic fan-out plus the agent's own event types."""
 
     def publish_device_event(self, event: DeviceEventLike) -> None:
         """A device's ``status-update`` or ``error``, for /ws/device-events."""
