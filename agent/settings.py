@@ -15,7 +15,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from home_hub.settings import HubConfig, check_hub_config
+from integrations.home_assistant.settings import HubConfig, check_hub_config
 
 __all__ = ["AgentSettings"]
 

@@ -9,11 +9,11 @@ a /ws/device-events client of the agent with p99 <= 50 ms. The baseline of the l
 same change seen by a client subscribed to Home Assistant's own WebSocket API (``subscribe_events``
 ``state_changed``) in the same run.
 
-Home Assistant 2024.3.3 runs from the virtualenv named by ``--ha-venv`` or ``HA_VENV`` (how to
-make one: bench/home_assistant.py, docs/scaling.md), with ``--entities`` states posted through
-its REST API (``switch.nutrient_pump`` and temperature sensors); a change is a posted state of
-the switch (its state flipped, an attribute numbering the change). Without a virtualenv the agent
-side alone is measured, against the project's fake hub (home_hub/fake.py, changed through its
+Home Assistant 2024.3.3 runs from the virtualenv named by ``--ha-venv`` or ``HA_VENV`` (how to make
+one: bench/home_assistant.py, docs/scaling.md), with ``--entities`` states posted through its REST
+API (``switch.nutrient_pump`` and temperature sensors); a change is a posted state of the switch
+(its state flipped, an attribute numbering the change). Without a virtualenv the agent side alone is
+measured, against the project's fake hub (integrations/home_assistant/fake.py, changed through its
 toggle service), the Home Assistant baseline is said not to be measured, and the run ends FAILED.
 
 A change that does not reach a client within 5 s is lost: it counts against the run and enters
@@ -50,8 +50,8 @@ def start_fake_hub(entities: int) -> tuple[subprocess.Popen[bytes], str]:
     """The project's fake hub as its own process, with ``entities`` entities."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "home_hub.fake", "--port", str(port), "--token", FAKE_TOKEN,
-         "--entities", str(entities)],
+        [sys.executable, "-m", "integrations.home_assistant.fake", "--port", str(port),
+         "--token", FAKE_TOKEN, "--entities", str(entities)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

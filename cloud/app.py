@@ -37,7 +37,6 @@ from cloud.web import (
     devices,
     farms,
     grow_plans,
-    home_automation,
     mfa,
     overview,
     pos,
@@ -45,7 +44,6 @@ from cloud.web import (
     sync,
     system,
     users,
-    webhooks,
 )
 from cloud.web.keys import (
     ALERTS,
@@ -68,14 +66,16 @@ from cloud.web.keys import (
     SYNC,
     SYNC_TURNS,
 )
-from cloud.wiring.home_automation import home_automation_context
 from cloud.wiring.identity import identity_services, secret_key
 from cloud.wiring.mail import smtp_settings
 from cloud.wiring.maintenance import maintenance_context, retention_policy
 from cloud.wiring.pos import pos_context
 from cloud.wiring.streams import streams_context
 from cloud.wiring.users import user_services
-from cloud.wiring.webhooks import webhooks_context
+from integrations.home_assistant.cloud_side import web as home_automation
+from integrations.home_assistant.cloud_side.wiring import home_automation_context
+from integrations.webhooks.cloud_side import web as webhooks
+from integrations.webhooks.cloud_side.wiring import webhooks_context
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api

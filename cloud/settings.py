@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from home_hub.settings import HubConfig, check_hub_config
+from integrations.home_assistant.settings import HubConfig, check_hub_config
 from protocol.http.forwarded import TrustedProxies
 
 __all__ = ["CloudSettings"]

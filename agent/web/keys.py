@@ -39,14 +39,14 @@ from agent.services.ingest.reading_runtime import ReadingRuntime
 from agent.services.live.fanout import EventFanout
 from agent.services.overview.service import OverviewService
 from agent.services.streams.service import StreamService
-from agent.services.webhooks.service import WebhookService
 from agent.settings import AgentSettings
 from agent.store.db import Database
 from agent.sync.runtime import SyncRuntime
 from agent.web.foreground import Foreground
-from home_hub.live import HubStateStream
-from home_hub.service import HomeAutomation
-from protocol.webhooks import WebhookDeliverer
+from integrations.home_assistant.live import HubStateStream
+from integrations.home_assistant.service import HomeAutomation
+from integrations.webhooks import WebhookDeliverer
+from integrations.webhooks.agent_side.service import WebhookService
 
 SETTINGS = web.AppKey("settings", AgentSettings)
 FOREGROUND = web.AppKey("foreground", Foreground)

@@ -29,7 +29,7 @@ from agent.web.keys import (
 )
 from agent.wiring.context import CleanupContext
 from agent.wiring.events import fan_out
-from agent.wiring.hub import agent_status_messages
+from integrations.home_assistant.agent_side.discovery_wiring import agent_status_messages
 
 __all__ = ["device_runtime_context"]
 

@@ -34,12 +34,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from home_hub.areas import REGISTRY_COMMANDS
-from home_hub.client import HubClient
-from home_hub.errors import HubBadServiceData, HubEntityNotFound, HubUnauthorized
-from home_hub.fake import FakeHub
-from home_hub.live import HubStateStream
-from home_hub.settings import HubConfig
+from integrations.home_assistant.areas import REGISTRY_COMMANDS
+from integrations.home_assistant.client import HubClient
+from integrations.home_assistant.errors import HubBadServiceData, HubEntityNotFound, HubUnauthorized
+from integrations.home_assistant.fake import FakeHub
+from integrations.home_assistant.live import HubStateStream
+from integrations.home_assistant.settings import HubConfig
 from tests.support.hub_fixtures import Serve
 from tests.support.hub_fixtures import serve as serve
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from home_hub.areas import Area, areas_of
+from integrations.home_assistant.areas import Area, areas_of
 
 
 def test_an_entity_is_in_its_own_area_else_in_its_devices() -> None:

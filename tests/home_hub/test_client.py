@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from home_hub.client import HubClient
-from home_hub.errors import (
+from integrations.home_assistant.client import HubClient
+from integrations.home_assistant.errors import (
     AccessProxyRefused,
     HubBadServiceData,
     HubEntityNotFound,
@@ -19,9 +19,9 @@ from home_hub.errors import (
     HubUnauthorized,
     HubUnreachable,
 )
-from home_hub.fake import FakeHub
-from home_hub.fake_proxy import FakeAccessProxy
-from home_hub.settings import HubConfig, check_hub_config
+from integrations.home_assistant.fake import FakeHub
+from integrations.home_assistant.fake_proxy import FakeAccessProxy
+from integrations.home_assistant.settings import HubConfig, check_hub_config
 from tests.support.hub_fixtures import TOKEN, Serve
 from tests.support.hub_fixtures import hub as hub
 from tests.support.hub_fixtures import serve as serve

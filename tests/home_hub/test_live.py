@@ -9,9 +9,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from home_hub.fake import FakeHub
-from home_hub.live import HubStateStream
-from home_hub.settings import HubConfig
+from integrations.home_assistant.fake import FakeHub
+from integrations.home_assistant.live import HubStateStream
+from integrations.home_assistant.settings import HubConfig
 from tests.agent.runtime.conftest import eventually
 
 TOKEN = "live-token"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from home_hub.state_cache import HubStateCache
+from integrations.home_assistant.state_cache import HubStateCache
 
 
 def _state(entity_id: str, state: str, updated: str) -> dict[str, Any]:

@@ -13,8 +13,7 @@ import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from protocol.backoff import Backoff
-from protocol.webhooks import (
+from integrations.webhooks import (
     AddressPolicy,
     Attempt,
     DeliveryPolicy,
@@ -29,9 +28,10 @@ from protocol.webhooks import (
     signed_headers,
     url_problem,
 )
-from protocol.webhooks.deliverer import verdict_of
-from protocol.webhooks.signing import sign
-from protocol.webhooks.targets import GuardedResolver
+from integrations.webhooks.deliverer import verdict_of
+from integrations.webhooks.signing import sign
+from integrations.webhooks.targets import GuardedResolver
+from protocol.backoff import Backoff
 from tests.support.webhook_receiver import WebhookReceiver
 
 
