@@ -1,4 +1,4 @@
-"""The hub integration (protocol/http/home_automation_routes.py) served by the cloud's service."""
+"""The hub integration (integrations/home_assistant/routes.py) served by the cloud's service."""
 
 from __future__ import annotations
 

@@ -1,1 +1,2 @@
-"""Outgoing webhooks: their settings, deliveries and the test message (protocol/webhooks/ posts)."""
+"""Outgoing webhooks in the agent: settings, deliveries and the test message (integrations/webhooks/
+posts them)."""

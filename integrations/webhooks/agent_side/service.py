@@ -1,5 +1,5 @@
 """Webhooks of the farms the caller manages (admins and farm managers with write access), their
-deliveries, and the test message. Delivery itself is protocol/webhooks/'s deliverer over the
+deliveries, and the test message. Delivery itself is integrations/webhooks/'s deliverer over the
 store's outbox; this service wakes it when it queued something."""
 
 from __future__ import annotations

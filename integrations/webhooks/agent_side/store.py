@@ -19,6 +19,7 @@ from typing import Any
 from agent.store.access import writable_farm_filter
 from agent.store.db import Database
 from integrations.webhooks import DueDelivery, Verdict
+from integrations.webhooks.health import fold_health
 from protocol.identity import Principal
 from protocol.timefmt import iso, parse_iso
 
@@ -247,14 +248,7 @@ def _settle(
             for v in verdicts
         ],
     )
-    health: dict[str, tuple[int, int, datetime]] = {}
-    for v in verdicts:
-        ok, failed, at = health.get(v.webhook_id, (0, 0, v.attempted_at))
-        if v.status == "delivered":
-            ok += 1
-        else:
-            failed += 1
-        health[v.webhook_id] = (ok, failed, max(at, v.attempted_at))
+    health = fold_health(verdicts)
     disabled = []
     for webhook_id, (ok, failed, at) in health.items():
         stamp = iso(at)

@@ -19,6 +19,7 @@ import asyncpg
 
 from cloud.store.db import Connection, Database
 from integrations.webhooks import DueDelivery, Verdict
+from integrations.webhooks.health import fold_health
 
 __all__ = [
     "ClaimedRows",
@@ -167,14 +168,7 @@ class ClaimedRows:
                 for v in verdicts
             ],
         )
-        health: dict[str, tuple[int, int, datetime]] = {}
-        for v in verdicts:
-            ok, failed, at = health.get(v.webhook_id, (0, 0, v.attempted_at))
-            if v.status == "delivered":
-                ok += 1
-            else:
-                failed += 1
-            health[v.webhook_id] = (ok, failed, max(at, v.attempted_at))
+        health = fold_health(verdicts)
         disabled = []
         for webhook_id, (ok, failed, at) in sorted(health.items()):
             if ok:
