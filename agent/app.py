@@ -43,6 +43,7 @@ from agent.wiring.services import services_context
 from agent.wiring.store import store_context
 from agent.wiring.streams import streams_context
 from agent.wiring.sync import sync_context
+from farmkit.mail import MailSender
 from integrations.home_assistant.agent_side import web as home_automation
 from integrations.home_assistant.agent_side.discovery_wiring import hub_context
 from integrations.home_assistant.agent_side.wiring import home_automation_context
@@ -65,7 +66,6 @@ from protocol.http.ratelimit import (
 from protocol.http.streams import install_streams
 from protocol.http.streams_doc import streams_document
 from protocol.identity import Principal
-from protocol.mail import MailSender
 from protocol.version import distribution_version
 from webui import ASSET_PREFIX, PAGE_PATHS, install_webui
 

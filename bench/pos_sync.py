@@ -52,8 +52,8 @@ from cloud.pos_provider.client import PosClient
 from cloud.pos_provider.fake import webhook_event
 from cloud.pos_provider.resources import RESOURCES
 from cloud.pos_provider.signature import SIGNATURE_HEADER, sign
-from protocol.passwords import hash_password
-from protocol.secretbox import new_key_text
+from farmkit.passwords import hash_password
+from farmkit.secretbox import new_key_text
 from protocol.timefmt import parse_iso
 from tests.cloud.conftest import (
     APP_PASSWORD,

@@ -34,8 +34,8 @@ from agent.sync.uploader import SyncPolicy, Uploader
 from bench.measure import Run
 from cloud.app import create_app
 from cloud.settings import CloudSettings
+from farmkit.passwords import hash_password
 from protocol.keyfile import load_or_create_private_key
-from protocol.passwords import hash_password
 from protocol.tokens import TokenVerifier
 from tests.cloud.conftest import (
     APP_PASSWORD,

@@ -44,9 +44,9 @@ from agent.wiring.context import Announce, CleanupContext
 from agent.wiring.events import build_event_log, fan_out
 from agent.wiring.identity import identity_services
 from agent.wiring.sync import stuck_sync_alert
+from farmkit.mail import MailSender
 from protocol.identity import Principal, Role
 from protocol.keyfile import load_or_create_private_key
-from protocol.mail import MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from farmkit.backoff import Backoff
+from farmkit.tasks import cancel_and_wait
 from integrations.home_assistant.errors import HubError
-from protocol.backoff import Backoff
-from protocol.tasks import cancel_and_wait
 from protocol.timefmt import utcnow
 
 __all__ = ["CloseStore", "IrrigationCloser", "PendingClose"]

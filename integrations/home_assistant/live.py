@@ -22,12 +22,12 @@ from typing import Any
 
 import aiohttp
 
+from farmkit.backoff import Backoff, Retry
+from farmkit.tasks import cancel_and_wait
 from integrations.home_assistant.areas import REGISTRY_COMMANDS, REGISTRY_EVENTS, Area, areas_of
 from integrations.home_assistant.client import classify
 from integrations.home_assistant.errors import HubError
 from integrations.home_assistant.settings import HubConfig
-from protocol.backoff import Backoff, Retry
-from protocol.tasks import cancel_and_wait
 
 __all__ = ["HubStateStream", "StreamStats"]
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
+from farmkit.backoff import Backoff
 from integrations.home_assistant.areas import Area
 from integrations.home_assistant.closes import CloseStore, IrrigationCloser, PendingClose
 from integrations.home_assistant.errors import (
@@ -56,7 +57,6 @@ from integrations.home_assistant.schemas import (
 from integrations.home_assistant.settings import HubConfig
 from integrations.home_assistant.state_cache import HubStateCache
 from protocol.access import Action, authorize, require_role
-from protocol.backoff import Backoff
 from protocol.errors import NotFound, ValidationFailed
 from protocol.identity import Principal, Role
 from protocol.timefmt import iso, utcnow

@@ -16,13 +16,13 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from farmkit.tasks import cancel_and_wait
+from farmkit.throttled_log import ThrottledLog
 from integrations.home_assistant.live import HubStateStream
 from integrations.home_assistant.ownership import HubAssignments
 from integrations.home_assistant.settings import HubConfig
 from integrations.home_assistant.state_cache import HubStateCache
 from protocol.live.outbox import Stream, StreamEvent
-from protocol.tasks import cancel_and_wait
-from protocol.throttled_log import ThrottledLog
 from protocol.timefmt import utcnow
 
 __all__ = ["HUB_STATE", "HubLiveState", "HubStateRelay"]

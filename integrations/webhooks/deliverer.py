@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
+from farmkit.backoff import Backoff
+from farmkit.tasks import cancel_and_wait
 from integrations.webhooks.sender import Attempt, DueDelivery, WebhookSender
-from protocol.backoff import Backoff
-from protocol.tasks import cancel_and_wait
 from protocol.timefmt import utcnow
 
 __all__ = [

@@ -11,8 +11,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from farmkit.throttled_log import ThrottledLog
 from protocol.live.outbox import Outbox, Stream, StreamEvent
-from protocol.throttled_log import ThrottledLog
 
 __all__ = ["FanoutStats", "StreamFanout"]
 

@@ -13,6 +13,7 @@ import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from farmkit.backoff import Backoff
 from integrations.webhooks import (
     AddressPolicy,
     Attempt,
@@ -31,7 +32,6 @@ from integrations.webhooks import (
 from integrations.webhooks.deliverer import verdict_of
 from integrations.webhooks.signing import sign
 from integrations.webhooks.targets import GuardedResolver
-from protocol.backoff import Backoff
 from tests.support.webhook_receiver import WebhookReceiver
 
 

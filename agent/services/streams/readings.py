@@ -14,9 +14,9 @@ from typing import Protocol
 
 from agent.services.live.fanout import EventFanout
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
-from protocol.backoff import Backoff, Retry
+from farmkit.backoff import Backoff, Retry
+from farmkit.tasks import cancel_and_wait
 from protocol.live.outbox import Stream
-from protocol.tasks import cancel_and_wait
 
 __all__ = ["ReadingFeed", "ReadingSource"]
 

@@ -21,11 +21,11 @@ from typing import Any
 from cloud.services.streams.batch import decode_events, missed_by_stream
 from cloud.store import live_feed
 from cloud.store.db import Database
-from protocol.backoff import Backoff, Retry
+from farmkit.backoff import Backoff, Retry
+from farmkit.tasks import cancel_and_wait
+from farmkit.throttled_log import ThrottledLog
 from protocol.live.fanout import StreamFanout
 from protocol.live.outbox import Stream
-from protocol.tasks import cancel_and_wait
-from protocol.throttled_log import ThrottledLog
 
 __all__ = ["CloudFeed"]
 

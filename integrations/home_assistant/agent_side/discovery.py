@@ -25,6 +25,8 @@ from agent.devices.mqtt import InboundMessage, MessageHandler
 from agent.devices.profiles import SWITCH_FIELDS, CommandKind
 from agent.services.devices.registry import DeviceBinding
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
+from farmkit.tasks import cancel_and_wait
+from farmkit.throttled_log import ThrottledLog
 from integrations.home_assistant.agent_side.discovery_configs import (
     OFF,
     ON,
@@ -36,8 +38,6 @@ from protocol.errors import ApiError
 from protocol.identity import Principal
 from protocol.live.outbox import Missed, Outbox
 from protocol.schemas.actuators import CommandRecord
-from protocol.tasks import cancel_and_wait
-from protocol.throttled_log import ThrottledLog
 
 __all__ = ["Commander", "HaDiscovery", "MqttSide", "Publisher"]
 

@@ -10,6 +10,7 @@ from aiohttp import web
 from agent.settings import AgentSettings
 from agent.web.keys import DATABASE, WEBHOOK_DELIVERER, WEBHOOKS
 from agent.wiring.context import CleanupContext
+from farmkit.backoff import Backoff
 from integrations.webhooks import (
     AddressPolicy,
     DeliveryPolicy,
@@ -19,7 +20,6 @@ from integrations.webhooks import (
 )
 from integrations.webhooks.agent_side.service import WebhookService
 from integrations.webhooks.agent_side.store import WebhookStore
-from protocol.backoff import Backoff
 from protocol.version import distribution_version
 
 __all__ = ["delivery_policy", "webhooks_context"]

@@ -11,6 +11,7 @@ from uuid import UUID
 
 from cloud.services.farms import authorize_farm
 from cloud.store.db import Connection, Database
+from farmkit.secretbox import SecretBox
 from integrations.webhooks import (
     TEST_EVENT,
     AddressPolicy,
@@ -34,7 +35,6 @@ from integrations.webhooks.schemas import (
 from protocol.access import Action, require_role
 from protocol.errors import NotFound, ValidationFailed
 from protocol.identity import Principal, Role
-from protocol.secretbox import SecretBox
 from protocol.timefmt import iso, utcnow
 
 __all__ = ["WebhookSecrets", "WebhookService"]

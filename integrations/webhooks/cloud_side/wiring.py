@@ -10,6 +10,8 @@ from aiohttp import web
 
 from cloud.settings import CloudSettings
 from cloud.web.keys import DATABASE, WEBHOOK_DELIVERER, WEBHOOKS
+from farmkit.backoff import Backoff
+from farmkit.secretbox import SecretBox
 from integrations.webhooks import (
     AddressPolicy,
     DeliveryPolicy,
@@ -19,8 +21,6 @@ from integrations.webhooks import (
 )
 from integrations.webhooks.cloud_side.service import WebhookSecrets, WebhookService
 from integrations.webhooks.cloud_side.store import WebhookOutbox
-from protocol.backoff import Backoff
-from protocol.secretbox import SecretBox
 from protocol.version import distribution_version
 
 __all__ = ["webhooks_context"]

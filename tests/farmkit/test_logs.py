@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from protocol.logs import configure_logging
+from farmkit.logs import configure_logging
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """Outgoing mail (verification, password reset) behind a pluggable sender; agent and cloud.
 
-With SMTP settings, :class:`protocol.smtp.SmtpMailSender` delivers the messages. Without them
+With SMTP settings, :class:`farmkit.smtp.SmtpMailSender` delivers the messages. Without them
 the default sender only notes in the log that a message was not sent: a mailed token is a
 credential and never goes into a log.
 """

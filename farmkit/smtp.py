@@ -9,7 +9,7 @@ from typing import Literal, Protocol
 import aiosmtplib
 from pydantic import SecretStr
 
-from protocol.mail import LogMailSender, MailMessage, MailSender
+from farmkit.mail import LogMailSender, MailMessage, MailSender
 
 __all__ = [
     "SmtpConfigured",
@@ -80,7 +80,7 @@ class SmtpMailSender:
         self._settings = settings
 
     async def send(self, message: MailMessage) -> None:
-        """Deliver ``message`` or raise (``protocol.mail.deliver`` logs the failure)."""
+        """Deliver ``message`` or raise (``farmkit.mail.deliver`` logs the failure)."""
         smtp = self._settings
         mail = EmailMessage()
         mail["From"] = smtp.sender

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from protocol.backoff import Backoff, Retry
+from farmkit.backoff import Backoff, Retry
 
 
 def test_delays_double_up_to_the_maximum_and_start_over_after_a_success() -> None:

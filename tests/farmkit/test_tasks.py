@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from protocol.tasks import cancel_and_wait
+from farmkit.tasks import cancel_and_wait
 
 
 async def test_every_task_is_cancelled_and_finished_and_none_is_skipped() -> None:

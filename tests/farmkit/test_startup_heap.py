@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from aiohttp import web
 
-from protocol.startup_heap import FULL_COLLECTION_EVERY, freeze_startup_objects
+from farmkit.startup_heap import FULL_COLLECTION_EVERY, freeze_startup_objects
 
 
 @pytest.fixture
