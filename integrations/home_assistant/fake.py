@@ -7,7 +7,7 @@ found."}``); ``POST /api/services/<domain>/<service>`` answering the states that
 unknown service, invalid service data, a body that is JSON but not an object, or a call without a
 target is a plain ``400: Bad Request``; a body that is not JSON is ``{"message": "Data should be
 valid JSON."}``; an unknown entity changes nothing and answers ``[]``). Checked against Home
-Assistant 2024.3.3 by ``tests/home_hub/against_home_assistant.py`` (opt-in;
+Assistant 2024.3.3 by ``tests/integrations/home_assistant/against_home_assistant.py`` (opt-in;
 docs/adr/0047-hub-integration.md).
 
 WebSocket (https://developers.home-assistant.io/docs/api/websocket/): ``auth_required``, then

@@ -10,7 +10,8 @@ integration and onboarding import:
     /path/ha-venv/bin/pip install -c $C Pillow==10.2.0 SQLAlchemy==2.0.27 fnv-hash-fast==0.5.0 \\
         hassil==1.6.1 home-assistant-intents==2024.3.12 psutil-home-assistant==0.0.1 janus \\
         home-assistant-frontend==20240307.0 numpy==1.26.0
-    HA_VENV=/path/ha-venv .venv/bin/python -m pytest tests/home_hub/against_home_assistant.py
+    HA_VENV=/path/ha-venv .venv/bin/python -m pytest \\
+        tests/integrations/home_assistant/against_home_assistant.py
 
 It starts ``hass --skip-pip`` on a free loopback port with ``api``, ``websocket_api``,
 ``onboarding`` and ``demo``, creates a user and a long-lived token through the onboarding API,
