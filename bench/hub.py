@@ -245,32 +245,30 @@ def _measure_with(
     )
     try:
         login = request_json(
-            f"{agent.base_url}/api/v1/login",
+            f"{agent.url}/api/v1/login",
             "POST",
             {"email": "bench@farm.local", "password": "bench-password-1"},
         )
         token = login["access_token"]
         auth = {"Authorization": f"Bearer {token}"}
-        farm = request_json(f"{agent.base_url}/api/v1/farms/", "POST", {"name": "Bench farm"}, auth)
+        farm = request_json(f"{agent.url}/api/v1/farms/", "POST", {"name": "Bench farm"}, auth)
         # The toggled entity's changes go to its farm's stream: assign it (an admin's step).
         request_json(
-            f"{agent.base_url}/api/v1/home-automation/entities/{ENTITY}",
+            f"{agent.url}/api/v1/home-automation/entities/{ENTITY}",
             "PUT",
             {"farm_id": farm["id"]},
             auth,
         )
-        listed = request_json(f"{agent.base_url}/api/v1/home-automation/devices", headers=auth)
+        listed = request_json(f"{agent.url}/api/v1/home-automation/devices", headers=auth)
         if listed["total"] < args.entities:
             raise SystemExit(f"the agent lists {listed['total']} entities, not {args.entities}")
         direct = None
         if hub_pid is not None:
             direct = _list(hub.url + "/api/states", args, hub.auth, hub_pid)
         through = _list(
-            agent.base_url + "/api/v1/home-automation/devices", args, auth, agent.process.pid
+            agent.url + "/api/v1/home-automation/devices", args, auth, agent.process.pid
         )
-        through_ms, direct_ms = asyncio.run(
-            measure_latency(hub, agent.base_url, token, args.changes)
-        )
+        through_ms, direct_ms = asyncio.run(measure_latency(hub, agent.url, token, args.changes))
         memory = rss_mb(agent.process.pid)
     finally:
         agent.stop()

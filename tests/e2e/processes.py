@@ -14,8 +14,8 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD
 from tests.e2e.conftest import LiveCloud
+from tests.support.agent_process import AgentProcess
 
 __all__ = ["AgentProcess", "CloudProcess", "free_port", "spawn_agent", "wait_until_serving"]
 
@@ -98,47 +98,22 @@ class CloudProcess(LiveCloud):
         self.process = None
 
 
-@dataclass
-class AgentProcess:
-    """``python -m agent run`` on a state directory."""
-
-    process: subprocess.Popen[bytes]
-    url: str
-    log: Path
-
-    def stop(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL if it hangs)."""
-        _stop(self.process)
-
-
 async def spawn_agent(state: Path, log: Path, **env: str) -> AgentProcess:
     """Start an agent process on ``state`` (no MQTT, no serial) and wait until it serves.
     ``env`` adds or overrides FARM_* variables."""
-    port = free_port()
-    variables = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("FARM_")},
-        "FARM_ADMIN_EMAIL": ADMIN_EMAIL,
-        "FARM_ADMIN_PASSWORD": ADMIN_PASSWORD,
-        "FARM_MQTT_ENABLED": "false",
-        "FARM_SERIAL_ENABLED": "false",
-        # A test polls far faster than people do.
-        "FARM_RATE_LIMIT_PER_USER": "100000",
-        "FARM_RATE_LIMIT_PER_PREMIUM_USER": "100000",
-        "FARM_RATE_LIMIT_PER_ADDRESS": "100000",
-        "FARM_LOGIN_FAILURES_PER_ADDRESS": "1000",
-        "FARM_CLOCK_SYNC_SOURCE": "assume",
-        **env,
-    }
-    process = _popen(
-        [sys.executable, "-m", "agent", "run", "--state-dir", str(state), "--host", "127.0.0.1",
-         "--port", str(port)],
-        variables,
-        log,
-    )  # fmt: skip
-    agent = AgentProcess(process, f"http://127.0.0.1:{port}", log)
-    try:
-        await wait_until_serving(agent.url, process, log)
-    except BaseException:
-        agent.stop()
-        raise
+    agent = AgentProcess(
+        state,
+        {
+            "FARM_MQTT_ENABLED": "false",
+            "FARM_SERIAL_ENABLED": "false",
+            # A test polls far faster than people do.
+            "FARM_RATE_LIMIT_PER_USER": "100000",
+            "FARM_RATE_LIMIT_PER_PREMIUM_USER": "100000",
+            "FARM_RATE_LIMIT_PER_ADDRESS": "100000",
+            "FARM_LOGIN_FAILURES_PER_ADDRESS": "1000",
+            **env,
+        },
+        log=log,
+    )
+    await agent.start()
     return agent

@@ -1,4 +1,5 @@
-"""The agent as a process (``python -m agent run``), for tests that kill it with SIGKILL."""
+"""The agent as a process (``python -m agent run``), started the way an operator starts it: for
+tests that kill it with SIGKILL or must hold across processes, and for the benchmarks."""
 
 from __future__ import annotations
 
@@ -27,38 +28,51 @@ def _free_port() -> int:
 class AgentProcess:
     """One agent on a state directory, started and killed as often as a test likes."""
 
-    def __init__(self, state: Path, env: dict[str, str], args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        state: Path,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+        *,
+        log: Path | None = None,
+    ) -> None:
+        """``env`` adds or overrides FARM_* variables; none is inherited from this process's
+        environment. Output goes to ``log`` (by default beside ``state``)."""
         self.state = state
         self._args = args
-        self.log = state.parent / f"{state.name}.log"
+        self.log = log if log is not None else state.parent / f"{state.name}.log"
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if not k.startswith("FARM_")},
             "FARM_ADMIN_EMAIL": ADMIN_EMAIL,
             "FARM_ADMIN_PASSWORD": ADMIN_PASSWORD,
             "FARM_RATE_LIMIT_PER_ADDRESS": "0",
             "FARM_RATE_LIMIT_PER_USER": "0",
             "FARM_CLOCK_SYNC_SOURCE": "assume",
-            **env,
+            **(env or {}),
         }
         self._process: subprocess.Popen[bytes] | None = None
         self._token: str | None = None
 
     async def start(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109
         """Start the agent and wait until it answers /health."""
-        self._process = self._spawn()
-        async with asyncio.timeout(timeout), aiohttp.ClientSession() as session:
-            while True:
-                if self._process.poll() is not None:
-                    raise RuntimeError(f"agent exited at start-up; see {self.log}")
-                try:
-                    async with session.get(self.url + "/health") as resp:
-                        if resp.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.1)
+        process = self._process = self._spawn()
+        try:
+            async with asyncio.timeout(timeout), aiohttp.ClientSession() as session:
+                while True:
+                    if process.poll() is not None:
+                        raise RuntimeError(f"agent exited at start-up; see {self.log}")
+                    try:
+                        async with session.get(self.url + "/health") as resp:
+                            if resp.status == 200:
+                                return
+                    except aiohttp.ClientError:
+                        pass
+                    await asyncio.sleep(0.1)
+        except BaseException:
+            self.stop()  # a start that failed or was cancelled leaves no process behind
+            raise
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         with self.log.open("ab") as out:
@@ -69,6 +83,11 @@ class AgentProcess:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )  # fmt: skip
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The running process (None before a start and after a stop or kill)."""
+        return self._process
 
     def spawn(self) -> None:
         """Start the agent without waiting for anything."""
