@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -16,15 +15,9 @@ import aiohttp
 
 from tests.e2e.conftest import LiveCloud
 from tests.support.agent_process import AgentProcess
+from tests.support.mosquitto import free_port
 
 __all__ = ["AgentProcess", "CloudProcess", "free_port", "spawn_agent", "wait_until_serving"]
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Path) -> None:

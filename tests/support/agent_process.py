@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,14 +14,9 @@ from typing import Any
 import aiohttp
 
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD
+from tests.support.mosquitto import free_port
 
 __all__ = ["AgentProcess"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class AgentProcess:
@@ -41,7 +35,7 @@ class AgentProcess:
         self.state = state
         self._args = args
         self.log = log if log is not None else state.parent / f"{state.name}.log"
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("FARM_")},
