@@ -19,13 +19,11 @@ from agent.web import (
     farms,
     grow_plans,
     hierarchy,
-    home_automation,
     mfa,
     overview,
     sensors,
     system,
     users,
-    webhooks,
 )
 from agent.web.foreground import Foreground, foreground_middleware
 from agent.web.keys import FOREGROUND, IDENTITY, SETTINGS, STREAMS
@@ -36,8 +34,6 @@ from agent.wiring.control import control_context
 from agent.wiring.devices import device_runtime_context
 from agent.wiring.events import events_context
 from agent.wiring.grow_plans import grow_plans_context
-from agent.wiring.home_automation import home_automation_context
-from agent.wiring.hub import hub_context
 from agent.wiring.metrics import install_agent_metrics
 from agent.wiring.ops import ops_context
 from agent.wiring.overview import overview_context
@@ -47,7 +43,12 @@ from agent.wiring.services import services_context
 from agent.wiring.store import store_context
 from agent.wiring.streams import streams_context
 from agent.wiring.sync import sync_context
-from agent.wiring.webhooks import webhooks_context
+from farmkit.mail import MailSender
+from integrations.home_assistant.agent_side import web as home_automation
+from integrations.home_assistant.agent_side.discovery_wiring import hub_context
+from integrations.home_assistant.agent_side.wiring import home_automation_context
+from integrations.webhooks.agent_side import web as webhooks
+from integrations.webhooks.agent_side.wiring import webhooks_context
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
 from protocol.http.middleware import (
@@ -65,7 +66,6 @@ from protocol.http.ratelimit import (
 from protocol.http.streams import install_streams
 from protocol.http.streams_doc import streams_document
 from protocol.identity import Principal
-from protocol.mail import MailSender
 from protocol.version import distribution_version
 from webui import ASSET_PREFIX, PAGE_PATHS, install_webui
 

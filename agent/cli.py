@@ -23,8 +23,8 @@ from agent.process_memory import periodic_trim, tune_malloc
 from agent.settings import AgentSettings
 from agent.sync.pairing import PairingFailed, pair
 from agent.web.keys import HEALTH as HEALTH_KEY
-from protocol.logs import configure_logging
-from protocol.startup_heap import freeze_startup_objects
+from farmkit.logs import configure_logging
+from farmkit.startup_heap import freeze_startup_objects
 from protocol.version import distribution_version
 
 __all__ = ["main"]

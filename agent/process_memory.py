@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from protocol.tasks import cancel_and_wait
+from farmkit.tasks import cancel_and_wait
 
 __all__ = ["periodic_trim", "tune_malloc"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -15,7 +15,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from home_hub.settings import HubConfig, check_hub_config
+from integrations.home_assistant.settings import HubSettings
 
 __all__ = ["AgentSettings"]
 
@@ -24,7 +24,7 @@ DEFAULT_CONFIG_FILE = Path("/etc/farm-agent/agent.toml")
 DEFAULT_PROFILES_DIR = Path(__file__).resolve().parent / "firmware_profiles"
 
 
-class AgentSettings(BaseSettings):
+class AgentSettings(HubSettings, BaseSettings):
     """Everything the agent can be configured with; see README "Configuration"."""
 
     model_config = SettingsConfigDict(
@@ -119,43 +119,6 @@ class AgentSettings(BaseSettings):
     )
     mqtt_username: str | None = Field(None, description="Broker user, when it requires one")
     mqtt_password: SecretStr | None = Field(None, description="Broker password")
-    home_automation_enabled: bool = Field(
-        False,
-        validation_alias=AliasChoices("home_automation_enabled", "farm_home_automation_enabled"),
-        description="Serve /api/v1/home-automation/* (also HOME_AUTOMATION_ENABLED)",
-    )
-    home_automation_url: str | None = Field(
-        None,
-        validation_alias=AliasChoices("home_automation_url", "farm_home_automation_url"),
-        description="The hub's base address (also HOME_AUTOMATION_URL)",
-    )
-    home_automation_token: SecretStr | None = Field(
-        None,
-        validation_alias=AliasChoices("home_automation_token", "farm_home_automation_token"),
-        description="The hub's long-lived access token (also HOME_AUTOMATION_TOKEN)",
-    )
-    home_automation_timeout_s: float = Field(
-        10.0, gt=0, le=120, description="Time limit of one call to the hub"
-    )
-    access_proxy_protected: bool = Field(
-        False,
-        validation_alias=AliasChoices("access_proxy_protected", "farm_access_proxy_protected"),
-        description="The hub is behind the access proxy (also ACCESS_PROXY_PROTECTED)",
-    )
-    access_proxy_service_client_id: str | None = Field(
-        None,
-        validation_alias=AliasChoices(
-            "access_proxy_service_client_id", "farm_access_proxy_service_client_id"
-        ),
-        description="The access proxy's service token id (also ACCESS_PROXY_SERVICE_CLIENT_ID)",
-    )
-    access_proxy_service_client_secret: SecretStr | None = Field(
-        None,
-        validation_alias=AliasChoices(
-            "access_proxy_service_client_secret", "farm_access_proxy_service_client_secret"
-        ),
-        description="Its secret (also ACCESS_PROXY_SERVICE_CLIENT_SECRET)",
-    )
     ha_discovery_enabled: bool = Field(
         True, description="Publish Home Assistant MQTT discovery and take its commands"
     )
@@ -423,21 +386,3 @@ class AgentSettings(BaseSettings):
     def signing_key_path(self) -> Path:
         """The agent's Ed25519 token-signing key."""
         return self.state_dir / "signing_key.pem"
-
-    @model_validator(mode="after")
-    def _hub_usable(self) -> AgentSettings:
-        check_hub_config(self.hub_config())
-        return self
-
-    def hub_config(self) -> HubConfig:
-        """The hub settings as the shared hub client takes them."""
-        token, secret = self.home_automation_token, self.access_proxy_service_client_secret
-        return HubConfig(
-            enabled=self.home_automation_enabled,
-            url=self.home_automation_url,
-            token=token.get_secret_value() if token is not None else None,
-            proxy_protected=self.access_proxy_protected,
-            proxy_client_id=self.access_proxy_service_client_id,
-            proxy_client_secret=secret.get_secret_value() if secret is not None else None,
-            timeout_s=self.home_automation_timeout_s,
-        )

@@ -209,19 +209,19 @@ def measure(args: argparse.Namespace, failures: Failures) -> None:
     try:
         wait_http(f"http://127.0.0.1:{port}/")
         login = request_json(
-            f"{agent.base_url}/api/v1/login",
+            f"{agent.url}/api/v1/login",
             "POST",
             {"email": "bench@farm.local", "password": "bench-password-1"},
         )
         token = login["access_token"]
-        farm_ids, racks = seed(agent.base_url, token, args.farms)
+        farm_ids, racks = seed(agent.url, token, args.farms)
         auth = {"Authorization": f"Bearer {token}"}
         rack_list = ",".join(f'"{r}"' for r in racks)
         used = 0  # shelf slots taken by earlier rounds
 
         def farm_list() -> WrkResult:
             return wrk(
-                f"{agent.base_url}/api/v1/farms/",
+                f"{agent.url}/api/v1/farms/",
                 connections=args.connections,
                 seconds=args.seconds,
                 headers=auth,
@@ -242,7 +242,7 @@ def measure(args: argparse.Namespace, failures: Failures) -> None:
             # try's share until it is within a quarter of 1 per WRITE_EVERY (three tries at most).
             rate = run["farms"].requests_per_s / WRITE_EVERY
             for _ in range(3):
-                with Writer(agent.base_url, token, farm_ids[0], rate, failures) as writer:
+                with Writer(agent.url, token, farm_ids[0], rate, failures) as writer:
                     run["farms_written"] = farm_list()
                 share = writer.writes / max(run["farms_written"].requests, 1) * WRITE_EVERY
                 if 0.75 <= share <= 1.25:
@@ -250,7 +250,7 @@ def measure(args: argparse.Namespace, failures: Failures) -> None:
                 rate /= max(share, 0.01)
             shares.append(share / WRITE_EVERY)
             run["shelves"] = wrk(
-                f"{agent.base_url}/api/v1/shelves/",
+                f"{agent.url}/api/v1/shelves/",
                 connections=args.connections,
                 seconds=args.seconds,
                 script=SHELF_SCRIPT % (rack_list, THREADS, used, token),

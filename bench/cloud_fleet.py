@@ -63,13 +63,13 @@ from bench.measure import CpuMeter, Failures, Run, percentile
 from bench.support import free_port, wait_http
 from protocol.sync import decode_readings
 from protocol.tokens import private_key_pem
-from tests.cloud.conftest import (
+from tests.support.cloud_database import (
     APP_PASSWORD,
     OWNER_PASSWORD,
     OWNER_ROLE,
     SYSTEM_PASSWORD,
     TEMPLATE,
-    _build_template,
+    build_template,
 )
 from tests.support.postgres import PostgresCluster
 from tests.support.sim_agent import SignedBatch, SimAgent
@@ -204,7 +204,7 @@ def _print_cpu(what: str, meter: CpuMeter, wall: float, readings: int) -> None:
 
 
 async def _database(cluster: PostgresCluster) -> None:
-    await _build_template(cluster)
+    await build_template(cluster)
     conn = await asyncpg.connect(cluster.dsn(), timeout=30)
     try:
         await conn.execute(f'CREATE DATABASE "{DATABASE}" TEMPLATE "{TEMPLATE}"')

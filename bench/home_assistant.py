@@ -11,8 +11,9 @@ Make the virtualenv once (about two minutes from PyPI; docs/scaling.md):
 
 and pass it as ``HA_VENV`` (or ``--ha-venv``). Home Assistant runs with ``hass --skip-pip`` on a
 free loopback port, with only ``api``, ``websocket_api`` and ``onboarding``; a user and a
-long-lived token are made through the onboarding API (as tests/home_hub/against_home_assistant.py
-does), and the entities are states posted through the REST API (``POST /api/states/<id>``).
+long-lived token are made through the onboarding API (as
+tests/integrations/home_assistant/against_home_assistant.py does), and the entities are states
+posted through the REST API (``POST /api/states/<id>``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 import aiohttp
 
 from bench.support import free_port
-from tests.home_hub.against_home_assistant import _onboard
+from tests.integrations.home_assistant.against_home_assistant import _onboard
 
 __all__ = ["HomeAssistant", "home_assistant"]
 

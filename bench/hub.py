@@ -9,11 +9,11 @@ a /ws/device-events client of the agent with p99 <= 50 ms. The baseline of the l
 same change seen by a client subscribed to Home Assistant's own WebSocket API (``subscribe_events``
 ``state_changed``) in the same run.
 
-Home Assistant 2024.3.3 runs from the virtualenv named by ``--ha-venv`` or ``HA_VENV`` (how to
-make one: bench/home_assistant.py, docs/scaling.md), with ``--entities`` states posted through
-its REST API (``switch.nutrient_pump`` and temperature sensors); a change is a posted state of
-the switch (its state flipped, an attribute numbering the change). Without a virtualenv the agent
-side alone is measured, against the project's fake hub (home_hub/fake.py, changed through its
+Home Assistant 2024.3.3 runs from the virtualenv named by ``--ha-venv`` or ``HA_VENV`` (how to make
+one: bench/home_assistant.py, docs/scaling.md), with ``--entities`` states posted through its REST
+API (``switch.nutrient_pump`` and temperature sensors); a change is a posted state of the switch
+(its state flipped, an attribute numbering the change). Without a virtualenv the agent side alone is
+measured, against the project's fake hub (integrations/home_assistant/fake.py, changed through its
 toggle service), the Home Assistant baseline is said not to be measured, and the run ends FAILED.
 
 A change that does not reach a client within 5 s is lost: it counts against the run and enters
@@ -50,8 +50,8 @@ def start_fake_hub(entities: int) -> tuple[subprocess.Popen[bytes], str]:
     """The project's fake hub as its own process, with ``entities`` entities."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "home_hub.fake", "--port", str(port), "--token", FAKE_TOKEN,
-         "--entities", str(entities)],
+        [sys.executable, "-m", "integrations.home_assistant.fake", "--port", str(port),
+         "--token", FAKE_TOKEN, "--entities", str(entities)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -245,32 +245,30 @@ def _measure_with(
     )
     try:
         login = request_json(
-            f"{agent.base_url}/api/v1/login",
+            f"{agent.url}/api/v1/login",
             "POST",
             {"email": "bench@farm.local", "password": "bench-password-1"},
         )
         token = login["access_token"]
         auth = {"Authorization": f"Bearer {token}"}
-        farm = request_json(f"{agent.base_url}/api/v1/farms/", "POST", {"name": "Bench farm"}, auth)
+        farm = request_json(f"{agent.url}/api/v1/farms/", "POST", {"name": "Bench farm"}, auth)
         # The toggled entity's changes go to its farm's stream: assign it (an admin's step).
         request_json(
-            f"{agent.base_url}/api/v1/home-automation/entities/{ENTITY}",
+            f"{agent.url}/api/v1/home-automation/entities/{ENTITY}",
             "PUT",
             {"farm_id": farm["id"]},
             auth,
         )
-        listed = request_json(f"{agent.base_url}/api/v1/home-automation/devices", headers=auth)
+        listed = request_json(f"{agent.url}/api/v1/home-automation/devices", headers=auth)
         if listed["total"] < args.entities:
             raise SystemExit(f"the agent lists {listed['total']} entities, not {args.entities}")
         direct = None
         if hub_pid is not None:
             direct = _list(hub.url + "/api/states", args, hub.auth, hub_pid)
         through = _list(
-            agent.base_url + "/api/v1/home-automation/devices", args, auth, agent.process.pid
+            agent.url + "/api/v1/home-automation/devices", args, auth, agent.process.pid
         )
-        through_ms, direct_ms = asyncio.run(
-            measure_latency(hub, agent.base_url, token, args.changes)
-        )
+        through_ms, direct_ms = asyncio.run(measure_latency(hub, agent.url, token, args.changes))
         memory = rss_mb(agent.process.pid)
     finally:
         agent.stop()

@@ -222,7 +222,7 @@ class Bench:
         self.devices = devices
         self.publishers = publishers
         self.processes = processes
-        self.db_path = agent.state_dir / "agent.db"
+        self.db_path = agent.state / "agent.db"
         self.sent_per_device = 0  # device times stay distinct from round to round
         self.base = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=20)
 
@@ -340,7 +340,7 @@ async def main(args: argparse.Namespace, run: Run) -> None:
         )
         try:
             began = time.perf_counter()
-            await asyncio.to_thread(register, agent.base_url, args.devices)
+            await asyncio.to_thread(register, agent.url, args.devices)
             print(f"registered {args.devices} devices in {time.perf_counter() - began:.1f} s")
             idle_rss = rss_mb(agent.process.pid)
             bench = Bench(broker, agent, args.devices, pool, args.publishers)

@@ -54,13 +54,13 @@ from bench.support import ROOT, free_port, request_json, rss_mb, wait_http
 from bench.sync import _pairing_code
 from cloud.app import create_app
 from cloud.settings import CloudSettings
-from tests.cloud.conftest import (
+from tests.support.cloud_database import (
     APP_PASSWORD,
     OWNER_PASSWORD,
     OWNER_ROLE,
     SYSTEM_PASSWORD,
     TEMPLATE,
-    _build_template,
+    build_template,
 )
 from tests.support.postgres import PostgresCluster
 
@@ -353,7 +353,7 @@ async def main(args: argparse.Namespace, failures: Failures) -> None:
     steps = int(args.hours * 3600 / args.step_s)
     cluster = PostgresCluster.start()
     try:
-        await _build_template(cluster)
+        await build_template(cluster)
         with tempfile.TemporaryDirectory(prefix="bench-outage-") as tmp:
             await _run(args, steps, cluster, Path(tmp), failures)
     finally:

@@ -49,9 +49,9 @@ from agent.sync.pairing import pair
 from bench import walpages
 from bench.measure import Failures, load_average, percentile
 from bench.support import ROOT, free_port, request_json, wait_http
-from tests.cloud.conftest import (
+from tests.support.cloud_database import (
     TEMPLATE,
-    _build_template,
+    build_template,
 )
 from tests.support.postgres import PostgresCluster
 
@@ -244,7 +244,7 @@ async def main(args: argparse.Namespace) -> None:
     """Run the scenario and print its figures."""
     cluster = PostgresCluster.start()
     try:
-        await _build_template(cluster)
+        await build_template(cluster)
         with tempfile.TemporaryDirectory(prefix="bench-pace-") as tmp:
             await _run(args, cluster, Path(tmp))
     finally:

@@ -52,16 +52,16 @@ from cloud.pos_provider.client import PosClient
 from cloud.pos_provider.fake import webhook_event
 from cloud.pos_provider.resources import RESOURCES
 from cloud.pos_provider.signature import SIGNATURE_HEADER, sign
-from protocol.passwords import hash_password
-from protocol.secretbox import new_key_text
+from farmkit.passwords import hash_password
+from farmkit.secretbox import new_key_text
 from protocol.timefmt import parse_iso
-from tests.cloud.conftest import (
+from tests.support.cloud_database import (
     APP_PASSWORD,
     OWNER_PASSWORD,
     OWNER_ROLE,
     SYSTEM_PASSWORD,
     TEMPLATE,
-    _build_template,
+    build_template,
 )
 from tests.support.postgres import PostgresCluster
 
@@ -344,7 +344,7 @@ async def main(
     cluster = PostgresCluster.start()
     fake = cloud = None
     try:
-        await _build_template(cluster)
+        await build_template(cluster)
         fake_port, cloud_port = free_port(), free_port()
         fake_url, cloud_url = f"http://127.0.0.1:{fake_port}", f"http://127.0.0.1:{cloud_port}"
         fake = _spawn(

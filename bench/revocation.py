@@ -28,18 +28,18 @@ from bench.measure import Run, percentile
 from cloud.settings import CloudSettings
 from protocol.keyfile import load_or_create_private_key
 from protocol.sync import AGENT_HEADER, SIGNATURE_HEADER, Batch, encode_batch
-from tests.cloud.conftest import (
+from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD
+from tests.e2e.helpers import eventually, paired_state
+from tests.e2e.processes import CloudProcess, free_port, spawn_agent
+from tests.support.cloud_database import (
     APP_PASSWORD,
     OWNER_PASSWORD,
     OWNER_ROLE,
     SYSTEM_PASSWORD,
     TEMPLATE,
     CloudDatabase,
-    _build_template,
+    build_template,
 )
-from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD
-from tests.e2e.helpers import eventually, paired_state
-from tests.e2e.processes import CloudProcess, free_port, spawn_agent
 from tests.support.postgres import PostgresCluster
 
 TARGET_S = 10.0
@@ -81,7 +81,7 @@ async def run(trials: int, heartbeat: float) -> None:
     """Set everything up, measure, print."""
     cluster = PostgresCluster.start()
     try:
-        await _build_template(cluster)
+        await build_template(cluster)
         with tempfile.TemporaryDirectory() as tmp:
             await _measure(cluster, Path(tmp), trials, heartbeat)
     finally:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -17,15 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import Failures
+from tests.support.agent_process import AgentProcess
+from tests.support.mosquitto import free_port as free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_http(url: str, timeout_s: float = 30.0) -> None:
@@ -62,48 +56,24 @@ def request_json(
     return json.loads(raw) if raw else None
 
 
-@dataclass
-class AgentProcess:
-    """An agent started as a subprocess on a temporary state directory."""
-
-    process: subprocess.Popen[bytes]
-    base_url: str
-    state_dir: Path
-
-    def stop(self) -> None:
-        """Terminate the agent and remove its state."""
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        shutil.rmtree(self.state_dir, ignore_errors=True)
-
-
 def start_agent(admin_password: str, extra_env: dict[str, str] | None = None) -> AgentProcess:
-    """Start ``farm-agent run`` with rate limits lifted (they would throttle a load test)."""
-    port = free_port()
-    state = Path(tempfile.mkdtemp(prefix="bench-agent-"))
-    env = {
-        **os.environ,
-        "FARM_STATE_DIR": str(state),
-        "FARM_ADMIN_EMAIL": "bench@farm.local",
-        "FARM_ADMIN_PASSWORD": admin_password,
-        "FARM_RATE_LIMIT_PER_USER": "0",
-        "FARM_RATE_LIMIT_PER_PREMIUM_USER": "0",
-        "FARM_RATE_LIMIT_PER_ADDRESS": "0",
-        "FARM_LOG_LEVEL": "WARNING",
-        **(extra_env or {}),
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agent", "run", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
+    """Start ``python -m agent run`` on a temporary state directory (removed when the bench
+    exits) with rate limits lifted (they would throttle a load test); wait until it serves."""
+    workdir = Path(tempfile.mkdtemp(prefix="bench-agent-"))
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    agent = AgentProcess(
+        workdir / "state",
+        {
+            "FARM_ADMIN_EMAIL": "bench@farm.local",
+            "FARM_ADMIN_PASSWORD": admin_password,
+            "FARM_RATE_LIMIT_PER_PREMIUM_USER": "0",
+            "FARM_LOG_LEVEL": "WARNING",
+            **(extra_env or {}),
+        },
     )
-    base = f"http://127.0.0.1:{port}"
-    wait_http(base + "/health")
-    return AgentProcess(process, base, state)
+    agent.spawn()
+    wait_http(agent.url + "/health")
+    return agent
 
 
 @dataclass

@@ -34,16 +34,16 @@ from agent.sync.uploader import SyncPolicy, Uploader
 from bench.measure import Run
 from cloud.app import create_app
 from cloud.settings import CloudSettings
+from farmkit.passwords import hash_password
 from protocol.keyfile import load_or_create_private_key
-from protocol.passwords import hash_password
 from protocol.tokens import TokenVerifier
-from tests.cloud.conftest import (
+from tests.support.cloud_database import (
     APP_PASSWORD,
     OWNER_PASSWORD,
     OWNER_ROLE,
     SYSTEM_PASSWORD,
     TEMPLATE,
-    _build_template,
+    build_template,
 )
 from tests.support.postgres import PostgresCluster
 
@@ -179,7 +179,7 @@ async def main(readings: int) -> None:
     """Run the benchmark and print its figures."""
     cluster = PostgresCluster.start()
     try:
-        await _build_template(cluster)
+        await build_template(cluster)
         with tempfile.TemporaryDirectory(prefix="bench-sync-") as tmp:
             state = Path(tmp) / "state"
             runner, url, _ = await _setup_cloud(cluster, Path(tmp))

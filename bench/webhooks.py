@@ -35,7 +35,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.measure import Failures, Run
-from protocol.webhooks import new_secret, signed_headers
+from integrations.webhooks import new_secret, signed_headers
 from tests.support.agent_process import AgentProcess
 from tests.support.webhook_receiver import WebhookReceiver, delivery_states, seed_alert_events
 

@@ -37,7 +37,6 @@ from cloud.web import (
     devices,
     farms,
     grow_plans,
-    home_automation,
     mfa,
     overview,
     pos,
@@ -45,7 +44,6 @@ from cloud.web import (
     sync,
     system,
     users,
-    webhooks,
 )
 from cloud.web.keys import (
     ALERTS,
@@ -68,14 +66,19 @@ from cloud.web.keys import (
     SYNC,
     SYNC_TURNS,
 )
-from cloud.wiring.home_automation import home_automation_context
 from cloud.wiring.identity import identity_services, secret_key
 from cloud.wiring.mail import smtp_settings
 from cloud.wiring.maintenance import maintenance_context, retention_policy
 from cloud.wiring.pos import pos_context
 from cloud.wiring.streams import streams_context
 from cloud.wiring.users import user_services
-from cloud.wiring.webhooks import webhooks_context
+from farmkit.mail import MailSender
+from farmkit.secretbox import SecretBox
+from farmkit.smtp import mail_check
+from integrations.home_assistant.cloud_side import web as home_automation
+from integrations.home_assistant.cloud_side.wiring import home_automation_context
+from integrations.webhooks.cloud_side import web as webhooks
+from integrations.webhooks.cloud_side.wiring import webhooks_context
 from protocol.http.credentials import bearer_token
 from protocol.http.docs import install_docs
 from protocol.http.endpoints import Api
@@ -92,10 +95,7 @@ from protocol.http.streams import install_streams
 from protocol.http.streams_doc import streams_document
 from protocol.identity import Principal
 from protocol.jwk import key_id, public_jwk
-from protocol.mail import MailSender
 from protocol.schemas.jwks import Jwk, JwkSet
-from protocol.secretbox import SecretBox
-from protocol.smtp import mail_check
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
 from webui import ASSET_PREFIX, PAGE_PATHS, install_webui

@@ -22,10 +22,10 @@ from cloud.services.admins import AdminAccounts
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
 from cloud.store.migrations import migrate
+from farmkit.logs import configure_logging
+from farmkit.startup_heap import freeze_startup_objects
 from protocol.errors import Conflict
 from protocol.http.server import EnvelopeAppRunner, ListenError, listen
-from protocol.logs import configure_logging
-from protocol.startup_heap import freeze_startup_objects
 
 __all__ = ["main", "served_app"]
 

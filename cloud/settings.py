@@ -5,16 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from home_hub.settings import HubConfig, check_hub_config
+from integrations.home_assistant.settings import HubSettings
 from protocol.http.forwarded import TrustedProxies
 
 __all__ = ["CloudSettings"]
 
 
-class CloudSettings(BaseSettings):
+class CloudSettings(HubSettings, BaseSettings):
     """Everything the cloud service can be configured with; DSNs and keys are secrets."""
 
     model_config = SettingsConfigDict(env_prefix="CLOUD_", extra="forbid")
@@ -176,46 +176,6 @@ class CloudSettings(BaseSettings):
         30.0, gt=0, description="Longest back-off between those tries (jittered)"
     )
 
-    # The hub integration (docs/design.md section 9): the names the README lists
-    # are read as they are, and with the CLOUD_ prefix like every other setting.
-    home_automation_enabled: bool = Field(
-        False,
-        validation_alias=AliasChoices("home_automation_enabled", "cloud_home_automation_enabled"),
-        description="Serve /api/v1/home-automation/* (also HOME_AUTOMATION_ENABLED)",
-    )
-    home_automation_url: str | None = Field(
-        None,
-        validation_alias=AliasChoices("home_automation_url", "cloud_home_automation_url"),
-        description="The hub's base address, usually the access proxy's (also HOME_AUTOMATION_URL)",
-    )
-    home_automation_token: SecretStr | None = Field(
-        None,
-        validation_alias=AliasChoices("home_automation_token", "cloud_home_automation_token"),
-        description="The hub's long-lived access token (also HOME_AUTOMATION_TOKEN)",
-    )
-    home_automation_timeout_s: float = Field(
-        10.0, gt=0, le=120, description="Time limit of one call to the hub"
-    )
-    access_proxy_protected: bool = Field(
-        False,
-        validation_alias=AliasChoices("access_proxy_protected", "cloud_access_proxy_protected"),
-        description="The hub is behind the access proxy (also ACCESS_PROXY_PROTECTED)",
-    )
-    access_proxy_service_client_id: str | None = Field(
-        None,
-        validation_alias=AliasChoices(
-            "access_proxy_service_client_id", "cloud_access_proxy_service_client_id"
-        ),
-        description="The access proxy's service token id (also ACCESS_PROXY_SERVICE_CLIENT_ID)",
-    )
-    access_proxy_service_client_secret: SecretStr | None = Field(
-        None,
-        validation_alias=AliasChoices(
-            "access_proxy_service_client_secret", "cloud_access_proxy_service_client_secret"
-        ),
-        description="Its secret (also ACCESS_PROXY_SERVICE_CLIENT_SECRET)",
-    )
-
     # Outgoing webhooks (issue 11)
     webhook_allow_private_targets: bool = Field(
         False,
@@ -266,18 +226,4 @@ class CloudSettings(BaseSettings):
             raise ValueError("set CLOUD_SIGNING_KEY (PEM) or CLOUD_SIGNING_KEY_PATH")
         if self.db_pool_min > self.db_pool_max:
             raise ValueError("db_pool_min may not exceed db_pool_max")
-        check_hub_config(self.hub_config())
         return self
-
-    def hub_config(self) -> HubConfig:
-        """The hub settings as the shared hub client takes them."""
-        token, secret = self.home_automation_token, self.access_proxy_service_client_secret
-        return HubConfig(
-            enabled=self.home_automation_enabled,
-            url=self.home_automation_url,
-            token=token.get_secret_value() if token is not None else None,
-            proxy_protected=self.access_proxy_protected,
-            proxy_client_id=self.access_proxy_service_client_id,
-            proxy_client_secret=secret.get_secret_value() if secret is not None else None,
-            timeout_s=self.home_automation_timeout_s,
-        )

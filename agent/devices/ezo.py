@@ -21,7 +21,7 @@ from agent.devices.codec import Decoded, SerialCodec
 from agent.devices.errors import DeviceError, PayloadError
 from agent.devices.profiles import FirmwareProfile, SerialSpec, render
 from agent.devices.serial_port import LineFraming, Reply, SerialPort, SerialSettings
-from protocol.backoff import Backoff
+from farmkit.backoff import Backoff
 
 __all__ = [
     "EzoCircuit",

@@ -21,8 +21,8 @@ from agent.devices.availability import AvailabilityChange, AvailabilityTracker
 from agent.devices.codec import Command, DeviceCodec, Measurement, OutgoingMessage, StateUpdate
 from agent.devices.errors import PayloadError
 from agent.devices.mqtt import InboundMessage
-from protocol.tasks import cancel_and_wait
-from protocol.throttled_log import ThrottledLog
+from farmkit.tasks import cancel_and_wait
+from farmkit.throttled_log import ThrottledLog
 
 __all__ = ["CommandResult", "DeviceEventSink", "IngestStats", "MqttDeviceGateway", "MqttTransport"]
 

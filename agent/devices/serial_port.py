@@ -19,8 +19,8 @@ import serial
 import serial_asyncio_fast
 
 from agent.devices.errors import DeviceRejected, DeviceTimeout, DeviceUnavailable
-from protocol.backoff import Backoff
-from protocol.tasks import cancel_and_wait
+from farmkit.backoff import Backoff
+from farmkit.tasks import cancel_and_wait
 
 __all__ = [
     "LineFraming",

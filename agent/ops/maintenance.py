@@ -16,7 +16,7 @@ from pathlib import Path
 from agent.ops.backup import BackupError, create_backup, prune_backups
 from agent.ops.storage import Notify, StorageWatch
 from agent.store.db import Database
-from protocol.tasks import cancel_and_wait
+from farmkit.tasks import cancel_and_wait
 
 __all__ = ["Maintenance", "MaintenancePolicy", "Notify"]
 

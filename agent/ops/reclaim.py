@@ -34,8 +34,8 @@ from agent.ops.backup import prune_backups
 from agent.store.db import Database
 from agent.store.readings import ReadingStore, Resolution
 from agent.store.space import out_of_space
-from agent.store.webhooks import WebhookStore
-from protocol.throttled_log import ThrottledLog
+from farmkit.throttled_log import ThrottledLog
+from integrations.webhooks.agent_side.store import WebhookStore
 from protocol.timefmt import utcnow
 
 __all__ = ["Freed", "Reclaimer"]

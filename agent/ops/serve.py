@@ -18,8 +18,8 @@ from collections.abc import Callable
 from aiohttp import web
 
 from agent.ops.systemd_notify import Notifier
+from farmkit.tasks import cancel_and_wait
 from protocol.http.server import EnvelopeAppRunner, ListenError, listen
-from protocol.tasks import cancel_and_wait
 
 __all__ = ["StartupFailed", "serve"]
 

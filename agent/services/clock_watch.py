@@ -19,7 +19,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from agent.clock import AgentClock
 from agent.store.readings import ReadingStore, StampShift
-from protocol.tasks import cancel_and_wait
+from farmkit.tasks import cancel_and_wait
 
 __all__ = ["ClockWatch", "Jump", "JumpListener", "MoveListener", "realign_interval_jobs"]
 

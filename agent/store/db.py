@@ -1,5 +1,10 @@
 """The SQLite database: WAL, durable group commits, one writer, migrations at open, point reads
-on the event loop's thread."""
+on the event loop's thread.
+
+The parts have their own modules: connections.py (how each connection is opened),
+group_commit.py (the batches on the writer's thread), integrity.py (the check at open),
+migrate.py (the schema migrations), db_size.py (the file's size and cap); this module runs them
+as one :class:`Database`."""
 
 from __future__ import annotations
 
@@ -8,215 +13,37 @@ import logging
 import sqlite3
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
-from dataclasses import dataclass
 from functools import partial
-from importlib import resources
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, cast
 
 import aiosqlite
 
+from agent.store.connections import Params, T, Work, connect, connect_inline, first_row
+from agent.store.db_size import MAX_PAGES, DatabaseSize
+from agent.store.group_commit import (
+    Group,
+    Job,
+    begin_at_once,
+    end_batch,
+    refusal,
+    run_batch,
+    run_jobs,
+    take_all,
+)
+from agent.store.integrity import StoreCorrupted, check_integrity
+from agent.store.migrate import migrate
 from agent.store.outbox_sequence import OutboxSequence
 from agent.store.space import out_of_space
 
 __all__ = ["Database", "DatabaseSize", "StoreCorrupted"]
 
 log = logging.getLogger(__name__)
-
-Params = Sequence[Any]
-T = TypeVar("T")
-Work = Callable[[sqlite3.Connection], T]
-_OPEN_TIMEOUT_S = 30.0
-_BUSY_TIMEOUT_MS = 5000
-# SQLite's own ceiling of max_page_count (https://www.sqlite.org/pragma.html#pragma_max_page_count).
-_MAX_PAGES = 4_294_967_294
 # Reader connections, each with its own thread: SQLite releases the GIL while it reads, so
 # concurrent requests' queries run side by side instead of queueing on one thread.
 _READERS = 2
-
-
-class StoreCorrupted(Exception):
-    """The database failed its integrity check at start-up."""
-
-
-@dataclass(frozen=True, slots=True)
-class DatabaseSize:
-    """The database file in pages: used, free inside it (reused by new writes), and its cap."""
-
-    page_size: int
-    pages: int
-    free_pages: int
-    max_pages: int
-
-    @property
-    def room_under_cap(self) -> int:
-        """Bytes new writes may still take under the size cap (free pages included)."""
-        return (self.max_pages - self.pages + self.free_pages) * self.page_size
-
-    @property
-    def reusable(self) -> int:
-        """Bytes of free pages inside the file: SQLite reuses them before it grows the file."""
-        return self.free_pages * self.page_size
-
-
-def _migrations() -> list[tuple[int, str, str]]:
-    """Numbered migration scripts shipped in ``agent.store.migrations``, in order."""
-    found = []
-    for entry in resources.files("agent.store.migrations").iterdir():
-        name = entry.name
-        if name.endswith(".sql") and name[:4].isdigit():
-            found.append((int(name[:4]), name, entry.read_text(encoding="utf-8")))
-    return sorted(found)
-
-
-class _Group:
-    """Write transactions that share one ``COMMIT`` (and so one fsync)."""
-
-    def __init__(self) -> None:
-        self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        # Every member may have gone away (cancelled) by the time a COMMIT fails.
-        self.committed.add_done_callback(lambda f: f.cancelled() or f.exception())
-        self.members = 0
-        self.commit: asyncio.Task[None] | None = None
-
-    def fail(self, err: BaseException) -> None:
-        """Report ``err`` to every member waiting for the commit."""
-        if not self.committed.done():
-            self.committed.set_exception(err)
-
-
-class _Job(Generic[T]):
-    """One :meth:`Database.write` waiting for its turn, then for its commit."""
-
-    def __init__(
-        self,
-        work: Work[T],
-        *,
-        savepoint: bool = True,
-        hot: bool = False,
-        bulk: bool = False,
-        inline: bool = False,
-        sequenced: bool = False,
-    ) -> None:
-        self.work = work
-        self.savepoint = savepoint
-        """False for one SQL statement: SQLite undoes a failing statement by itself."""
-        self.inline = inline
-        """A statement of a few rows' work: it may run on the event loop's thread."""
-        self.hot = hot
-        """The work writes nothing a read cache shows (see :meth:`Database.write`)."""
-        self.bulk = bulk
-        """Large background work (a batch of readings): it waits behind the small writes."""
-        self.sequenced = sequenced
-        """The work takes its outbox numbers from :class:`OutboxSequence` and queues no other
-        change: the stored counter is not brought up to date before it."""
-        self.outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-
-class _GroupLost(Exception):
-    """SQLite rolled the whole group transaction back while a member failed."""
-
-
-def _run_batch(
-    conn: sqlite3.Connection, jobs: list[_Job[Any]], begin: bool, sequence: OutboxSequence
-) -> list[Any]:
-    """On the writer thread: each job in its own savepoint, then one ``COMMIT`` for them and
-    the group already open; each job's result or its exception."""
-    if begin:
-        conn.execute("BEGIN IMMEDIATE")
-    outcomes = _run_jobs(conn, jobs, sequence)
-    _end(conn, outcomes, begin)
-    return outcomes
-
-
-def _run_jobs(
-    conn: sqlite3.Connection, jobs: list[_Job[Any]], sequence: OutboxSequence
-) -> list[Any]:
-    """Each job in its own savepoint of the open transaction; each one's result or exception.
-    Before each one but a reading batch, the outbox's stored counter is brought up to date.
-
-    A failure that took the whole transaction with it rolls back and raises."""
-    outcomes: list[Any] = []
-    try:
-        for job in jobs:
-            if job.savepoint:
-                conn.execute("SAVEPOINT request")
-            try:
-                if not job.sequenced:
-                    sequence.sync(conn)
-                outcomes.append(job.work(conn))
-            except Exception as err:
-                if not conn.in_transaction:
-                    raise _GroupLost(str(err)) from err
-                if job.savepoint:
-                    conn.execute("ROLLBACK TO request")
-                outcomes.append(err)
-            if job.savepoint:
-                conn.execute("RELEASE request")
-    except BaseException:
-        if conn.in_transaction:  # the group fails as a whole: leave no transaction open
-            conn.execute("ROLLBACK")
-        raise
-    return outcomes
-
-
-def _end(conn: sqlite3.Connection, outcomes: list[Any], begin: bool) -> None:
-    """``COMMIT`` the batch (``ROLLBACK`` if it began it and every job failed)."""
-    if begin and all(isinstance(outcome, Exception) for outcome in outcomes):
-        conn.execute("ROLLBACK")  # nothing to commit
-        return
-    try:
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
-def _begin_at_once(conn: sqlite3.Connection) -> bool:
-    """``BEGIN IMMEDIATE`` without waiting for another process's write lock: False if busy."""
-    conn.execute("PRAGMA busy_timeout=0").close()
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as err:
-        if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
-            raise
-        return False
-    finally:
-        conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}").close()
-    return True
-
-
-def _take_all(queue: deque[_Job[Any]]) -> list[_Job[Any]]:
-    """Every job in ``queue``; the event loop appends meanwhile: take what is there."""
-    jobs = []
-    with suppress(IndexError):
-        while True:
-            jobs.append(queue.popleft())
-    return jobs
-
-
-def _refusal(outcomes: list[Any] | BaseException) -> BaseException | None:
-    """What a settled batch says about space: the error that refused it (or one of its writes)
-    for lack of space, or None when something of it committed."""
-    if isinstance(outcomes, BaseException):
-        return outcomes
-    failures = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
-    refused = next((err for err in failures if out_of_space(err)), None)
-    if refused is None and failures and len(failures) == len(outcomes):
-        return failures[0]  # nothing committed: says nothing about space either way
-    return refused
-
-
-def _first_row(sql: str, params: Params, conn: sqlite3.Connection) -> sqlite3.Row | None:
-    cursor = conn.execute(sql, params)
-    try:
-        row: sqlite3.Row | None = cursor.fetchone()
-    finally:
-        cursor.close()  # a RETURNING with more rows would keep the statement (and COMMIT) busy
-    return row
 
 
 class Database:
@@ -241,11 +68,11 @@ class Database:
         self._inline: sqlite3.Connection | None = None
         self._next_reader = 0
         self._write_lock = asyncio.Lock()
-        self._group: _Group | None = None
+        self._group: Group | None = None
         self._commits: set[asyncio.Task[None]] = set()
-        self._queued: deque[_Job[Any]] = deque()
+        self._queued: deque[Job[Any]] = deque()
         """Small writes (requests, command records, stamps), committed first."""
-        self._bulk: deque[_Job[Any]] = deque()
+        self._bulk: deque[Job[Any]] = deque()
         """Large background writes (reading batches), committed once no small write waits."""
         self._others = 0
         """Coroutines waiting for the write lock besides the queued writes."""
@@ -279,15 +106,15 @@ class Database:
         try:
             # The writer's connection also runs small writes on the event loop's thread
             # (:meth:`_run_inline`), never while its own thread uses it.
-            self._writer = await self._connect(check_same_thread=False)
+            self._writer = await connect(self.path, check_same_thread=False)
             if self._check_on_open:
-                await self._check_integrity(self._writer)
-            await self._migrate(self._writer)
+                await check_integrity(self._writer, self.path)
+            await migrate(self._writer)
             await self._on_writer_thread(self.sequence.load)
             await self.cap(self._max_bytes)
             for _ in range(_READERS):
-                self._readers.append(await self._connect())
-            self._inline = self._connect_inline()
+                self._readers.append(await connect(self.path))
+            self._inline = connect_inline(self.path)
         except BaseException:
             await self.close()
             raise
@@ -306,43 +133,6 @@ class Database:
         self._writer = None
         self._inline = None
 
-    async def _connect(self, *, check_same_thread: bool = True) -> aiosqlite.Connection:
-        conn = await asyncio.wait_for(
-            aiosqlite.connect(self.path, isolation_level=None, check_same_thread=check_same_thread),
-            _OPEN_TIMEOUT_S,
-        )
-        conn.row_factory = sqlite3.Row
-        for pragma in (
-            "PRAGMA journal_mode=WAL",
-            "PRAGMA synchronous=FULL",
-            "PRAGMA foreign_keys=ON",
-            f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}",
-            # After a checkpoint the WAL file is cut back to this size (bounded on the SD card).
-            "PRAGMA journal_size_limit=67108864",
-            # Statement journals and sorts stay in memory: a statement that rewrites many
-            # pages inside a savepoint (a fold of staged readings) spilled its journal to a
-            # temporary file, as many bytes written again as the statement changed.
-            "PRAGMA temp_store=MEMORY",
-            # Deleted rows are zeroed only on pages written anyway, never a page of its own:
-            # Debian's SQLite (Raspberry Pi OS's too) is built with secure_delete on, which
-            # rewrote every page a fold or an acknowledgement freed, once more in the WAL and
-            # again at the checkpoint (https://www.sqlite.org/pragma.html#pragma_secure_delete).
-            "PRAGMA secure_delete=FAST",
-        ):
-            await conn.execute(pragma)
-        return conn
-
-    def _connect_inline(self) -> sqlite3.Connection:
-        """The connection of :meth:`lookup`, used on the event loop's thread only: read-only,
-        and never waiting for a lock (a busy database sends the read to a reader thread)."""
-        conn = sqlite3.connect(self.path, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        # Its reads touch a few hot pages (sessions, users, farms, grants): a small page cache;
-        # the operating system's cache holds the rest.
-        for pragma in ("PRAGMA query_only=ON", "PRAGMA busy_timeout=0", "PRAGMA cache_size=-512"):
-            conn.execute(pragma)
-        return conn
-
     async def cap(self, max_bytes: int | None) -> None:
         """Let the database file grow to ``max_bytes`` at most (None: as far as the disk lets it).
 
@@ -356,7 +146,7 @@ class Database:
         async with self._exclusive():
             rows = await writer.execute_fetchall("PRAGMA page_size")
             page_size = int(next(iter(rows))[0])
-            pages = _MAX_PAGES if max_bytes is None else max(1, max_bytes // page_size)
+            pages = MAX_PAGES if max_bytes is None else max(1, max_bytes // page_size)
             await writer.execute_fetchall(f"PRAGMA max_page_count={pages}")
 
     async def size(self) -> DatabaseSize:
@@ -378,53 +168,6 @@ class Database:
         elif out_of_space(outcome):
             self.refusals += 1
             self.refused = self.last_refusal = str(outcome.__cause__ or outcome)
-
-    async def _check_integrity(self, conn: aiosqlite.Connection) -> None:
-        rows = await conn.execute_fetchall("PRAGMA quick_check")
-        verdict = [row[0] for row in rows]
-        if verdict != ["ok"]:
-            raise StoreCorrupted(f"{self.path}: quick_check failed: {verdict[:5]}")
-
-    async def _migrate(self, conn: aiosqlite.Connection) -> None:
-        """Apply every migration file not yet recorded, in number order.
-
-        Numbers come from blocks assigned to parallel work, so one below the newest applied may
-        land later: applied numbers are recorded one by one (``schema_migrations``), not as a
-        high-water mark. A database from before that table counts everything up to its
-        ``user_version`` as applied.
-        """
-        await self._record_legacy_version(conn)
-        applied = {row[0] for row in await conn.execute_fetchall(
-            "SELECT version FROM schema_migrations")}  # fmt: skip
-        for number, name, script in _migrations():
-            if number in applied:
-                continue
-            log.info("applying migration %s", name)
-            try:
-                await conn.executescript(
-                    f"BEGIN IMMEDIATE;\n{script}\n"
-                    f"INSERT INTO schema_migrations (version) VALUES ({number});\n"
-                    f"PRAGMA user_version={max([number, *applied])};\nCOMMIT;"
-                )
-            except sqlite3.Error:
-                await conn.execute("ROLLBACK") if conn.in_transaction else None
-                raise
-            applied.add(number)
-
-    async def _record_legacy_version(self, conn: aiosqlite.Connection) -> None:
-        """Create the migration record; a database that has none yet had every migration up to
-        its ``user_version`` applied."""
-        exists = await conn.execute_fetchall(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-        )
-        if exists:
-            return
-        (version,) = next(iter(await conn.execute_fetchall("PRAGMA user_version")))
-        done = [(number,) for number, _, _ in _migrations() if number <= int(version)]
-        await conn.execute("BEGIN IMMEDIATE")
-        await conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY)")
-        await conn.executemany("INSERT INTO schema_migrations (version) VALUES (?)", done)
-        await conn.execute("COMMIT")
 
     async def checkpoint(self) -> tuple[int, int, int]:
         """Copy the WAL into the database and truncate it; (busy, wal pages, checkpointed).
@@ -487,7 +230,7 @@ class Database:
             self._schedule_commit(group)
         await asyncio.shield(group.committed)
 
-    async def _begin_group(self, conn: aiosqlite.Connection) -> _Group:
+    async def _begin_group(self, conn: aiosqlite.Connection) -> Group:
         """``BEGIN IMMEDIATE`` of a new group, which is recorded even when the caller is
         cancelled meanwhile: the statement runs on the writer's thread regardless, and the next
         write must join the open transaction, not begin another one."""
@@ -502,8 +245,8 @@ class Database:
             raise
         return self._new_group()
 
-    def _new_group(self) -> _Group:
-        group = self._group = _Group()
+    def _new_group(self) -> Group:
+        group = self._group = Group()
         return group
 
     async def write(
@@ -530,7 +273,7 @@ class Database:
         stored counter is raised to what was handed out, so that work's changes take higher
         numbers; a reading batch leaves that page alone.
         """
-        return await self._queue(_Job(work, hot=hot, bulk=bulk, sequenced=sequenced))
+        return await self._queue(Job(work, hot=hot, bulk=bulk, sequenced=sequenced))
 
     async def write_statement(
         self, sql: str, params: Params = (), *, small: bool = False
@@ -548,7 +291,7 @@ class Database:
         thread and only their ``COMMIT`` (the fsync) goes to the writer's thread, one hop per
         batch instead of GIL hand-overs per statement (see :meth:`_run_inline`).
         """
-        job = _Job(partial(_first_row, sql, params), savepoint=False, inline=small)
+        job = Job(partial(first_row, sql, params), savepoint=False, inline=small)
         return await self._queue(job)
 
     @contextmanager
@@ -572,7 +315,7 @@ class Database:
         """Whether bulk writes are held back now (read on the writer's thread too)."""
         return self._holds > 0 and time.monotonic() < self._held_until
 
-    async def _queue(self, job: _Job[T]) -> T:
+    async def _queue(self, job: Job[T]) -> T:
         (self._bulk if job.bulk else self._queued).append(job)
         if not job.bulk:
             self._wake.set()
@@ -620,9 +363,9 @@ class Database:
             while self._queued or (self._bulk and not self._holding()):
                 # Small writes first, in a commit of their own; a bulk job only when none waits
                 # and none is expected (ahead_of_bulk).
-                jobs = _take_all(self._queued) or _take_all(self._bulk)
+                jobs = take_all(self._queued) or take_all(self._bulk)
                 try:
-                    outcomes: list[Any] | BaseException = _run_batch(
+                    outcomes: list[Any] | BaseException = run_batch(
                         conn, jobs, group is None, self.sequence
                     )
                 except BaseException as err:  # BEGIN or COMMIT failed, or the group is gone
@@ -647,11 +390,11 @@ class Database:
         the ``COMMIT`` never blocks the loop. The callers are answered once it returned.
         """
         raw: sqlite3.Connection = self._write_conn._conn
-        if not _begin_at_once(raw):
+        if not begin_at_once(raw):
             return False
-        jobs = _take_all(self._queued)
+        jobs = take_all(self._queued)
         try:
-            outcomes = _run_jobs(raw, jobs, self.sequence)
+            outcomes = run_jobs(raw, jobs, self.sequence)
         except Exception as err:
             self._settle(None, jobs, err)
             return True
@@ -659,7 +402,7 @@ class Database:
 
         def commit(conn: sqlite3.Connection) -> None:
             try:
-                _end(conn, outcomes, True)
+                end_batch(conn, outcomes, True)
             except BaseException as err:
                 loop.call_soon_threadsafe(self._settle, None, jobs, err)
                 raise
@@ -670,13 +413,13 @@ class Database:
         return True
 
     def _settle(
-        self, group: _Group | None, jobs: list[_Job[Any]], outcomes: list[Any] | BaseException
+        self, group: Group | None, jobs: list[Job[Any]], outcomes: list[Any] | BaseException
     ) -> None:
         """On the event loop: answer the writers of a batch once its ``COMMIT`` has returned."""
         failed = isinstance(outcomes, BaseException)
         if failed or group is not None or not all(job.hot for job in jobs):
             self.generation += 1  # even a failed COMMIT may have landed: invalidate caches
-        self._observe(_refusal(outcomes))
+        self._observe(refusal(outcomes))
         if isinstance(outcomes, BaseException):
             if group is not None:
                 group.fail(outcomes)
@@ -719,14 +462,14 @@ class Database:
         raw = writer._conn
         return cast(T, await writer._execute(work, raw))  # type: ignore[no-untyped-call]
 
-    def _schedule_commit(self, group: _Group) -> None:
+    def _schedule_commit(self, group: Group) -> None:
         if group.commit is None:
             # The commit queues for the lock behind the writers waiting now: they join.
             group.commit = asyncio.create_task(self._commit(self._write_conn, group))
             self._commits.add(group.commit)
             group.commit.add_done_callback(self._commits.discard)
 
-    async def _undo(self, conn: aiosqlite.Connection, group: _Group) -> None:
+    async def _undo(self, conn: aiosqlite.Connection, group: Group) -> None:
         """Roll back the failed member's savepoint (the transaction, if it is alone in it)."""
         try:
             if group.members == 0:
@@ -744,7 +487,7 @@ class Database:
                     await conn.execute("ROLLBACK")
             group.fail(err)
 
-    async def _commit(self, conn: aiosqlite.Connection, group: _Group) -> None:
+    async def _commit(self, conn: aiosqlite.Connection, group: Group) -> None:
         """Commit ``group`` once the writers already queued have added their work to it."""
         async with self._exclusive():
             if group.committed.done():  # failed while this commit was queued

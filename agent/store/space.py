@@ -16,7 +16,7 @@ from __future__ import annotations
 import errno
 import sqlite3
 
-from protocol.backoff import Backoff
+from farmkit.backoff import Backoff
 from protocol.errors import ServiceUnavailable
 
 __all__ = ["SPACE_RETRY", "StorageFull", "out_of_space"]

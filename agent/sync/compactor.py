@@ -20,7 +20,7 @@ from pathlib import Path
 
 from agent.store.space import out_of_space
 from agent.sync.outbox import COUNT_IN_ROWS, Compaction, OutboxStore
-from protocol.throttled_log import ThrottledLog
+from farmkit.throttled_log import ThrottledLog
 
 __all__ = ["Compactor", "OutboxBounds"]
 

@@ -17,8 +17,8 @@ from agent.sync.link import CloudLink, sync_key_path
 from agent.sync.outbox import OutboxFigures, OutboxStore
 from agent.sync.replica import IdentityReplica
 from agent.sync.uploader import StuckAlert, SyncPolicy, SyncStatus, Uploader
+from farmkit.tasks import cancel_and_wait
 from protocol.keyfile import load_or_create_private_key
-from protocol.tasks import cancel_and_wait
 from protocol.tokens import TokenVerifier
 
 __all__ = ["SyncReport", "SyncRuntime", "bounds_of", "policy_of"]

@@ -36,17 +36,17 @@ from agent.services.identity.sessions import IdentityService
 from agent.services.identity.users import UserService
 from agent.services.ingest.device_runtime import DeviceRuntime
 from agent.services.ingest.reading_runtime import ReadingRuntime
-from agent.services.live.hub import EventHub
+from agent.services.live.fanout import EventFanout
 from agent.services.overview.service import OverviewService
 from agent.services.streams.service import StreamService
-from agent.services.webhooks.service import WebhookService
 from agent.settings import AgentSettings
 from agent.store.db import Database
 from agent.sync.runtime import SyncRuntime
 from agent.web.foreground import Foreground
-from home_hub.live import HubStateStream
-from home_hub.service import HomeAutomation
-from protocol.webhooks import WebhookDeliverer
+from integrations.home_assistant.live import HubStateStream
+from integrations.home_assistant.service import HomeAutomation
+from integrations.webhooks import WebhookDeliverer
+from integrations.webhooks.agent_side.service import WebhookService
 
 SETTINGS = web.AppKey("settings", AgentSettings)
 FOREGROUND = web.AppKey("foreground", Foreground)
@@ -70,7 +70,7 @@ CALIBRATION = web.AppKey("calibration", CalibrationService)
 CALIBRATION_SESSIONS = web.AppKey("calibration_sessions", CalibrationSessions)
 READINGS = web.AppKey("readings", ReadingRuntime)
 DEVICE_RUNTIME = web.AppKey("device_runtime", DeviceRuntime)
-EVENT_HUB = web.AppKey("event_hub", EventHub)
+EVENT_FANOUT = web.AppKey("event_fanout", EventFanout)
 STREAMS = web.AppKey("streams", StreamService)
 SYNC = web.AppKey("sync", SyncRuntime)
 CLOCK = web.AppKey("clock", AgentClock)

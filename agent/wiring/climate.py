@@ -20,7 +20,7 @@ from agent.web.keys import (
     CLIMATE_RUNTIME,
     CLOCK_WATCH,
     DATABASE,
-    EVENT_HUB,
+    EVENT_FANOUT,
     READINGS,
     SCHEDULES,
 )
@@ -61,7 +61,7 @@ def climate_context(settings: AgentSettings, *, clock: Callable[[], float]) -> C
             store,
             ActuatorFanDriver(app[ACTUATORS]),
             app[READINGS].writer,
-            app[EVENT_HUB].publish,
+            app[EVENT_FANOUT].publish,
             now=clock,
             interval_s=settings.climate_interval_s,
         )

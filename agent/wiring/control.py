@@ -22,7 +22,7 @@ from agent.web.keys import (
     DATABASE,
     DEVICE_RUNTIME,
     DEVICES,
-    EVENT_HUB,
+    EVENT_FANOUT,
     SCHEDULES,
 )
 from agent.wiring.context import CleanupContext
@@ -77,7 +77,7 @@ def control_context(settings: AgentSettings) -> CleanupContext:
             timezone=timezone,
             ready=connected,
             # A device that comes (back) online is put into its window's state.
-            availability=app[EVENT_HUB].subscribe(
+            availability=app[EVENT_FANOUT].subscribe(
                 Stream.DEVICE_EVENTS, _AVAILABILITY_QUEUE, accept=is_availability
             ),
         )

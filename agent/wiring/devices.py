@@ -21,7 +21,7 @@ from agent.web.keys import (
     DATABASE,
     DEVICE_RUNTIME,
     DEVICES,
-    EVENT_HUB,
+    EVENT_FANOUT,
     EVENT_LOG,
     FOREGROUND,
     HEALTH,
@@ -29,7 +29,7 @@ from agent.web.keys import (
 )
 from agent.wiring.context import CleanupContext
 from agent.wiring.events import fan_out
-from agent.wiring.hub import agent_status_messages
+from integrations.home_assistant.agent_side.discovery_wiring import agent_status_messages
 
 __all__ = ["device_runtime_context"]
 
@@ -114,6 +114,6 @@ def _runtime(
         serial=serial if settings.serial_enabled else None,
         # The WebSocket streams connect here (DeviceEvent per availability, state, command
         # outcome and fault); the event log keeps those worth keeping.
-        on_event=fan_out(app[EVENT_HUB].publish_device_event, app[EVENT_LOG].device_event),
+        on_event=fan_out(app[EVENT_FANOUT].publish_device_event, app[EVENT_LOG].device_event),
         busy=app[FOREGROUND].busy,
     )

@@ -1,4 +1,4 @@
-"""The event log: built with the hub (so the first hooks can feed it), then written, pruned and
+"""The event log: built with the fan-out (so the first hooks can feed it), then written, pruned and
 listed for the application's lifetime; threshold alerts evaluate committed readings."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from agent.services.alerts.service import AlertService
 from agent.services.events.log import EventLog
 from agent.services.events.retention import EventRetention
 from agent.services.events.service import EventService
-from agent.services.live.hub import EventHub
+from agent.services.live.fanout import EventFanout
 from agent.settings import AgentSettings
 from agent.store.alerts import AlertStore
 from agent.store.events import EventStore
@@ -43,11 +43,11 @@ def fan_out(*hooks: Callable[[T], None]) -> Callable[[T], None]:
     return call
 
 
-def build_event_log(app: web.Application, settings: AgentSettings, hub: EventHub) -> EventLog:
+def build_event_log(app: web.Application, settings: AgentSettings, fanout: EventFanout) -> EventLog:
     """The event log, registered on ``app``; :func:`events_context` starts its writer."""
     events = EventLog(
         EventStore(app[DATABASE]),
-        hub.publish,
+        fanout.publish,
         max_queue=settings.event_queue_size,
         max_batch=settings.event_max_batch,
     )

@@ -35,12 +35,12 @@ from agent.web.keys import (
     USERS,
 )
 from agent.wiring.mail import mail_sender
+from farmkit.mail import FlowPolicy, LogMailSender, MailSender
 from protocol.identity_flows.account_flows import AccountFlows
 from protocol.identity_flows.api_keys import ApiKeyFlows
 from protocol.identity_flows.login import LoginFlow
 from protocol.identity_flows.mfa import MfaFlows
 from protocol.identity_flows.sessions import SessionFlows
-from protocol.mail import FlowPolicy, LogMailSender, MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
 
 __all__ = ["identity_services"]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from agent.settings import AgentSettings
-from protocol.mail import MailSender
-from protocol.smtp import SmtpSettings, smtp_settings_of
-from protocol.smtp import mail_sender as sender_for
+from farmkit.mail import MailSender
+from farmkit.smtp import SmtpSettings, smtp_settings_of
+from farmkit.smtp import mail_sender as sender_for
 
 __all__ = ["mail_sender", "smtp_settings"]
 

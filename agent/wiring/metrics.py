@@ -19,7 +19,6 @@ from agent.process_io import process_io
 from agent.services.readings.writer import COMMIT_BUCKETS_S
 from agent.settings import AgentSettings
 from agent.store.devices import DeviceStore
-from agent.store.webhooks import WebhookStore
 from agent.sync.runtime import SyncReport
 from agent.web.keys import (
     CLIMATE_RUNTIME,
@@ -31,6 +30,7 @@ from agent.web.keys import (
     WEBHOOK_DELIVERER,
 )
 from agent.wiring.ops import MAINTENANCE
+from integrations.webhooks.agent_side.store import WebhookStore
 from protocol.http.metrics import MetricsAccess, install_metrics, parse_networks
 
 __all__ = ["install_agent_metrics"]

@@ -19,7 +19,7 @@ from agent.web.keys import DATABASE, EVENT_LOG, HEALTH, READINGS
 from agent.wiring.context import CleanupContext
 from agent.wiring.mail import smtp_settings
 from agent.wiring.store import SALVAGE
-from protocol.smtp import mail_check
+from farmkit.smtp import mail_check
 from protocol.version import distribution_version
 
 __all__ = ["MAINTENANCE", "ops_context"]

@@ -18,7 +18,7 @@ from agent.services.health import HealthService
 from agent.services.hierarchy.farms import FarmService
 from agent.services.hierarchy.levels import HierarchyService
 from agent.services.hierarchy.sample_data import create_sample_farm
-from agent.services.live.hub import EventHub
+from agent.services.live.fanout import EventFanout
 from agent.settings import AgentSettings
 from agent.store.calibrations import CalibrationStore
 from agent.store.devices import DeviceStore
@@ -33,7 +33,7 @@ from agent.web.keys import (
     CLOCK,
     DATABASE,
     DEVICES,
-    EVENT_HUB,
+    EVENT_FANOUT,
     FARMS,
     HEALTH,
     HIERARCHY,
@@ -44,9 +44,9 @@ from agent.wiring.context import Announce, CleanupContext
 from agent.wiring.events import build_event_log, fan_out
 from agent.wiring.identity import identity_services
 from agent.wiring.sync import stuck_sync_alert
+from farmkit.mail import MailSender
 from protocol.identity import Principal, Role
 from protocol.keyfile import load_or_create_private_key
-from protocol.mail import MailSender
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
 
@@ -85,11 +85,11 @@ def services_context(
         verifier = TokenVerifier({signer.issuer: signer.public_key})
         cloud_link = trust_cloud(verifier, settings.state_dir)  # once paired (agent/sync)
         identity = identity_services(app, db, settings, signer, verifier, mail, clock)
-        hub = EventHub()
-        app[EVENT_HUB] = hub
-        event_log = build_event_log(app, settings, hub)  # status changes are stored too
+        fanout = EventFanout()
+        app[EVENT_FANOUT] = fanout
+        event_log = build_event_log(app, settings, fanout)  # status changes are stored too
         app[FARMS] = FarmService(
-            db, FarmStore(db), on_change=fan_out(hub.publish_farm_status, event_log.farm_status)
+            db, FarmStore(db), on_change=fan_out(fanout.publish_farm_status, event_log.farm_status)
         )
         app[HIERARCHY] = HierarchyService(HierarchyStore(db))
         app[CLOCK] = AgentClock(probe_of(settings.clock_sync_source), wall=clock)

@@ -10,7 +10,7 @@ from agent.services.streams.scope import StreamScope
 from agent.services.streams.service import StreamService
 from agent.settings import AgentSettings
 from agent.store.devices import DeviceStore
-from agent.web.keys import DATABASE, EVENT_HUB, IDENTITY, READINGS, STREAMS
+from agent.web.keys import DATABASE, EVENT_FANOUT, IDENTITY, READINGS, STREAMS
 from agent.wiring.context import CleanupContext
 from protocol.live.auth import StreamAuthenticator
 from protocol.live.connection import StreamLimits
@@ -34,7 +34,7 @@ def streams_context(settings: AgentSettings) -> CleanupContext:
             identity.principal_from_token, identity.principal_from_api_key
         )
         service = StreamService(
-            app[EVENT_HUB], StreamScope(db, DeviceStore(db)), authenticator, limits
+            app[EVENT_FANOUT], StreamScope(db, DeviceStore(db)), authenticator, limits
         )
         service.attach_readings(app[READINGS].writer)
         app[STREAMS] = service

@@ -29,7 +29,7 @@ from cloud.pos_provider.errors import (
 )
 from cloud.pos_provider.json_spans import decode_object
 from cloud.pos_provider.resources import Resource
-from protocol.backoff import Backoff
+from farmkit.backoff import Backoff
 
 __all__ = ["SQUARE_VERSION", "Page", "PosClient", "RetryPolicy"]
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from cloud.store import identity as store
 from cloud.store.db import Database
+from farmkit.passwords import new_password_hash
 from protocol.errors import Conflict
-from protocol.passwords import new_password_hash
 
 __all__ = ["AdminAccounts", "NewAdmin"]
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from cloud.store import jobs
 from cloud.store.db import Database
-from protocol.backoff import Backoff, Retry
-from protocol.tasks import cancel_and_wait
+from farmkit.backoff import Backoff, Retry
+from farmkit.tasks import cancel_and_wait
 
 __all__ = ["PeriodicJob", "PeriodicJobs"]
 

@@ -16,8 +16,8 @@ from uuid import UUID
 
 from cloud.store import stream_connections as store
 from cloud.store.db import Database, DatabaseUnavailable
+from farmkit.tasks import cancel_and_wait
 from protocol.live.limit import LocalConnectionLimit
-from protocol.tasks import cancel_and_wait
 
 __all__ = ["SharedConnectionLimit"]
 

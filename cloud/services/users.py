@@ -20,10 +20,10 @@ from cloud.store import identity as sessions_store
 from cloud.store import permissions as grants_store
 from cloud.store import users as store
 from cloud.store.db import Connection, Database
+from farmkit.passwords import check_password, new_password_hash
 from protocol.access import require_role
 from protocol.errors import BadRequest, Conflict, InvalidCredentials, NotFound, ValidationFailed
 from protocol.identity import Plan, Principal, Role
-from protocol.passwords import check_password, new_password_hash
 from protocol.schemas.users import (
     ProfileUpdate,
     RoleChange,

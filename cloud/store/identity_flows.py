@@ -21,11 +21,11 @@ from cloud.store import identity as store
 from cloud.store import users as user_store
 from cloud.store.db import Database
 from cloud.store.origin import Client
+from farmkit.secretbox import SecretBox
 from protocol.identity import Principal
 from protocol.identity_flows.ports import TokenPurpose
 from protocol.refresh import Rotation
 from protocol.schemas.auth import ApiKey
-from protocol.secretbox import SecretBox
 from protocol.timefmt import iso
 
 __all__ = ["CloudIdentityStore"]

@@ -21,8 +21,8 @@ from typing import Any
 import asyncpg
 
 from cloud.store.db import Connection
-from protocol.backoff import Backoff, Retry
-from protocol.tasks import cancel_and_wait
+from farmkit.backoff import Backoff, Retry
+from farmkit.tasks import cancel_and_wait
 
 __all__ = [
     "APPLICATION_NAME",

@@ -1,23 +1,22 @@
 """Schema migrations: numbered SQL files applied in order at start-up.
 
 Files are named `NNNN_description.sql` in cloud/store/migrations/. Each runs in its own
-transaction and is recorded, with a checksum of its text, in `schema_migrations`. The whole run
-holds a PostgreSQL advisory lock, so instances starting together apply each file once: the
-second waits, then finds nothing left to do. A recorded file whose text has changed since is an
-error rather than silently ignored, but for a rewording of comments listed in `_REWORDED`:
-the text it replaced is accepted once and the record takes the new checksum.
+transaction and is recorded (by the runner farmkit/migrations.py shares with the agent), with a
+checksum of its text, in `schema_migrations`. The whole run holds a PostgreSQL advisory lock, so
+instances starting together apply each file once: the second waits, then finds nothing left to
+do. A recorded file whose text has changed since is an error rather than silently ignored, but
+for a rewording of comments listed in `_REWORDED`: the text it replaced is accepted once and the
+record takes the new checksum.
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import logging
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
+
+from farmkit.migrations import Migration, MigrationError, run_migrations
+from farmkit.migrations import load_migrations as load_files
 
 __all__ = [
     "MIGRATIONS_DIR",
@@ -28,14 +27,11 @@ __all__ = [
     "migrate",
 ]
 
-logger = logging.getLogger(__name__)
-
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
 # Key of the advisory lock serializing migration runs within one database (any fixed bigint;
 # this one is the ASCII of "farmmigr").
 _LOCK_KEY = 0x6661726D6D696772
-_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 # Applied files whose comments were reworded later (the statements untouched): the checksum of
 # the text before, by version. Their comments cited design notes the repository never held;
@@ -55,41 +51,62 @@ _REWORDED: dict[int, str] = {
 }
 
 
-class MigrationError(RuntimeError):
-    """The migration files or the recorded history are inconsistent."""
+class _Postgres:
+    """The cloud's migration record: ``schema_migrations`` with each file's name and checksum."""
 
+    def __init__(self, conn: asyncpg.Connection, io_timeout: float) -> None:
+        self._conn = conn
+        self._timeout = io_timeout
+        self._names: dict[int, str] = {}
 
-@dataclass(frozen=True)
-class Migration:
-    """One numbered SQL file."""
+    async def recorded(self) -> dict[int, str]:
+        await self._conn.execute(
+            """
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version integer PRIMARY KEY,
+                name text NOT NULL,
+                checksum text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            timeout=self._timeout,
+        )
+        rows = await self._conn.fetch(
+            "SELECT version, name, checksum FROM schema_migrations ORDER BY version",
+            timeout=self._timeout,
+        )
+        self._names = {row["version"]: row["name"] for row in rows}
+        return {row["version"]: row["checksum"] for row in rows}
 
-    version: int
-    name: str
-    sql: str
+    async def check(self, migration: Migration, recorded: str) -> None:
+        if recorded == _REWORDED.get(migration.version):
+            await self._conn.execute(
+                "UPDATE schema_migrations SET checksum = $2 WHERE version = $1",
+                migration.version,
+                migration.checksum,
+                timeout=self._timeout,
+            )
+        elif recorded != migration.checksum:
+            raise MigrationError(
+                f"migration {migration.version:04d}_{self._names[migration.version]} was changed"
+                " after it was applied; add a new migration instead"
+            )
 
-    @property
-    def checksum(self) -> str:
-        """SHA-256 of the file's text, recorded when applied."""
-        return hashlib.sha256(self.sql.encode()).hexdigest()
+    async def apply(self, migration: Migration) -> None:
+        async with self._conn.transaction():
+            await self._conn.execute(migration.sql, timeout=self._timeout)
+            await self._conn.execute(
+                "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                migration.version,
+                migration.name,
+                migration.checksum,
+                timeout=self._timeout,
+            )
 
 
 def load_migrations(directory: Path = MIGRATIONS_DIR) -> tuple[Migration, ...]:
-    """Read the migration files of a directory, checking names and numbering: increasing, each
-    number once. Gaps are allowed: parallel work takes numbers from assigned blocks, and a
-    missing number is applied whenever it lands (every unrecorded migration is applied in
-    order)."""
-    migrations: list[Migration] = []
-    for path in sorted(directory.glob("*.sql")):
-        match = _NAME.match(path.name)
-        if match is None:
-            raise MigrationError(f"{path}: migration files are named NNNN_description.sql")
-        migrations.append(Migration(int(match.group(1)), match.group(2), path.read_text()))
-    for before, migration in itertools.pairwise(migrations):
-        if migration.version == before.version:
-            raise MigrationError(f"{directory}: two migrations numbered {migration.version:04d}")
-    if not migrations:
-        raise MigrationError(f"{directory}: no migration files")
-    return tuple(migrations)
+    """The cloud's migration files (farmkit.migrations.load_migrations checks them)."""
+    return load_files(directory)
 
 
 async def apply_migrations(
@@ -104,58 +121,7 @@ async def apply_migrations(
     """
     await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY, timeout=io_timeout)
     try:
-        await conn.execute(
-            """
-            CREATE TABLE IF NOT EXISTS schema_migrations (
-                version integer PRIMARY KEY,
-                name text NOT NULL,
-                checksum text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            )
-            """,
-            timeout=io_timeout,
-        )
-        rows = await conn.fetch(
-            "SELECT version, name, checksum FROM schema_migrations ORDER BY version",
-            timeout=io_timeout,
-        )
-        recorded = {row["version"]: row for row in rows}
-        known = {m.version for m in migrations}
-        unknown = sorted(set(recorded) - known)
-        if unknown:
-            raise MigrationError(
-                f"database has migrations {unknown} that this release does not know; "
-                "it was migrated by a newer release"
-            )
-        applied: list[int] = []
-        for migration in migrations:
-            row = recorded.get(migration.version)
-            if row is not None:
-                if row["checksum"] == _REWORDED.get(migration.version):
-                    await conn.execute(
-                        "UPDATE schema_migrations SET checksum = $2 WHERE version = $1",
-                        migration.version,
-                        migration.checksum,
-                        timeout=io_timeout,
-                    )
-                elif row["checksum"] != migration.checksum:
-                    raise MigrationError(
-                        f"migration {migration.version:04d}_{row['name']} was changed after "
-                        "it was applied; add a new migration instead"
-                    )
-                continue
-            logger.info("applying migration %04d_%s", migration.version, migration.name)
-            async with conn.transaction():
-                await conn.execute(migration.sql, timeout=io_timeout)
-                await conn.execute(
-                    "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                    migration.version,
-                    migration.name,
-                    migration.checksum,
-                    timeout=io_timeout,
-                )
-            applied.append(migration.version)
-        return applied
+        return await run_migrations(migrations, _Postgres(conn, io_timeout), refuse_unknown=True)
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY, timeout=io_timeout)
 

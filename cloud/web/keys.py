@@ -31,14 +31,14 @@ from cloud.services.readings import ReadingService
 from cloud.services.sensors import SensorService
 from cloud.services.sync import SyncService
 from cloud.services.users import UserService
-from cloud.services.webhooks import WebhookService
 from cloud.settings import CloudSettings
 from cloud.store.db import Database
-from home_hub.live import HubStateStream
-from home_hub.service import HomeAutomation
+from integrations.home_assistant.live import HubStateStream
+from integrations.home_assistant.service import HomeAutomation
+from integrations.webhooks import WebhookDeliverer
+from integrations.webhooks.cloud_side.service import WebhookService
 from protocol.live.service import StreamService
 from protocol.schemas.jwks import JwkSet
-from protocol.webhooks import WebhookDeliverer
 
 SETTINGS = web.AppKey("settings", CloudSettings)
 DATABASE = web.AppKey("database", Database)

@@ -18,6 +18,9 @@ from cloud.store.db import Database
 from cloud.store.identity_flows import CloudIdentityStore
 from cloud.web.keys import API_KEY_AUTH, API_KEYS, AUTH_FLOWS, LOGIN, MFA, SESSIONS
 from cloud.wiring.mail import smtp_settings
+from farmkit.mail import FlowPolicy, LogMailSender, MailSender
+from farmkit.secretbox import SecretBox, derived_key, key_from_text, load_or_create_key
+from farmkit.smtp import mail_sender
 from protocol.identity_flows.account_flows import AccountFlows
 from protocol.identity_flows.api_keys import ApiKeyFlows
 from protocol.identity_flows.login import LoginFlow
@@ -25,9 +28,6 @@ from protocol.identity_flows.mfa import MfaFlows
 from protocol.identity_flows.ports import SelfGoverned
 from protocol.identity_flows.sessions import SessionFlows
 from protocol.login_throttle import ThrottlePolicy
-from protocol.mail import FlowPolicy, LogMailSender, MailSender
-from protocol.secretbox import SecretBox, derived_key, key_from_text, load_or_create_key
-from protocol.smtp import mail_sender
 from protocol.tokens import TokenSigner, TokenVerifier
 
 __all__ = ["identity_services", "secret_key"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cloud.settings import CloudSettings
-from protocol.smtp import SmtpSettings, smtp_settings_of
+from farmkit.smtp import SmtpSettings, smtp_settings_of
 
 __all__ = ["smtp_settings"]
 

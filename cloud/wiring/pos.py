@@ -23,7 +23,7 @@ from cloud.services.pos.links import ProviderUrls
 from cloud.services.pos.sync_runner import JobPolicy
 from cloud.settings import CloudSettings
 from cloud.web.keys import DATABASE, POS_CONFIGS, POS_JOBS, POS_READS, POS_WEBHOOK
-from protocol.secretbox import SecretBox
+from farmkit.secretbox import SecretBox
 
 __all__ = ["pos_context"]
 

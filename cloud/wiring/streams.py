@@ -17,7 +17,7 @@ from cloud.store.live_feed import FeedListener
 from cloud.web.keys import API_KEY_AUTH, DATABASE, IDENTITY, STREAMS
 from protocol.live.auth import StreamAuthenticator
 from protocol.live.connection import StreamLimits
-from protocol.live.hub import StreamHub
+from protocol.live.fanout import StreamFanout
 from protocol.live.service import StreamService
 
 __all__ = ["streams_context"]
@@ -32,8 +32,8 @@ def streams_context(
         db = app[DATABASE]
         identity: IdentityService = app[IDENTITY]
         keys: ApiKeyAuthenticator = app[API_KEY_AUTH]
-        hub = StreamHub()
-        feed = CloudFeed(db, hub)
+        fanout = StreamFanout()
+        feed = CloudFeed(db, fanout)
         listener = FeedListener(
             settings.sync_dsn.get_secret_value(),
             feed.on_payload,
@@ -43,7 +43,7 @@ def streams_context(
         # Counted in PostgreSQL: N processes behind a balancer share each user's limit.
         limit = SharedConnectionLimit(db, settings.ws_max_connections_per_user)
         service = StreamService(
-            hub,
+            fanout,
             CloudStreamScope(db),
             StreamAuthenticator(identity.principal_from_token, keys.principal_from_api_key),
             StreamLimits(

@@ -11,6 +11,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler, Middleware
 
+from farmkit.logs import REQUEST_ID as REQUEST_ID_VAR
 from protocol.errors import (
     ApiError,
     BadRequest,
@@ -23,7 +24,6 @@ from protocol.errors import (
 )
 from protocol.http.keys import AUTH_FAILURE, PRINCIPAL, PUBLIC_HANDLERS, REQUEST_ID
 from protocol.identity import Principal
-from protocol.logs import REQUEST_ID as REQUEST_ID_VAR
 
 __all__ = [
     "auth_middleware",

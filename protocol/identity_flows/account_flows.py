@@ -12,15 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, Protocol
 
-from protocol.errors import BadRequest, Forbidden
-from protocol.identity_flows.ports import (
-    AuthEventLog,
-    C,
-    IdentityAuthority,
-    TokenPurpose,
-    U,
-)
-from protocol.mail import (
+from farmkit.mail import (
     REGISTER_ACCEPTED,
     RESET_ACCEPTED,
     FlowPolicy,
@@ -31,7 +23,15 @@ from protocol.mail import (
     reset_mail,
     verification_mail,
 )
-from protocol.passwords import new_password_hash
+from farmkit.passwords import new_password_hash
+from protocol.errors import BadRequest, Forbidden
+from protocol.identity_flows.ports import (
+    AuthEventLog,
+    C,
+    IdentityAuthority,
+    TokenPurpose,
+    U,
+)
 from protocol.schemas.auth import (
     Accepted,
     RegisterRequest,

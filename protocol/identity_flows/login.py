@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, Protocol
 
+from farmkit.passwords import check_password
 from protocol.errors import EmailNotVerified, InvalidCredentials
 from protocol.identity_flows.mfa import MfaFlows
 from protocol.identity_flows.ports import AuthEventLog, C, LoginThrottle, SessionOpener, U
-from protocol.passwords import check_password
 from protocol.schemas.auth import LoginRequest, LoginResult, MfaChallenge
 
 __all__ = ["LoginFlow", "LoginStore"]

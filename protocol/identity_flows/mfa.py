@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Generic, Protocol
 
+from farmkit.totp import matching_step, new_totp_secret, provisioning_uri
 from protocol.errors import BadRequest, Conflict, InvalidCredentials, Unauthorized
 from protocol.identity import Principal
 from protocol.identity_flows.ports import (
@@ -34,7 +35,6 @@ from protocol.schemas.auth import (
     MfaVerifyRequest,
 )
 from protocol.tokens import hash_secret, new_secret
-from protocol.totp import matching_step, new_totp_secret, provisioning_uri
 
 __all__ = ["MfaFlows", "MfaStore"]
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from protocol.identity import Principal
 from protocol.live.auth import Credential, StreamAuthenticator
-from protocol.live.hub import StreamHub
+from protocol.live.fanout import StreamFanout
 from protocol.live.outbox import Missed, Outbox, Stream, StreamEvent
 from protocol.live.scope import FarmVisibility, StreamScope
 from protocol.streams import (
@@ -125,7 +125,7 @@ class StreamConnection:
         credential: Credential,
         visibility: FarmVisibility,
         *,
-        hub: StreamHub,
+        fanout: StreamFanout,
         scope: StreamScope,
         authenticator: StreamAuthenticator,
         limits: StreamLimits,
@@ -137,7 +137,7 @@ class StreamConnection:
         self._principal = principal
         self._credential = credential
         self._visibility = visibility
-        self._hub = hub
+        self._fanout = fanout
         self._scope = scope
         self._authenticator = authenticator
         self._limits = limits
@@ -154,7 +154,7 @@ class StreamConnection:
 
     async def run(self) -> StreamClosed:
         """Serve until the client leaves, loses access or the service stops; how it ended."""
-        outbox = self._hub.subscribe(self._stream, self._limits.queue_size, self.wants)
+        outbox = self._fanout.subscribe(self._stream, self._limits.queue_size, self.wants)
         try:
             await self._send(
                 "ready",

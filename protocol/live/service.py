@@ -13,7 +13,7 @@ from protocol.live.auth import (
     credential_from_message,
 )
 from protocol.live.connection import Socket, StreamConnection, StreamLimits
-from protocol.live.hub import StreamHub
+from protocol.live.fanout import StreamFanout
 from protocol.live.limit import ConnectionLimit, LocalConnectionLimit
 from protocol.live.outbox import Stream
 from protocol.live.scope import StreamScope
@@ -33,17 +33,17 @@ log = logging.getLogger(__name__)
 
 
 class StreamService:
-    """Runs every stream connection of one process, fed by ``hub``."""
+    """Runs every stream connection of one process, fed by ``fanout``."""
 
     def __init__(
         self,
-        hub: StreamHub,
+        fanout: StreamFanout,
         scope: StreamScope,
         authenticator: StreamAuthenticator,
         limits: StreamLimits,
         connection_limit: ConnectionLimit | None = None,
     ) -> None:
-        self.hub = hub
+        self.fanout = fanout
         self._scope = scope
         self._authenticator = authenticator
         self._limits = limits
@@ -101,7 +101,7 @@ class StreamService:
                 principal,
                 credential,
                 await self._scope.visibility(principal),
-                hub=self.hub,
+                fanout=self.fanout,
                 scope=self._scope,
                 authenticator=self._authenticator,
                 limits=self._limits,

@@ -9,7 +9,7 @@ from typing import Any
 
 from agent.store.users import UserStore
 from agent.web.keys import DATABASE
-from protocol.passwords import hash_password
+from farmkit.passwords import hash_password
 from protocol.timefmt import now_iso
 from tests.conftest import Agent
 

@@ -18,7 +18,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from home_hub.fake import FakeHub
+from integrations.home_assistant.fake import FakeHub
 from tests.support.fake_hub_server import served_fake_hub
 from tests.support.live_agent import LiveAgent, live_agent
 

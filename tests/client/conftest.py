@@ -19,7 +19,7 @@ from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, agent_settings
 
 @dataclass
 class ServedAgent:
-    """Where the agent listens, its app (for the event hub) and its settings."""
+    """Where the agent listens, its app (for the event fan-out) and its settings."""
 
     base_url: str
     app: web.Application

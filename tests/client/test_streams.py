@@ -10,7 +10,7 @@ import pytest
 
 from agent.services.live.device_events import DeviceEvent, EventKind
 from agent.services.readings.listeners import CommittedReading
-from agent.web.keys import EVENT_HUB
+from agent.web.keys import EVENT_FANOUT
 from farm_client import (
     DeviceError,
     EventStream,
@@ -37,7 +37,7 @@ def publish(
     served: ServedAgent, kind: EventKind, farm_id: str, device_id: str, **data: Any
 ) -> None:
     """A device event as the agent's device runtime emits it."""
-    served.app[EVENT_HUB].publish_device_event(
+    served.app[EVENT_FANOUT].publish_device_event(
         DeviceEvent(kind, device_id, farm_id, data, utcnow())
     )
 
@@ -180,7 +180,7 @@ async def test_server_missed_notices_are_surfaced(served: ServedAgent, client: F
     try:
         async with asyncio.timeout(WAIT_S):
             await collector.stream.wait_connected()
-        served.app[EVENT_HUB].report_missed(Stream.DEVICE_EVENTS, 3)
+        served.app[EVENT_FANOUT].report_missed(Stream.DEVICE_EVENTS, 3)
         notice = await collector.next()
     finally:
         await collector.stop()
@@ -249,9 +249,9 @@ async def test_sensor_data_by_metric(served: ServedAgent, client: FarmClient) ->
     try:
         async with asyncio.timeout(WAIT_S):
             await collector.stream.wait_connected()
-        hub = served.app[EVENT_HUB]
-        hub.publish_reading(farm.id, CommittedReading(DEVICE_A, "temperature", "C", 1_000, 21.5))
-        hub.publish_reading(farm.id, CommittedReading(DEVICE_A, "ph", "pH", 2_000, 6.1, raw=6.3))
+        fanout = served.app[EVENT_FANOUT]
+        fanout.publish_reading(farm.id, CommittedReading(DEVICE_A, "temperature", "C", 1_000, 21.5))
+        fanout.publish_reading(farm.id, CommittedReading(DEVICE_A, "ph", "pH", 2_000, 6.1, raw=6.3))
         reading = await collector.next()
     finally:
         await collector.stop()

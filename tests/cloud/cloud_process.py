@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from protocol.secretbox import new_key_text
+from farmkit.secretbox import new_key_text
 from tests.cloud.api.test_cli import REPO, cloud_env, free_port, owned_by_migrator
 from tests.cloud.conftest import CloudDatabase
 

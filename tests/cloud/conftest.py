@@ -20,41 +20,26 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import asyncpg
 import pytest
 
 from cloud.store.db import Database
-from cloud.store.migrations import migrate
+from tests.support.cloud_database import (
+    APP_PASSWORD,
+    APP_ROLE,
+    OWNER_PASSWORD,
+    OWNER_ROLE,
+    SYSTEM_PASSWORD,
+    SYSTEM_ROLE,
+    TEMPLATE,
+    CloudDatabase,
+    build_template,
+)
 from tests.support.postgres import PostgresCluster, PostgresUnavailable
 
 Conn: TypeAlias = "asyncpg.Connection[Any]"
-
-OWNER_ROLE = "farm_owner"
-OWNER_PASSWORD = "test-owner-password"
-APP_ROLE = "farm_app"
-SYSTEM_ROLE = "farm_sync"
-APP_PASSWORD = "test-app-password"
-SYSTEM_PASSWORD = "test-sync-password"
-TEMPLATE = "farm_template"
-
-
-@dataclass(frozen=True)
-class CloudDatabase:
-    """One test's database and the DSNs of the three roles that use it."""
-
-    name: str
-    superuser_dsn: str
-    owner_dsn: str
-    app_dsn: str
-    system_dsn: str
-    cluster: PostgresCluster
-
-    def dsn_as(self, user: str, password: str) -> str:
-        """The DSN of this database for another login role."""
-        return self.cluster.dsn(self.name, user, password)
 
 
 @pytest.fixture(scope="session")
@@ -70,34 +55,13 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
         cluster.stop()
 
 
-async def _build_template(cluster: PostgresCluster) -> None:
-    """Set the database up as docs/cloud-rls.md tells an operator to, then migrate it."""
-    conn = await asyncpg.connect(cluster.dsn(), timeout=30)
-    try:
-        # The schema owner is an ordinary role, as in production: not a superuser, so the
-        # tests see what FORCE ROW LEVEL SECURITY and the helpers' ownership really do.
-        await conn.execute(
-            f"CREATE ROLE {OWNER_ROLE} LOGIN CREATEROLE PASSWORD '{OWNER_PASSWORD}'", timeout=30
-        )
-        await conn.execute(f'CREATE DATABASE "{TEMPLATE}" OWNER {OWNER_ROLE}', timeout=60)
-    finally:
-        await conn.close(timeout=10)
-    await migrate(cluster.dsn(TEMPLATE, OWNER_ROLE, OWNER_PASSWORD))
-    conn = await asyncpg.connect(cluster.dsn(TEMPLATE), timeout=30)
-    try:
-        for role, password in ((APP_ROLE, APP_PASSWORD), (SYSTEM_ROLE, SYSTEM_PASSWORD)):
-            await conn.execute(f"ALTER ROLE {role} LOGIN PASSWORD '{password}'", timeout=30)
-    finally:
-        await conn.close(timeout=10)
-
-
 @pytest.fixture(scope="session")
 def cloud_template(postgres_cluster: PostgresCluster) -> str:
     """Migrate a template database once per session; return its name."""
     # Session fixtures are synchronous here; asyncio.run in a worker thread keeps this loop
     # apart from the ones pytest-asyncio gives each test.
     with ThreadPoolExecutor(max_workers=1) as executor:
-        executor.submit(asyncio.run, _build_template(postgres_cluster)).result(timeout=120)
+        executor.submit(asyncio.run, build_template(postgres_cluster)).result(timeout=120)
     return TEMPLATE
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cloud.cli import served_app
 from cloud.settings import CloudSettings
-from protocol.startup_heap import freeze_startup_objects
+from farmkit.startup_heap import freeze_startup_objects
 
 DSN = "postgresql://nobody:nothing@127.0.0.1:1/none"  # never connected to: the app is not started
 

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from cloud.app import create_app
 from cloud.settings import CloudSettings
-from protocol.passwords import hash_password
+from farmkit.passwords import hash_password
 from tests.cloud.conftest import (  # noqa: F401  (fixtures)
     CloudDatabase,
     cloud_db,

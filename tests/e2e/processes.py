@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -14,17 +13,11 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD
 from tests.e2e.conftest import LiveCloud
+from tests.support.agent_process import AgentProcess
+from tests.support.mosquitto import free_port
 
 __all__ = ["AgentProcess", "CloudProcess", "free_port", "spawn_agent", "wait_until_serving"]
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
@@ -98,48 +91,22 @@ class CloudProcess(LiveCloud):
         self.process = None
 
 
-@dataclass
-class AgentProcess:
-    """``python -m agent run`` on a state directory."""
-
-    process: subprocess.Popen[bytes]
-    url: str
-    log: Path
-
-    def stop(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL if it hangs)."""
-        _stop(self.process)
-
-
 async def spawn_agent(state: Path, log: Path, **env: str) -> AgentProcess:
     """Start an agent process on ``state`` (no MQTT, no serial) and wait until it serves.
     ``env`` adds or overrides FARM_* variables."""
-    port = free_port()
-    variables = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("FARM_")},
-        "FARM_ADMIN_EMAIL": ADMIN_EMAIL,
-        "FARM_ADMIN_PASSWORD": ADMIN_PASSWORD,
-        "FARM_MQTT_ENABLED": "false",
-        "FARM_SERIAL_ENABLED": "false",
-        # A test polls far faster than people do.
-        "FARM_RATE_LIMIT_PER_USER": "100000",
-        "FARM_RATE_LIMIT_PER_PREMIUM_USER": "100000",
-        "FARM_RATE_LIMIT_PER_ADDRESS": "100000",
-        "FARM_LOGIN_FAILURES_PER_ADDRESS": "1000",
-        "FARM_CLOCK_SYNC_SOURCE": "assume",
-        "FARM_READING_UNWATCHED_BATCH_INTERVAL_S": env.get("FARM_READING_BATCH_INTERVAL_S", "0.75"),
-        **env,
-    }
-    process = _popen(
-        [sys.executable, "-m", "agent", "run", "--state-dir", str(state), "--host", "127.0.0.1",
-         "--port", str(port)],
-        variables,
-        log,
-    )  # fmt: skip
-    agent = AgentProcess(process, f"http://127.0.0.1:{port}", log)
-    try:
-        await wait_until_serving(agent.url, process, log)
-    except BaseException:
-        agent.stop()
-        raise
+    agent = AgentProcess(
+        state,
+        {
+            "FARM_MQTT_ENABLED": "false",
+            "FARM_SERIAL_ENABLED": "false",
+            # A test polls far faster than people do.
+            "FARM_RATE_LIMIT_PER_USER": "100000",
+            "FARM_RATE_LIMIT_PER_PREMIUM_USER": "100000",
+            "FARM_RATE_LIMIT_PER_ADDRESS": "100000",
+            "FARM_LOGIN_FAILURES_PER_ADDRESS": "1000",
+            **env,
+        },
+        log=log,
+    )
+    await agent.start()
     return agent

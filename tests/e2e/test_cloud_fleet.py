@@ -24,7 +24,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from protocol.tokens import private_key_pem
-from tests.cloud.conftest import (
+from tests.e2e.processes import free_port, wait_until_serving
+from tests.support.cloud_database import (
     APP_PASSWORD,
     APP_ROLE,
     OWNER_PASSWORD,
@@ -32,9 +33,8 @@ from tests.cloud.conftest import (
     SYSTEM_PASSWORD,
     SYSTEM_ROLE,
     TEMPLATE,
-    _build_template,
+    build_template,
 )
-from tests.e2e.processes import free_port, wait_until_serving
 from tests.support.postgres import PostgresCluster, PostgresUnavailable
 from tests.support.sim_agent import SimAgent
 
@@ -53,7 +53,7 @@ def cluster() -> Iterator[PostgresCluster]:
         pytest.fail(str(err), pytrace=False)
     try:
         with ThreadPoolExecutor(max_workers=1) as executor:
-            executor.submit(asyncio.run, _build_template(cluster)).result(timeout=120)
+            executor.submit(asyncio.run, build_template(cluster)).result(timeout=120)
         yield cluster
     finally:
         cluster.stop()

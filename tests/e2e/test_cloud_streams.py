@@ -26,7 +26,7 @@ from cloud.services.streams.feed import CloudFeed
 from cloud.store.live_feed import APPLICATION_NAME, CHANNEL
 from cloud.web.keys import DATABASE
 from farm_client import FarmClient, Reading
-from protocol.live.hub import StreamHub
+from protocol.live.fanout import StreamFanout
 from protocol.live.outbox import Missed, Stream
 from tests.agent.devices_api.conftest import create_farm, register
 from tests.agent.runtime.conftest import PROFILES, broker, runtime_settings  # noqa: F401
@@ -269,10 +269,10 @@ async def test_batches_committed_while_a_process_was_not_listening_are_counted_a
     assert cloud.runner is not None
     db = cloud.runner.app[DATABASE]
     # A process's feed that heard none of what follows (its connection was down).
-    hub = StreamHub()
-    readings = hub.subscribe(Stream.SENSOR_DATA, 100)
-    devices = hub.subscribe(Stream.DEVICE_EVENTS, 100)
-    feed = CloudFeed(db, hub)
+    fanout = StreamFanout()
+    readings = fanout.subscribe(Stream.SENSOR_DATA, 100)
+    devices = fanout.subscribe(Stream.DEVICE_EVENTS, 100)
+    feed = CloudFeed(db, fanout)
     lost_at = datetime.now(UTC) - timedelta(seconds=1)
     await add_readings(tmp_path / "state" / "agent.db", device_id, 1_700_000_000_000, 7)
 
@@ -310,9 +310,9 @@ async def test_a_batch_no_stream_client_listens_to_is_announced_by_its_counts(
     rows = await cloud.sql("SELECT body FROM live_feed WHERE id = $1", note["id"])
     assert rows[0][0] is None
     # A process that has a client by the time the notification comes tells it what it missed.
-    hub = StreamHub()
-    readings = hub.subscribe(Stream.SENSOR_DATA, 100)
-    feed = CloudFeed(cloud.runner.app[DATABASE], hub)
+    fanout = StreamFanout()
+    readings = fanout.subscribe(Stream.SENSOR_DATA, 100)
+    feed = CloudFeed(cloud.runner.app[DATABASE], fanout)
     feed.start()
     try:
         feed.on_payload(payload)

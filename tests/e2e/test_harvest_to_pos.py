@@ -14,7 +14,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from cloud.pos_provider.fake import FakeMerchant, fake_app
-from protocol.secretbox import new_key_text
+from farmkit.secretbox import new_key_text
 from tests.agent.hierarchy_helpers import farm, rack, row, send, shelf
 from tests.conftest import Agent
 from tests.e2e.conftest import LiveCloud

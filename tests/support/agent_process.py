@@ -1,11 +1,11 @@
-"""The agent as a process (``python -m agent run``), for tests that kill it with SIGKILL."""
+"""The agent as a process (``python -m agent run``), started the way an operator starts it: for
+tests that kill it with SIGKILL or must hold across processes, and for the benchmarks."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,54 +14,62 @@ from typing import Any
 import aiohttp
 
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD
+from tests.support.mosquitto import free_port
 
 __all__ = ["AgentProcess"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class AgentProcess:
     """One agent on a state directory, started and killed as often as a test likes."""
 
-    def __init__(self, state: Path, env: dict[str, str], args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        state: Path,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+        *,
+        log: Path | None = None,
+    ) -> None:
+        """``env`` adds or overrides FARM_* variables; none is inherited from this process's
+        environment. Output goes to ``log`` (by default beside ``state``)."""
         self.state = state
         self._args = args
-        self.log = state.parent / f"{state.name}.log"
-        self.port = _free_port()
+        self.log = log if log is not None else state.parent / f"{state.name}.log"
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if not k.startswith("FARM_")},
             "FARM_ADMIN_EMAIL": ADMIN_EMAIL,
             "FARM_ADMIN_PASSWORD": ADMIN_PASSWORD,
             "FARM_RATE_LIMIT_PER_ADDRESS": "0",
             "FARM_RATE_LIMIT_PER_USER": "0",
             "FARM_CLOCK_SYNC_SOURCE": "assume",
-            "FARM_READING_UNWATCHED_BATCH_INTERVAL_S": env.get(
+            "FARM_READING_UNWATCHED_BATCH_INTERVAL_S": (env or {}).get(
                 "FARM_READING_BATCH_INTERVAL_S", "0.75"
             ),
-            **env,
+            **(env or {}),
         }
         self._process: subprocess.Popen[bytes] | None = None
         self._token: str | None = None
 
     async def start(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109
         """Start the agent and wait until it answers /health."""
-        self._process = self._spawn()
-        async with asyncio.timeout(timeout), aiohttp.ClientSession() as session:
-            while True:
-                if self._process.poll() is not None:
-                    raise RuntimeError(f"agent exited at start-up; see {self.log}")
-                try:
-                    async with session.get(self.url + "/health") as resp:
-                        if resp.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.1)
+        process = self._process = self._spawn()
+        try:
+            async with asyncio.timeout(timeout), aiohttp.ClientSession() as session:
+                while True:
+                    if process.poll() is not None:
+                        raise RuntimeError(f"agent exited at start-up; see {self.log}")
+                    try:
+                        async with session.get(self.url + "/health") as resp:
+                            if resp.status == 200:
+                                return
+                    except aiohttp.ClientError:
+                        pass
+                    await asyncio.sleep(0.1)
+        except BaseException:
+            self.stop()  # a start that failed or was cancelled leaves no process behind
+            raise
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         with self.log.open("ab") as out:
@@ -72,6 +80,11 @@ class AgentProcess:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )  # fmt: skip
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The running process (None before a start and after a stop or kill)."""
+        return self._process
 
     def spawn(self) -> None:
         """Start the agent without waiting for anything."""

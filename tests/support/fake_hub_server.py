@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from home_hub.fake import FakeHub
+from integrations.home_assistant.fake import FakeHub
 from tests.support.threaded_server import served_in_thread
 
 __all__ = ["served_fake_hub"]

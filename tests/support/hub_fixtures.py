@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from home_hub.fake import FakeHub
+from integrations.home_assistant.fake import FakeHub
 
 __all__ = ["TOKEN", "Serve", "hub", "serve"]
 

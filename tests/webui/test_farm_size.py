@@ -17,8 +17,8 @@ from playwright.sync_api import expect
 from agent.services.readings.writer import IncomingReading
 from agent.store.users import UserStore
 from agent.web.keys import DATABASE, DEVICES, FARMS, HIERARCHY, READINGS
+from farmkit.passwords import hash_password
 from protocol.identity import Principal, Role
-from protocol.passwords import hash_password
 from protocol.schemas.devices import DeviceCreate
 from protocol.schemas.farms import FarmCreate, RackCreate, RowCreate, ShelfCreate
 from protocol.timefmt import utcnow

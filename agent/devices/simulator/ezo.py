@@ -21,7 +21,7 @@ from typing import Literal
 
 from agent.devices.simulator.ezo_model import EcModel, PhModel
 from agent.devices.simulator.pty_link import PtyLink
-from protocol.tasks import cancel_and_wait
+from farmkit.tasks import cancel_and_wait
 
 __all__ = ["EzoSimulator"]
 

@@ -30,7 +30,7 @@ from agent.devices.profiles import (
     placeholders,
     render,
 )
-from protocol.tasks import cancel_and_wait
+from farmkit.tasks import cancel_and_wait
 
 __all__ = ["SimulatedMqttDevice"]
 

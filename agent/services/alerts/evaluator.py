@@ -29,8 +29,8 @@ from agent.services.events.log import EventLog
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.store.alerts import AlertStore, NewAlert
 from agent.store.readings import StampShift
-from protocol.tasks import cancel_and_wait
-from protocol.throttled_log import ThrottledLog
+from farmkit.tasks import cancel_and_wait
+from farmkit.throttled_log import ThrottledLog
 from protocol.timefmt import iso
 
 __all__ = ["AlertEvaluator", "Subscribe"]

@@ -28,9 +28,9 @@ from agent.services.climate.loop import (
 )
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.store.climate import ClimateStore, SettingsRecord
-from protocol.backoff import Backoff, Retry
+from farmkit.backoff import Backoff, Retry
+from farmkit.tasks import cancel_and_wait
 from protocol.live.outbox import Stream, StreamEvent
-from protocol.tasks import cancel_and_wait
 from protocol.timefmt import iso
 
 __all__ = ["ClimateRuntime", "FanDriver", "ReadingSource", "clock_iso", "config_of"]

@@ -26,11 +26,11 @@ from agent.services.control.actuators import ActuatorService
 from agent.services.control.schedule_windows import Window, edges, is_open
 from agent.services.devices.registry import DeviceBinding, DeviceService
 from agent.store.actuator_commands import ActuatorCommandStore, ControlSettings
+from farmkit.tasks import cancel_and_wait
 from protocol.access import Action
 from protocol.errors import ApiError
 from protocol.live.outbox import Outbox, StreamEvent
 from protocol.schemas.actuators import CommandRecord, Schedule
-from protocol.tasks import cancel_and_wait
 from protocol.timefmt import utcnow
 
 __all__ = ["ActuatorSchedules", "is_availability", "switch_command"]

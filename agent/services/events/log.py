@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from agent.services.live.hub import DeviceEventLike, FarmStatusChange
+from agent.services.live.fanout import DeviceEventLike, FarmStatusChange
 from agent.store.events import EventRecord, EventStore
 from agent.store.space import SPACE_RETRY, out_of_space
-from protocol.backoff import Backoff, Retry
+from farmkit.backoff import Backoff, Retry
+from farmkit.tasks import cancel_and_wait
+from farmkit.throttled_log import ThrottledLog
 from protocol.live.outbox import Stream, StreamEvent
-from protocol.tasks import cancel_and_wait
-from protocol.throttled_log import ThrottledLog
 from protocol.timefmt import iso, utcnow
 
 __all__ = ["EventLog", "EventLogStats"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.services.live.hub import FarmStatusChange
+from agent.services.live.fanout import FarmStatusChange
 from agent.store.access import farm_grant
 from agent.store.cache import GenerationCache
 from agent.store.db import Database

@@ -12,10 +12,10 @@ from aiohttp import web
 from agent.store.api_keys import ApiKeyStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
+from farmkit.passwords import new_password_hash
 from protocol.errors import TokenExpired, Unauthorized
 from protocol.http.credentials import bearer_token
 from protocol.identity import Plan, Principal, Role
-from protocol.passwords import new_password_hash
 from protocol.timefmt import iso, now_iso, utcnow
 from protocol.tokens import (
     InvalidToken,

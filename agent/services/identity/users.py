@@ -13,10 +13,10 @@ from agent.services.identity.views import user_model
 from agent.store.permissions import PermissionStore
 from agent.store.sessions import SessionStore
 from agent.store.users import UserStore
+from farmkit.passwords import check_password, new_password_hash
 from protocol.access import require_role
 from protocol.errors import BadRequest, Conflict, InvalidCredentials, NotFound, ValidationFailed
 from protocol.identity import Principal, Role
-from protocol.passwords import check_password, new_password_hash
 from protocol.schemas.users import (
     ProfileUpdate,
     RoleChange,

@@ -17,8 +17,8 @@ from agent.services.periodic import PeriodicJob
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.services.readings.retention import ReadingRetention
 from agent.services.readings.writer import ReadingWriter
+from farmkit.tasks import cancel_and_wait
 from protocol.records import record
-from protocol.tasks import cancel_and_wait
 
 __all__ = ["LatestReadings", "ReadingRuntime"]
 

@@ -22,8 +22,8 @@ from agent.devices.ezo import EzoCircuit, EzoEc, EzoPh, ezo_framing
 from agent.devices.serial_port import SerialPort
 from agent.services.calibration.runtime import EzoDevices
 from agent.services.devices.registry import DeviceBinding
-from protocol.backoff import Backoff
-from protocol.tasks import cancel_and_wait
+from farmkit.backoff import Backoff
+from farmkit.tasks import cancel_and_wait
 
 __all__ = ["SerialDevices", "SerialOptions", "SerialReports"]
 

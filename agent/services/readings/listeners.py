@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from types import TracebackType
 
+from farmkit.throttled_log import ThrottledLog
 from protocol.records import record
-from protocol.throttled_log import ThrottledLog
 
 __all__ = ["CommittedReading", "ListenerSet", "ReadingSubscription"]
 

@@ -12,11 +12,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
-from agent.services.live.hub import EventHub
+from agent.services.live.fanout import EventFanout
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
-from protocol.backoff import Backoff, Retry
+from farmkit.backoff import Backoff, Retry
+from farmkit.tasks import cancel_and_wait
 from protocol.live.outbox import Stream
-from protocol.tasks import cancel_and_wait
 
 __all__ = ["ReadingFeed", "ReadingSource"]
 
@@ -39,12 +39,12 @@ class ReadingSource(Protocol):
 
 
 class ReadingFeed:
-    """Moves committed readings from the writer into the hub; one owned task."""
+    """Moves committed readings from the writer into the fan-out; one owned task."""
 
     def __init__(
         self,
         source: ReadingSource,
-        hub: EventHub,
+        fanout: EventFanout,
         farm_of_device: FarmOfDevice,
         device_farms: DeviceFarms,
         *,
@@ -53,7 +53,7 @@ class ReadingFeed:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._source = source
-        self._hub = hub
+        self._fanout = fanout
         self._farm_of_device = farm_of_device
         self._device_farms = device_farms
         self._queue_size = queue_size
@@ -74,7 +74,7 @@ class ReadingFeed:
             return
         # Readings nobody streams are not even queued.
         self._subscription = self._source.subscribe(
-            self._queue_size, lambda _: self._hub.subscribers(Stream.SENSOR_DATA) > 0
+            self._queue_size, lambda _: self._fanout.subscribers(Stream.SENSOR_DATA) > 0
         )
         self._task = asyncio.create_task(self._run(), name="stream-reading-feed")
 
@@ -109,7 +109,7 @@ class ReadingFeed:
         while reading is not None:
             farm_id = await self._farm_of(reading.device_id)
             if farm_id is not None:
-                self._hub.publish_reading(farm_id, reading)
+                self._fanout.publish_reading(farm_id, reading)
             if loop.time() - turn_began > _SLICE_S:
                 # A commit of thousands of readings must not hold the event loop in one go.
                 await asyncio.sleep(0)
@@ -118,7 +118,7 @@ class ReadingFeed:
         # The writer drops only while this queue is full, so the gap follows what was just sent.
         lost = subscription.take_dropped()
         if lost:
-            self._hub.report_missed(Stream.SENSOR_DATA, lost)
+            self._fanout.report_missed(Stream.SENSOR_DATA, lost)
 
     async def _farm_of(self, device_id: str) -> str | None:
         now = self._clock()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.services.live.hub import EventHub
+from agent.services.live.fanout import EventFanout
 from agent.services.streams.readings import ReadingFeed, ReadingSource
 from agent.services.streams.scope import StreamScope
 from protocol.live.auth import StreamAuthenticator
@@ -17,14 +17,14 @@ class StreamService(SharedStreamService):
 
     def __init__(
         self,
-        hub: EventHub,
+        fanout: EventFanout,
         scope: StreamScope,
         authenticator: StreamAuthenticator,
         limits: StreamLimits,
     ) -> None:
-        super().__init__(hub, scope, authenticator, limits)
+        super().__init__(fanout, scope, authenticator, limits)
         self._agent_scope = scope
-        self._events = hub
+        self._events = fanout
         self._feed: ReadingFeed | None = None
 
     def attach_readings(self, source: ReadingSource) -> None:

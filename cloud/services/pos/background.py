@@ -19,7 +19,7 @@ from cloud.services.pos.sync_runner import JobPolicy, SyncRunner
 from cloud.services.pos.webhook_apply import WebhookApplier
 from cloud.store import pos_jobs
 from cloud.store.db import Database
-from protocol.tasks import cancel_and_wait
+from farmkit.tasks import cancel_and_wait
 
 __all__ = ["PosBackground", "PosWorkPolicy"]
 

@@ -17,8 +17,8 @@ from cloud.services.pos.mirror_rows import mirror_rows
 from cloud.services.pos.secrets import PosSecrets
 from cloud.store import pos_harvests, pos_mirror
 from cloud.store.db import Database
-from protocol.backoff import Backoff
-from protocol.secretbox import SecretBoxError
+from farmkit.backoff import Backoff
+from farmkit.secretbox import SecretBoxError
 from protocol.timefmt import iso, utcnow
 
 __all__ = ["HarvestPusher", "idempotency_key"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from protocol.secretbox import SecretBox
+from farmkit.secretbox import SecretBox
 
 __all__ = ["PosSecrets"]
 

@@ -37,9 +37,9 @@ from cloud.services.pos.secrets import PosSecrets
 from cloud.store import pos_configs, pos_jobs, pos_mirror
 from cloud.store.db import Connection, Database
 from cloud.store.pos_mirror import MirrorColumns
-from protocol.backoff import Backoff
-from protocol.secretbox import SecretBoxError
-from protocol.tasks import cancel_and_wait
+from farmkit.backoff import Backoff
+from farmkit.secretbox import SecretBoxError
+from farmkit.tasks import cancel_and_wait
 
 __all__ = ["JobPolicy", "LeaseLost", "SyncRunner"]
 

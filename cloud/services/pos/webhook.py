@@ -25,9 +25,9 @@ from cloud.services.pos.configs import SIGNATURE_KEY
 from cloud.services.pos.secrets import PosSecrets
 from cloud.store import pos_configs, pos_webhooks
 from cloud.store.db import Connection, Database
+from farmkit.secretbox import SecretBoxError
 from protocol.errors import BadRequest, Forbidden, Unauthorized
 from protocol.schemas.pos import PosWebhookAck
-from protocol.secretbox import SecretBoxError
 
 __all__ = ["PosWebhookReceiver"]
 

@@ -1,5 +1,5 @@
 """Committed batches to this process's stream clients: notifications from every process's sync
-apply (cloud/store/live_feed.py), decoded and published into the hub in the order they came.
+apply (cloud/store/live_feed.py), decoded and published into the fan-out in the order they came.
 
 Nothing is lost without being counted: a notification that finds the queue full, one whose kept
 events were pruned before this process could read them (or never kept: no stream client was open
@@ -21,11 +21,11 @@ from typing import Any
 from cloud.services.streams.batch import decode_events, missed_by_stream
 from cloud.store import live_feed
 from cloud.store.db import Database
-from protocol.backoff import Backoff, Retry
-from protocol.live.hub import StreamHub
+from farmkit.backoff import Backoff, Retry
+from farmkit.tasks import cancel_and_wait
+from farmkit.throttled_log import ThrottledLog
+from protocol.live.fanout import StreamFanout
 from protocol.live.outbox import Stream
-from protocol.tasks import cancel_and_wait
-from protocol.throttled_log import ThrottledLog
 
 __all__ = ["CloudFeed"]
 
@@ -33,18 +33,18 @@ log = logging.getLogger(__name__)
 
 
 class CloudFeed:
-    """Publishes the notifications of committed batches into ``hub``; one owned task."""
+    """Publishes the notifications of committed batches into ``fanout``; one owned task."""
 
     def __init__(
         self,
         db: Database,
-        hub: StreamHub,
+        fanout: StreamFanout,
         *,
         queue_size: int = 10_000,
         remembered: int = 10_000,
     ) -> None:
         self._db = db
-        self._hub = hub
+        self._fanout = fanout
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(queue_size)
         self._seen: deque[int] = deque(maxlen=remembered)
         self._task: asyncio.Task[None] | None = None
@@ -85,7 +85,7 @@ class CloudFeed:
 
     def _report(self, counts: Mapping[str, int]) -> None:
         for name, count in counts.items():
-            self._hub.report_missed(Stream(name), count)
+            self._fanout.report_missed(Stream(name), count)
 
     async def _run(self) -> None:
         retry = Retry(Backoff(0.1, 5.0, jitter=False))
@@ -110,7 +110,7 @@ class CloudFeed:
             streams = [Stream(name) for name in _counts(note)]
         except (KeyError, TypeError, ValueError):
             return True
-        return any(self._hub.subscribers(stream) for stream in streams)
+        return any(self._fanout.subscribers(stream) for stream in streams)
 
     async def _publish(self, note: dict[str, Any]) -> None:
         if not self._wanted(note):
@@ -129,7 +129,7 @@ class CloudFeed:
                 self._problems.warning("event", "live feed: malformed event ignored")
                 continue
             for event in decoded:
-                self._hub.publish(event)
+                self._fanout.publish(event)
             self.published += len(decoded)
 
 

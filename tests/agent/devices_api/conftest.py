@@ -21,8 +21,8 @@ from agent.services.calibration.runtime import EzoDevices
 from agent.settings import DEFAULT_PROFILES_DIR
 from agent.store.users import UserStore
 from agent.web.keys import CALIBRATION, DATABASE
-from protocol.backoff import Backoff
-from protocol.passwords import hash_password
+from farmkit.backoff import Backoff
+from farmkit.passwords import hash_password
 from protocol.timefmt import now_iso
 from tests.conftest import Agent
 

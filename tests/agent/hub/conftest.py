@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiohttp import web
 
-from home_hub.fake import FakeHub
+from integrations.home_assistant.fake import FakeHub
 from tests.agent.control.conftest import broker, rig
 from tests.conftest import Agent
 from tests.support.hub_fixtures import TOKEN, hub, serve

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from home_hub.fake import FakeHub
+from integrations.home_assistant.fake import FakeHub
 from tests.agent.devices_api.conftest import create_farm, login_as
 from tests.agent.runtime.conftest import eventually
 from tests.conftest import Agent

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from home_hub.fake import FakeHub
-from home_hub.fake_proxy import FakeAccessProxy
+from integrations.home_assistant.fake import FakeHub
+from integrations.home_assistant.fake_proxy import FakeAccessProxy
 from tests.agent.devices_api.conftest import create_farm, error_of, login_as
 from tests.agent.hub.conftest import BASE, TOKEN, assign
 from tests.agent.runtime.conftest import eventually

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from home_hub.fake import FakeHub
+from integrations.home_assistant.fake import FakeHub
 from tests.agent.devices_api.conftest import create_farm, error_of
 from tests.agent.hub.conftest import BASE, TOKEN
 from tests.agent.runtime.conftest import eventually

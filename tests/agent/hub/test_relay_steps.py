@@ -11,10 +11,10 @@ from agent.devices.codec import OutgoingMessage
 from agent.devices.mqtt import MessageHandler
 from agent.devices.profiles import load_profiles
 from agent.services.devices.registry import DeviceBinding
-from agent.services.hub.discovery import Commander, HaDiscovery
-from agent.services.hub.discovery_configs import DiscoveryTopics
 from agent.services.readings.listeners import CommittedReading, ListenerSet
 from agent.settings import DEFAULT_PROFILES_DIR
+from integrations.home_assistant.agent_side.discovery import Commander, HaDiscovery
+from integrations.home_assistant.agent_side.discovery_configs import DiscoveryTopics
 
 SENSORS = 200
 

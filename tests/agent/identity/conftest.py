@@ -12,7 +12,7 @@ import pytest
 from aiohttp import ClientResponse
 
 from agent.app import create_app
-from protocol.mail import MailMessage
+from farmkit.mail import MailMessage
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, Agent, agent_settings
 
 PASSWORD = "a long enough password"

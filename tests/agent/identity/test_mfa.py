@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from protocol.totp import STEP_S, totp_code
+from farmkit.totp import STEP_S, totp_code
 from tests.agent.identity.conftest import (
     Clock,
     create_user,

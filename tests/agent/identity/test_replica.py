@@ -15,7 +15,7 @@ from agent.store.db import Database
 from agent.store.identity_replica import IdentityReplicaStore
 from agent.sync.link import CloudLink
 from agent.web.keys import DATABASE
-from protocol.passwords import hash_password
+from farmkit.passwords import hash_password
 from protocol.sync import (
     IdentityDelta,
     ReplicaApiKey,

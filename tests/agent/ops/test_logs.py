@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from protocol.logs import mask_secrets
+from farmkit.logs import mask_secrets
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD
 from tests.support.mosquitto import free_port
 from tests.support.smtp_server import smtp_server

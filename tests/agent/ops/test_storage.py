@@ -15,8 +15,8 @@ from agent.store.db import Database
 from agent.store.readings import NewReading, ReadingStore
 from agent.web.keys import DATABASE, EVENT_LOG
 from agent.wiring.ops import MAINTENANCE
+from integrations.webhooks import new_secret
 from protocol.timefmt import iso
-from protocol.webhooks import new_secret
 from tests.agent.devices_api.conftest import create_farm
 from tests.conftest import Agent, AgentFactory
 from tests.support.reading_seed import add_device, add_farm, add_user

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import sqlite3
-import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,71 +16,25 @@ import pytest
 
 from tests.agent.runtime.conftest import publish_acknowledged, tasmota_payload
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD
-from tests.support.mosquitto import Mosquitto, free_port
+from tests.support.agent_process import AgentProcess
+from tests.support.mosquitto import Mosquitto
 
-ROOT = Path(__file__).resolve().parents[3]
 TOPIC_BASE = "kill9"
 
 
-class AgentProcess:
-    """``python -m agent run`` in a child process on a free port."""
-
-    def __init__(self, state_dir: Path, broker: Mosquitto) -> None:
-        self.state_dir = state_dir
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            **os.environ,
-            "FARM_ADMIN_EMAIL": ADMIN_EMAIL,
-            "FARM_ADMIN_PASSWORD": ADMIN_PASSWORD,
+def kill9_agent(state: Path, broker: Mosquitto, **env: str) -> AgentProcess:
+    """An agent ingesting from ``broker``, committing readings often; ``env`` adds FARM_*."""
+    return AgentProcess(
+        state,
+        {
             "FARM_MQTT_PORT": str(broker.port),
             "FARM_MQTT_CLIENT_ID": "kill9-agent",
             "FARM_SERIAL_ENABLED": "false",
             "FARM_READING_BATCH_INTERVAL_S": "0.05",
             "FARM_READING_UNWATCHED_BATCH_INTERVAL_S": "0.05",
-            "FARM_RATE_LIMIT_PER_USER": "0",
-            "FARM_RATE_LIMIT_PER_ADDRESS": "0",
-        }
-        self.process: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        """Start and wait until /health answers."""
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "agent",
-            "run",
-            "--state-dir",
-            str(self.state_dir),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            cwd=ROOT,
-            env=self.env,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        async with aiohttp.ClientSession() as session, asyncio.timeout(30):
-            while True:
-                assert self.process.returncode is None, "agent exited at start-up"
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with session.get(self.url + "/health") as resp:
-                        if resp.status == 200:
-                            return
-                await asyncio.sleep(0.1)
-
-    async def kill(self) -> None:
-        """SIGKILL: no shutdown code runs."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        await asyncio.wait_for(self.process.wait(), 10)
-
-    async def stop(self) -> None:
-        """SIGTERM if still running."""
-        if self.process is not None and self.process.returncode is None:
-            self.process.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(self.process.wait(), 20)
+            **env,
+        },
+    )
 
 
 @pytest.fixture
@@ -128,8 +79,8 @@ def integrity(db_path: Path) -> str:
 
 
 async def test_committed_readings_survive_kill_9(tmp_path: Path, broker: Mosquitto) -> None:
-    agent = AgentProcess(tmp_path / "state", broker)
-    db_path = agent.state_dir / "agent.db"
+    agent = kill9_agent(tmp_path / "state", broker)
+    db_path = agent.state / "agent.db"
     base = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
     payloads = [tasmota_payload(i, base) for i in range(6000)]
     topic = f"tele/{TOPIC_BASE}/SENSOR"
@@ -146,7 +97,7 @@ async def test_committed_readings_survive_kill_9(tmp_path: Path, broker: Mosquit
                     await asyncio.sleep(0.05)
             # Ingest is running: what a separate reader sees now is committed; kill right after.
             before = await asyncio.to_thread(stored, db_path)
-            await agent.kill()
+            agent.kill()
         finally:
             publisher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -160,7 +111,7 @@ async def test_committed_readings_survive_kill_9(tmp_path: Path, broker: Mosquit
         assert before <= await asyncio.to_thread(stored, db_path)
         assert await asyncio.to_thread(integrity, db_path) == "ok"
     finally:
-        await agent.stop()
+        agent.stop()
 
 
 def shelves_and_outbox(db_path: Path) -> tuple[set[str], list[str]]:
@@ -182,8 +133,8 @@ async def test_answered_api_writes_survive_kill_9_each_with_its_outbox_row(
     """Concurrent shelf POSTs share commits; some are refused inside a shared commit (two
     clients race for each level). Every 201 survives kill -9, a refused one leaves nothing, and
     each stored shelf has its one outbox row, written by the same transaction."""
-    agent = AgentProcess(tmp_path / "state", broker)
-    db_path = agent.state_dir / "agent.db"
+    agent = kill9_agent(tmp_path / "state", broker)
+    db_path = agent.state / "agent.db"
     await agent.start()
     answered: set[str] = set()
     refused = 0
@@ -218,7 +169,7 @@ async def test_answered_api_writes_survive_kill_9_each_with_its_outbox_row(
             async with asyncio.timeout(60):
                 while len(answered) < 400 or refused < 50:  # noqa: ASYNC110
                     await asyncio.sleep(0.01)
-            await agent.kill()  # with requests in flight
+            agent.kill()  # with requests in flight
             results = await asyncio.gather(*clients, return_exceptions=True)
             assert all(isinstance(r, aiohttp.ClientError) for r in results), results
 
@@ -227,7 +178,7 @@ async def test_answered_api_writes_survive_kill_9_each_with_its_outbox_row(
         assert answered <= shelves, f"{len(answered - shelves)} answered shelves lost"
         assert sorted(queued) == sorted(shelves)  # one outbox row per shelf, none without
     finally:
-        await agent.stop()
+        agent.stop()
 
 
 def staged_and_folded(db_path: Path) -> tuple[list[tuple[int, int]], int, int]:
@@ -248,10 +199,13 @@ async def test_every_reading_the_broker_took_is_stored_once_after_kill_9_mid_fol
     its readings are committed, so the broker delivers whatever was not acknowledged again:
     after the restart every published reading is stored exactly once, and folded rollups agree
     with the raw rows."""
-    agent = AgentProcess(tmp_path / "state", broker)
-    agent.env["FARM_READING_FOLD_INTERVAL_S"] = "1"
-    agent.env["FARM_READING_FOLD_ROWS"] = "100"
-    db_path = agent.state_dir / "agent.db"
+    agent = kill9_agent(
+        tmp_path / "state",
+        broker,
+        FARM_READING_FOLD_INTERVAL_S="1",
+        FARM_READING_FOLD_ROWS="100",
+    )
+    db_path = agent.state / "agent.db"
     base = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
     total = 3000
     payloads = [tasmota_payload(i, base) for i in range(total)]
@@ -271,7 +225,7 @@ async def test_every_reading_the_broker_took_is_stored_once_after_kill_9_mid_fol
                 if len(stamps) >= total // 2 and rolled > 0 and (staged > 0 or publisher.done()):
                     break
                 await asyncio.sleep(0.05)
-        await agent.kill()
+        agent.kill()
         assert await asyncio.to_thread(integrity, db_path) == "ok"
         await agent.start()
         async with asyncio.timeout(120):
@@ -286,4 +240,4 @@ async def test_every_reading_the_broker_took_is_stored_once_after_kill_9_mid_fol
         assert rolled == 2 * total, "rollups count each folded reading once"
         assert await asyncio.to_thread(integrity, db_path) == "ok"
     finally:
-        await agent.stop()
+        agent.stop()

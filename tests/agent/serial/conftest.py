@@ -13,7 +13,7 @@ from agent.devices.profiles import FirmwareProfile, load_profiles
 from agent.devices.serial_port import SerialPort
 from agent.devices.simulator.ezo import EzoSimulator
 from agent.settings import DEFAULT_PROFILES_DIR
-from protocol.backoff import Backoff
+from farmkit.backoff import Backoff
 
 PROFILES = load_profiles(DEFAULT_PROFILES_DIR)
 PH_PROFILE: FirmwareProfile = PROFILES["atlas-ezo-ph"]

@@ -11,7 +11,7 @@ from aiohttp import ClientWebSocketResponse, WSMsgType
 
 from agent.services.live.device_events import DeviceEvent, EventKind
 from agent.services.readings.writer import IncomingReading
-from agent.web.keys import DATABASE, EVENT_HUB, READINGS
+from agent.web.keys import DATABASE, EVENT_FANOUT, READINGS
 from tests.agent.hierarchy_helpers import Caller
 from tests.conftest import Agent
 
@@ -139,8 +139,8 @@ def device_event(
 
 
 def publish(agent: Agent, event: DeviceEvent) -> None:
-    """Hand a device event to the agent's hub, as the device runtime does."""
-    agent.client.app[EVENT_HUB].publish_device_event(event)
+    """Hand a device event to the agent's fan-out, as the device runtime does."""
+    agent.client.app[EVENT_FANOUT].publish_device_event(event)
 
 
 def random_id() -> str:

@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 from aiohappyeyeballs import AddrInfoType
 
-from agent.services.live.hub import EventHub
-from agent.web.keys import EVENT_HUB, STREAMS
+from agent.services.live.fanout import EventFanout
+from agent.web.keys import EVENT_FANOUT, STREAMS
 from protocol.live.outbox import Missed, Stream, StreamEvent
 from tests.agent.hierarchy_helpers import NOWHERE, add_device, farm
 from tests.agent.streams.helpers import (
@@ -51,7 +51,7 @@ async def test_a_stalled_client_slows_no_one_and_is_told_what_it_missed(
     agent: Agent = await make_agent(ws_queue_size=20)
     farm_id = (await farm(agent, "North"))["id"]
     fan = await add_device(agent, farm_id, "Fan", "fan")
-    hub = agent.client.app[EVENT_HUB]
+    fanout = agent.client.app[EVENT_FANOUT]
     stalled = await small_buffer_session.ws_connect(
         agent.client.make_url("/ws/device-events"),
         params={"access_token": agent.admin_token},
@@ -73,9 +73,9 @@ async def test_a_stalled_client_slows_no_one_and_is_told_what_it_missed(
         for expected in range(published - 9, published + 1):
             message = await expect(reader, "status-update")
             assert message["data"]["n"] == expected  # nothing lost for the client that reads
-        if hub.stats.dropped:
+        if fanout.stats.dropped:
             extra_batches -= 1
-    dropped = hub.stats.dropped
+    dropped = fanout.stats.dropped
     assert dropped, f"the stalled client never overflowed in {published} events"
 
     # The stalled client now reads: everything kept, in order, then how many were dropped.
@@ -101,12 +101,12 @@ async def test_a_stalled_client_slows_no_one_and_is_told_what_it_missed(
 
 
 async def test_missed_marks_the_gap_between_the_events_around_it() -> None:
-    hub = EventHub()
-    box = hub.subscribe(Stream.DEVICE_EVENTS, 3)
+    fanout = EventFanout()
+    box = fanout.subscribe(Stream.DEVICE_EVENTS, 3)
     for n in range(1, 8):
-        hub.publish_device_event(device_event(NOWHERE, NOWHERE, n=n))
+        fanout.publish_device_event(device_event(NOWHERE, NOWHERE, n=n))
     taken = [box.get_nowait() for _ in range(3)]
-    hub.publish_device_event(device_event(NOWHERE, NOWHERE, n=8))
+    fanout.publish_device_event(device_event(NOWHERE, NOWHERE, n=8))
     rest = [box.get_nowait() for _ in range(2)]
     assert [item.data["n"] for item in taken if isinstance(item, StreamEvent)] == [1, 2, 3]
     assert rest[0] == Missed(4)  # 4 to 7 were dropped before 8 found room
@@ -114,10 +114,10 @@ async def test_missed_marks_the_gap_between_the_events_around_it() -> None:
     assert box.get_nowait() is None
     # Once the queue has drained, a gap at its end is reported without waiting for an event.
     for n in range(9, 14):
-        hub.publish_device_event(device_event(NOWHERE, NOWHERE, n=n))
+        fanout.publish_device_event(device_event(NOWHERE, NOWHERE, n=n))
     assert [box.get_nowait() for _ in range(4)][-1] == Missed(2)
     box.close()
-    assert hub.subscribers(Stream.DEVICE_EVENTS) == 0
+    assert fanout.subscribers(Stream.DEVICE_EVENTS) == 0
 
 
 async def test_a_client_that_takes_nothing_for_the_send_timeout_is_disconnected(

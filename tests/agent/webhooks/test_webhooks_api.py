@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent.web.keys import DATABASE
-from protocol.webhooks import EVENT_KINDS
+from integrations.webhooks import EVENT_KINDS
 from tests.agent.devices_api.conftest import create_farm, error_of, login_as
 from tests.agent.hierarchy_helpers import table_counts
 from tests.agent.webhooks.conftest import add_webhook

@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestClient
 
 from cloud.app import create_app
 from cloud.settings import CloudSettings
-from protocol.passwords import hash_password
+from farmkit.passwords import hash_password
 from tests.cloud import conftest as cloud_conftest
 from tests.cloud.conftest import CloudDatabase
 from tests.cloud.seed import FarmTree, add_farm_tree, add_user, grant

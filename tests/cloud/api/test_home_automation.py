@@ -14,8 +14,8 @@ from uuid import UUID
 import pytest
 from aiohttp import web
 
-from home_hub.fake import FakeHub
-from home_hub.fake_proxy import FakeAccessProxy
+from integrations.home_assistant.fake import FakeHub
+from integrations.home_assistant.fake_proxy import FakeAccessProxy
 from tests.cloud.api.conftest import Cloud, Conn, World, assert_error
 from tests.cloud.seed import add_user, grant
 from tests.support.hub_fixtures import TOKEN

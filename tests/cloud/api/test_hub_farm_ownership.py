@@ -12,7 +12,7 @@ from uuid import UUID
 
 import pytest
 
-from home_hub.fake import FakeHub
+from integrations.home_assistant.fake import FakeHub
 from tests.cloud.api.conftest import Cloud, Conn, World
 from tests.cloud.api.test_home_automation import hub_cloud, proxy_url  # noqa: F401  (fixtures)
 from tests.support.hub_ownership import (

@@ -20,8 +20,8 @@ from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 
 from cloud.app import create_app
-from protocol.mail import MailMessage
-from protocol.passwords import hash_password
+from farmkit.mail import MailMessage
+from farmkit.passwords import hash_password
 from tests.cloud.api.conftest import PASSWORD, Cloud, Conn, cloud_settings
 from tests.cloud.conftest import CloudDatabase
 from tests.cloud.seed import add_user

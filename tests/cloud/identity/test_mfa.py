@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from protocol.totp import STEP_S, totp_code
+from farmkit.totp import STEP_S, totp_code
 from tests.cloud.identity.conftest import Cloud, Conn, User, bearer, error_of, login
 
 

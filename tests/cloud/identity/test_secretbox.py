@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from protocol.secretbox import (
+from farmkit.secretbox import (
     SecretBox,
     SecretBoxError,
     derived_key,

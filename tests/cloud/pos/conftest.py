@@ -17,7 +17,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from cloud.pos_provider.fake import FakeMerchant, fake_app
-from protocol.secretbox import new_key_text
+from farmkit.secretbox import new_key_text
 from tests.cloud.api.conftest import (  # noqa: F401  (fixtures)
     PASSWORD,
     Cloud,

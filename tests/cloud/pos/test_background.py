@@ -11,7 +11,7 @@ from cloud.pos_provider.client import RetryPolicy
 from cloud.services.pos import PosBackground, PosSecrets, PosWorkPolicy, ProviderLinks
 from cloud.services.pos.links import ProviderUrls
 from cloud.store.db import Database
-from protocol.secretbox import SecretBox
+from farmkit.secretbox import SecretBox
 
 
 async def test_stop_ends_the_loops_even_when_a_wake_up_comes_with_it(database: Database) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from protocol.webhooks import EVENT_KINDS
+from integrations.webhooks import EVENT_KINDS
 from tests.cloud.webhooks.conftest import (
     FAST,
     Cloud,

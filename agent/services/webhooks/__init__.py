@@ -1,1 +1,0 @@
-"""Outgoing webhooks: their settings, deliveries and the test message (protocol/webhooks/ posts)."""

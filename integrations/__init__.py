@@ -1,0 +1,1 @@
+"""The integrations with systems outside the farm, one package each (docs/design.md section 2)."""

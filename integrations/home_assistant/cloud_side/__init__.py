@@ -1,0 +1,2 @@
+"""The Home Assistant integration as the cloud serves it: its wiring, routes, store and farm
+check."""

@@ -1,0 +1,2 @@
+"""Outgoing webhooks in the agent: settings, deliveries and the test message (integrations/webhooks/
+posts them)."""
