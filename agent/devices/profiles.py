@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent.devices.errors import ProfileError
-from agent.devices.modbus.spec import ModbusSpec
+from agent.devices.modbus_spec import ModbusSpec
 
 __all__ = [
     "SWITCH_FIELDS",

@@ -24,7 +24,7 @@ import asyncpg
 from pydantic import TypeAdapter, ValidationError
 
 from cloud.store.db import Connection
-from protocol.schemas.devices import Address, MqttAddress, SerialAddress
+from protocol.schemas.devices import Address, ModbusAddress, MqttAddress, SerialAddress
 from protocol.schemas.grow_plans import Stage
 
 __all__ = [
@@ -213,7 +213,7 @@ def _json(value: Any) -> Any:
 
 
 _STAGES = TypeAdapter(list[Stage])
-_ADDRESS: TypeAdapter[MqttAddress | SerialAddress] = TypeAdapter(Address)
+_ADDRESS: TypeAdapter[MqttAddress | SerialAddress | ModbusAddress] = TypeAdapter(Address)
 
 
 def _device_address(d: dict[str, Any]) -> dict[str, Any]:
@@ -233,6 +233,8 @@ def _device_address(d: dict[str, Any]) -> dict[str, Any]:
             "port": d["serial_port"],
             **(_json(d.get("serial_settings")) or {}),
         }
+    elif transport == "modbus" and d.get("serial_port"):
+        given = {"transport": "modbus", **(_json(d.get("serial_settings")) or {})}
     else:
         return {}
     try:

@@ -20,7 +20,7 @@ from agent.devices.codec import (
     Rejection,
     StateUpdate,
 )
-from agent.devices.modbus.spec import ModbusMetric, ModbusSpec, ModbusState
+from agent.devices.modbus_spec import ModbusMetric, ModbusSpec, ModbusState
 from agent.devices.profiles import SWITCH_FIELDS, FirmwareProfile
 
 __all__ = ["ModbusCodec", "ReadBlock", "Write", "decode_value"]

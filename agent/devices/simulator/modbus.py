@@ -32,7 +32,7 @@ from pymodbus.pdu import ModbusPDU
 from pymodbus.server import ModbusSerialServer, ModbusTcpServer
 from pymodbus.simulator import DataType, SimData, SimDevice
 
-from agent.devices.modbus.spec import ModbusMetric, ModbusSpec
+from agent.devices.modbus_spec import ModbusMetric, ModbusSpec
 from agent.devices.profiles import FirmwareProfile
 
 __all__ = [

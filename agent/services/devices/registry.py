@@ -43,6 +43,7 @@ from protocol.schemas.devices import (
     DeviceUpdate,
     FanList,
     FanListQuery,
+    ModbusAddress,
     MqttAddress,
     SensorDevice,
     SensorDeviceCreate,
@@ -149,7 +150,7 @@ class DeviceService:
         self,
         principal: Principal,
         fields: dict[str, Any],
-        address: MqttAddress | SerialAddress | None,
+        address: MqttAddress | SerialAddress | ModbusAddress | None,
     ) -> str:
         await self.authorize_farm(principal, str(fields["farm_id"]), Action.MANAGE)
         registration = resolve_registration(self.profiles, fields, address)
