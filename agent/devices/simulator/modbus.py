@@ -89,6 +89,8 @@ class SimulatedModbusDevice:
         """Answer nothing (the client times out)."""
         self.garble = False
         """Answer with a corrupted CRC (the client drops the frame)."""
+        self.apply_writes = True
+        """Accept command writes without acting on them when False (a drive in local mode)."""
         self._drift = drift
         self._rng = rng or random.Random(unit)
         self._holding = self._span((*self._registers("holding"), *self._writes()))
@@ -137,7 +139,7 @@ class SimulatedModbusDevice:
         function = "holding" if function_code in _HOLDING else "input"
         if function_code in _HOLDING | _INPUT:
             self._fill(function, start_address, registers)
-        if set_values is not None and function_code in (6, 16):
+        if set_values is not None and function_code in (6, 16) and self.apply_writes:
             for offset, value in enumerate(set_values):
                 self._apply_write(address + offset, int(value), start_address, registers)
         return None
