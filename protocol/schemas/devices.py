@@ -27,6 +27,7 @@ __all__ = [
     "Device",
     "DeviceCreate",
     "DeviceKind",
+    "DeviceLink",
     "DeviceList",
     "DeviceListQuery",
     "DeviceProfile",
@@ -385,6 +386,18 @@ class FanList(Schema):
     offset: int
 
 
+class DeviceLink(Schema):
+    """How a polled (Modbus) device's requests went since the agent started."""
+
+    polls: int
+    answered: int
+    timeouts: int = Field(description="Requests with no answer")
+    crc_errors: int = Field(description="Answers rejected: bad CRC or framing")
+    exceptions: int = Field(description="Modbus exception answers (e.g. illegal address)")
+    connection_errors: int = Field(description="The bus could not be opened")
+    consecutive_failures: int
+
+
 class Device(Schema):
     """A device in the registry, every field."""
 
@@ -409,6 +422,9 @@ class Device(Schema):
     last_seen: Timestamp | None
     created_at: Timestamp
     updated_at: Timestamp
+    link: DeviceLink | None = Field(
+        None, description="Link counters of a device the agent polls (Modbus); else null"
+    )
 
 
 class DeviceList(Schema):

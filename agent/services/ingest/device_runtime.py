@@ -96,6 +96,7 @@ class DeviceRuntime:
         """Bind every registered device, then connect (in the background) and start polling."""
         await self._devices.reset_availability()
         self._devices.add_listener(self)
+        self._devices.set_link_source(self._link)
         for binding in await self._devices.bindings():
             await self._bind(binding)
         if self.client is not None and self.control is not None and self.gateway is not None:
@@ -121,6 +122,20 @@ class DeviceRuntime:
             await self.client.stop()
         if self.control is not None:
             await self.control.stop()
+
+    def _link(self, device_id: str) -> dict[str, int] | None:
+        stats = self.modbus.link(device_id)
+        if stats is None:
+            return None
+        return {
+            "polls": stats.polls,
+            "answered": stats.answered,
+            "timeouts": stats.timeouts,
+            "crc_errors": stats.crc_errors,
+            "exceptions": stats.exceptions,
+            "connection_errors": stats.connection_errors,
+            "consecutive_failures": stats.consecutive_failures,
+        }
 
     def mqtt_state(self) -> MqttState:
         """The broker connections as /healthz reports them: connected when both are."""

@@ -12,7 +12,8 @@ UPDATE sqlite_master
 SET sql = replace(sql, 'CHECK (transport IN (''mqtt'', ''serial''))',
                   'CHECK (transport IN (''mqtt'', ''serial'', ''modbus''))')
 WHERE type = 'table' AND name = 'devices';
-PRAGMA writable_schema = OFF;
+-- RESET turns it off again and makes this connection read the changed schema.
+PRAGMA writable_schema = RESET;
 
 DROP INDEX devices_serial_port;
 CREATE UNIQUE INDEX devices_serial_port
