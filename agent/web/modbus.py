@@ -8,7 +8,7 @@ from agent.devices.modbus.bus import BusAddress, ModbusBus, ModbusFailure
 from agent.devices.modbus.scan import scan_bus
 from agent.web.keys import DEVICE_RUNTIME, DEVICES
 from protocol.access import require_role
-from protocol.errors import ServiceUnavailable
+from protocol.errors import ValidationFailed
 from protocol.http.endpoints import Api, principal_of
 from protocol.identity import Role
 from protocol.schemas.devices import ModbusAddress
@@ -25,12 +25,13 @@ api = Api()
     tag="Devices",
     body=ModbusScanCreate,
     response=ModbusScanResult,
-    errors=(403, 503),
+    errors=(403,),
 )
 async def create_scan(request: web.Request, body: ModbusScanCreate) -> ModbusScanResult:
     """Ask each unit id in the range for the registers of each shipped Modbus profile and answer
     the devices that replied sensibly, with the profile and address to register them by. A bus
-    the agent already polls is scanned between its polls, never over them."""
+    the agent already polls is scanned between its polls, never over them. A bus that cannot
+    be opened (no such port, no answer from the host) is a 422 naming ``port`` or ``host``."""
     require_role(principal_of(request), Role.ADMIN, Role.FARM_MANAGER)
     if body.port is not None:
         address = BusAddress(
@@ -49,7 +50,9 @@ async def create_scan(request: web.Request, body: ModbusScanCreate) -> ModbusSca
     try:
         found = await scan_bus(bus, units, request.app[DEVICES].profiles, timeout=body.timeout_s)
     except ModbusFailure as failure:
-        raise ServiceUnavailable(f"Cannot scan {address.key}: {failure}") from None
+        # The bus named cannot be opened (no such port, host not answering): the input's fault.
+        field = "port" if body.port is not None else "host"
+        raise ValidationFailed.of([(field, str(failure))], "Cannot open the bus") from None
     finally:
         if open_bus is None:
             await bus.close()

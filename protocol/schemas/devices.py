@@ -271,7 +271,7 @@ class DeviceProfile(Schema):
     firmware: str
     kind: str
     device_type: str | None
-    transport: Literal["mqtt", "serial"]
+    transport: Literal["mqtt", "serial", "modbus"]
     variables: dict[str, str] = Field(description="Topic variables and their defaults")
     metrics: list[DeviceProfileMetric]
     commands: list[str]

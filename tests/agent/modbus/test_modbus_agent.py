@@ -177,13 +177,15 @@ async def test_a_scan_over_the_api_proposes_profiles_and_addresses(
     await register(modbus_agent, body)
 
 
-async def test_a_scan_of_a_missing_port_is_a_503_and_a_bad_range_a_422(
+async def test_a_scan_of_a_missing_port_or_a_bad_range_is_a_422(
     modbus_agent: Agent, tmp_path: Path
 ) -> None:
     url, auth = "/api/v1/modbus/scans", modbus_agent.auth()
     missing = {"port": str(tmp_path / "ttyGone"), "first_unit": 1, "last_unit": 2}
     resp = await modbus_agent.client.post(url, json=missing, headers=auth)
-    assert (await error_of(resp, 503))["code"] == "SERVICE_UNAVAILABLE"
+    error = await error_of(resp, 422)
+    assert error["code"] == "VALIDATION_ERROR"
+    assert "port" in json.dumps(error["details"])
     too_many = {"port": str(tmp_path / "ttyGone"), "first_unit": 1, "last_unit": 200}
     resp = await modbus_agent.client.post(url, json=too_many, headers=auth)
     assert (await error_of(resp, 422))["code"] == "VALIDATION_ERROR"
