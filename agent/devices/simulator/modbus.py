@@ -14,6 +14,7 @@ TCP port.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -372,3 +373,49 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    from agent.devices.profiles import load_profiles
+    from agent.settings import DEFAULT_PROFILES_DIR
+
+    profiles = load_profiles(args.profiles or DEFAULT_PROFILES_DIR)
+    devices = []
+    for spec in args.device:
+        profile_id, _, unit = spec.partition(":")
+        devices.append(SimulatedModbusDevice(int(unit), profiles[profile_id], drift=True))
+    simulator: ModbusRtuSimulator | ModbusTcpSimulator
+    if args.rtu is not None:
+        simulator = ModbusRtuSimulator(devices, Path(args.rtu))
+        await simulator.start()
+        print(f"Modbus RTU bus at {args.rtu}", flush=True)
+    else:
+        simulator = ModbusTcpSimulator(devices, args.tcp)
+        await simulator.start()
+        print(f"Modbus TCP at 127.0.0.1:{simulator.port}", flush=True)
+    for device in devices:
+        print(f"{device.profile.id} unit {device.unit}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await simulator.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m agent.devices.simulator.modbus --rtu /tmp/ttyRS485 --device
+    modbus-xy-md02:1 --device modbus-vfd-fan:7`` (or ``--tcp 5020``): serve until interrupted."""
+    parser = argparse.ArgumentParser(description="Simulated Modbus devices (pymodbus server)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--rtu", help="path to link to the agent's end of a pty pair")
+    where.add_argument("--tcp", type=int, help="local TCP port (0: a free one)")
+    parser.add_argument(
+        "--device", action="append", required=True, help="PROFILE:UNIT, e.g. modbus-xy-md02:1"
+    )
+    parser.add_argument("--profiles", help="profile directory (default: the shipped profiles)")
+    args = parser.parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(args))
+
+
+if __name__ == "__main__":
+    main()
