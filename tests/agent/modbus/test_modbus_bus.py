@@ -8,7 +8,7 @@ import pytest
 
 from agent.devices.codec import Command
 from agent.devices.modbus.scan import scan_bus
-from agent.devices.simulator.modbus import SimulatedModbusDevice
+from agent.devices.simulator.modbus import ModbusTcpSimulator, SimulatedModbusDevice
 from tests.agent.modbus.conftest import CLIMATE, CO2, VFD, LineFactory, fast
 
 KINDS: list[Literal["rtu", "tcp"]] = ["rtu", "tcp"]
@@ -152,3 +152,24 @@ async def test_a_scan_finds_each_device_with_its_profile_and_first_values(
     assert by_unit[2].key == f"modbus:{bus.bus.address.key}:2"
     assert by_unit[2].source == "modbus"
     assert by_unit[2].address["unit"] == 2
+
+
+async def test_a_tcp_device_that_restarts_is_offline_meanwhile_and_polled_again_after(
+    line: LineFactory,
+) -> None:
+    sensor = SimulatedModbusDevice(1, CLIMATE)
+    bus = await line("tcp", [sensor])
+    bus.add("climate", 1, fast(CLIMATE))
+    bus.bus.start()
+    await bus.recorder.wait_for(lambda: ("climate", True) in bus.recorder.availability)
+
+    port = bus.sim.port
+    await bus.sim.stop()
+    await bus.recorder.wait_for(lambda: bus.recorder.availability[-1] == ("climate", False))
+    restarted = ModbusTcpSimulator([sensor], port=port)
+    await restarted.start()
+    try:
+        await bus.recorder.wait_for(lambda: bus.recorder.availability[-1] == ("climate", True))
+    finally:
+        await restarted.stop()
+    assert bus.bus.devices["climate"].stats.connection_errors >= 1
