@@ -237,6 +237,11 @@ class ModbusBus:
     async def _call(self, request: Callable[[], Awaitable[Any]], what: str, timeout: float) -> Any:  # noqa: ASYNC109
         """One request (the lock is held); its answer, or ModbusFailure saying what went wrong."""
         before = self._received
+        if self._client is not None:
+            # pymodbus waits for an answer as long as its connect timeout (transaction.py:
+            # wait_for(..., timeout=comm_params.timeout_connect)); set per request, as devices
+            # on one bus (and a scan) may wait differently.
+            self._client.comm_params.timeout_connect = timeout
         try:
             async with asyncio.timeout(timeout + 1.0):
                 response = await request()
@@ -273,7 +278,6 @@ class ModbusBus:
             "discrete": client.read_discrete_inputs,
         }
         read = readers[block.function]
-        client.comm_params.timeout_connect = limit
         response = await self._call(
             lambda: read(block.address, count=block.count, device_id=unit), what, limit
         )
@@ -294,21 +298,20 @@ class ModbusBus:
         async with self._lock:
             return {block: await self.read_block(unit, block, timeout) for block in blocks}
 
-    async def _write(self, unit: int, write: Write) -> None:
+    async def _write(self, unit: int, write: Write, timeout: float) -> None:  # noqa: ASYNC109
         client = await self._connected()
         what = f"unit {unit} write {write.function} {write.address}={write.value}"
-        client.comm_params.timeout_connect = self._timeout
         if write.function == "coil":
             await self._call(
                 lambda: client.write_coil(write.address, bool(write.value), device_id=unit),
                 what,
-                self._timeout,
+                timeout,
             )
         else:
             await self._call(
                 lambda: client.write_register(write.address, write.value, device_id=unit),
                 what,
-                self._timeout,
+                timeout,
             )
 
     # Polling -----------------------------------------------------------------------------------
@@ -317,7 +320,7 @@ class ModbusBus:
         """Read a device's registers once and report the outcome; None when it failed."""
         device.stats.polls += 1
         try:
-            answers = await self.read(device.unit, device.codec.blocks)
+            answers = await self.read(device.unit, device.codec.blocks, device.codec.spec.timeout_s)
         except ModbusFailure as failure:
             await self._failed(device, failure)
             return None
@@ -401,7 +404,7 @@ class ModbusBus:
         try:
             async with self._lock:
                 for write in writes:
-                    await self._write(device.unit, write)
+                    await self._write(device.unit, write, device.codec.spec.timeout_s)
         except ModbusFailure as failure:
             device.stats.count(failure)
             raise DeviceUnavailable(f"device {device_id}: {failure}") from failure
@@ -411,7 +414,9 @@ class ModbusBus:
         deadline = self._clock() + timeout
         while True:
             try:
-                answers = await self.read(device.unit, device.codec.state_blocks)
+                answers = await self.read(
+                    device.unit, device.codec.state_blocks, device.codec.spec.timeout_s
+                )
                 decoded = device.codec.decode(answers)
                 observed.update({state.field: state.value for state in decoded.states})
                 if self._reports is not None and decoded.states:
