@@ -115,8 +115,9 @@ def _child(role: str, path: Path, args: argparse.Namespace) -> subprocess.Popen[
     )  # fmt: skip
 
 
-def _measure(role: str, path: Path, args: argparse.Namespace) -> tuple[float, int, int]:
-    """CPU % of one core of a poller from its first poll to its last; answered, failed."""
+def _measure(role: str, path: Path, args: argparse.Namespace) -> tuple[float, float, int, int]:
+    """CPU % of one core of a poller from its first poll to its last, its CPU seconds; answered,
+    failed."""
     child = _child(role, path, args)
     assert child.stdout is not None
     if child.stdout.readline().strip() != "polling":
@@ -127,7 +128,7 @@ def _measure(role: str, path: Path, args: argparse.Namespace) -> tuple[float, in
     wall = time.monotonic() - started
     cpu = meter.stop()[role]
     child.wait(timeout=30)
-    return cpu / wall * 100, int(result[1]), int(result[3])
+    return cpu / wall * 100, cpu, int(result[1]), int(result[3])
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -159,9 +160,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         figures = {}
         for role, label in (("agent", "agent ModbusBus"), ("bare", "bare pymodbus loop")):
-            percent, answered, failed = _measure(role, path, args)
+            percent, cpu, answered, failed = _measure(role, path, args)
             figures[role] = percent
-            print(f"{label}: {percent:.3f} % of a core, {answered} polls answered, {failed} failed")
+            per_thousand = cpu * 1e6 / max(answered, 1)
+            print(
+                f"{label}: {percent:.3f} % of a core, {answered} polls answered, {failed} failed"
+                f" ({per_thousand:.1f} ms CPU per 1,000 polls)"
+            )
             run.failures.add(f"{role} polls failed", failed)
             if answered < expected:
                 run.failures.add(f"{role} polls missing", expected - answered)
