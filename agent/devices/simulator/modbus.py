@@ -94,15 +94,17 @@ class SimulatedModbusDevice:
         """Accept command writes without acting on them when False (a drive in local mode)."""
         self._drift = drift
         self._rng = rng or random.Random(unit)
-        self._holding = self._span((*self._registers("holding"), *self._writes()))
+        self._holding = self._span((*self._registers("holding"), *self._writes("holding")))
         self._input = self._span(self._registers("input"))
+        self._coils = self._span((*self._registers("coil"), *self._writes("coil")))
+        self._discrete = self._span(self._registers("discrete"))
 
     def _registers(self, function: str) -> list[tuple[int, int]]:
         items = [*self.spec.metrics, *self.spec.states]
         return [(i.address, i.width) for i in items if i.function == function]
 
-    def _writes(self) -> list[tuple[int, int]]:
-        return [(w.address, 1) for w in self.spec.writes if w.function == "holding"]
+    def _writes(self, function: str) -> list[tuple[int, int]]:
+        return [(w.address, 1) for w in self.spec.writes if w.function == function]
 
     @staticmethod
     def _span(ranges: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
@@ -120,11 +122,20 @@ class SimulatedModbusDevice:
                 return [SimData(0, count=1, datatype=DataType.INVALID)]
             return [SimData(span[0], count=span[1], values=0, datatype=DataType.REGISTERS)]
 
-        # This simulator plays no coils or discrete inputs: one bit, never read by a profile.
-        bits = [SimData(0, values=False, datatype=DataType.BITS)]
+        def bits(span: tuple[int, int] | None) -> list[SimData]:
+            # Coils and discrete inputs from bit 0 up to the last one the profile uses; a coil
+            # written keeps its value, so a relay's read-back shows the command.
+            end = 1 if span is None else span[0] + span[1]
+            return [SimData(0, count=end, values=False, datatype=DataType.BITS)]
+
         return SimDevice(
             id=self.unit,
-            simdata=(bits, list(bits), block(self._holding), block(self._input)),
+            simdata=(
+                bits(self._coils),
+                bits(self._discrete),
+                block(self._holding),
+                block(self._input),
+            ),
             action=self._action,
         )
 

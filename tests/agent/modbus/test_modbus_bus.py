@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 import pytest
 
 from agent.devices.codec import Command
 from agent.devices.modbus.scan import scan_bus
+from agent.devices.profiles import load_profile
 from agent.devices.simulator.modbus import ModbusTcpSimulator, SimulatedModbusDevice
 from tests.agent.modbus.conftest import CLIMATE, CO2, VFD, LineFactory, fast
 
@@ -173,3 +175,46 @@ async def test_a_tcp_device_that_restarts_is_offline_meanwhile_and_polled_again_
     finally:
         await restarted.stop()
     assert bus.bus.devices["climate"].stats.connection_errors >= 1
+
+
+_RELAY = """
+id = "coil-relay"
+name = "Modbus relay"
+firmware = "test"
+kind = "relay"
+transport = "modbus"
+
+[modbus]
+
+[[modbus.states]]
+field = "power"
+function = "coil"
+address = 3
+
+[commands.power]
+
+[[modbus.writes]]
+command = "power"
+function = "coil"
+address = 3
+
+[[modbus.golden]]
+name = "on"
+registers = { power = [1] }
+expect_states = { power = true }
+"""
+
+
+async def test_a_relay_on_a_coil_is_switched_and_confirmed_by_reading_the_coil_back(
+    line: LineFactory, tmp_path: Path
+) -> None:
+    (tmp_path / "coil-relay.toml").write_text(_RELAY, encoding="utf-8")
+    relay = load_profile(tmp_path / "coil-relay.toml")
+    bus = await line("tcp", [SimulatedModbusDevice(4, relay)])
+    bus.add("pump", 4, fast(relay, interval=60.0))
+
+    on = await bus.bus.send("pump", Command("power", True), timeout=5.0)
+    off = await bus.bus.send("pump", Command("power", False), timeout=5.0)
+
+    assert (on.outcome, on.observed) == ("confirmed", {"power": True})
+    assert (off.outcome, off.observed) == ("confirmed", {"power": False})
