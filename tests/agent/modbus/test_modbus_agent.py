@@ -113,6 +113,28 @@ async def test_sensors_on_one_bus_are_stored_calibrated_and_show_their_link(
     assert _device_address(payload) == {"transport": "modbus", "port": port, "unit": 104}
 
 
+async def test_a_co2_offset_calibrated_over_the_api_corrects_the_next_readings(
+    modbus_agent: Agent, rtu: ModbusRtuSimulator
+) -> None:
+    agent = modbus_agent
+    farm = Farm(agent, await create_farm(agent))
+    co2 = await register(agent, on_bus(farm.farm_id, "modbus-senseair-s8", str(rtu.path), 104))
+    await eventually(lambda: farm.data(co2["id"], "co2"))
+
+    resp = await agent.client.post(
+        f"/api/v1/sensors/{co2['id']}/calibrate",
+        json={"metric": "co2", "points": [{"reference": 850, "raw": 800}]},
+        headers=agent.auth(),
+    )
+    assert resp.status == 201, await resp.text()
+
+    async def corrected() -> bool:
+        points = await farm.data(co2["id"], "co2")
+        return bool(points) and points[-1]["value"] == pytest.approx(850.0)
+
+    await eventually(corrected)
+
+
 async def test_a_second_device_at_the_same_unit_of_a_bus_is_a_conflict(
     modbus_agent: Agent, tmp_path: Path
 ) -> None:
