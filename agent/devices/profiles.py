@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent.devices.errors import ProfileError
+from agent.devices.modbus_spec import ModbusSpec
 
 __all__ = [
     "SWITCH_FIELDS",
@@ -47,7 +48,7 @@ __all__ = [
     "render",
 ]
 
-Transport = Literal["mqtt", "serial"]
+Transport = Literal["mqtt", "serial", "modbus"]
 DeviceKind = Literal["sensor", "fan", "light", "pump", "valve", "relay"]
 StateField = Literal["power", "fan_speed", "brightness", "valve"]
 CommandKind = Literal["power", "fan_speed", "brightness", "valve"]
@@ -217,7 +218,7 @@ class CommandMessage(_Model):
 class CommandSpec(_Model):
     """How a command kind is encoded. Level commands map 0-100 % onto ``levels`` device steps."""
 
-    messages: tuple[CommandMessage, ...] = Field(min_length=1)
+    messages: tuple[CommandMessage, ...] = ()
     levels: int | None = Field(default=None, ge=1, le=10000)
     zero_turns_off: bool = False
     on: str = "ON"
@@ -398,8 +399,9 @@ class FirmwareProfile(_Model):
     availability: AvailabilitySpec | None = None
     commands: dict[CommandKind, CommandSpec] = Field(default_factory=dict)
     serial: SerialSpec | None = None
+    modbus: ModbusSpec | None = None
     calibration: CalibrationSpec | None = None
-    golden: tuple[GoldenPayload, ...] = Field(min_length=1)
+    golden: tuple[GoldenPayload, ...] = ()
     golden_commands: tuple[GoldenCommand, ...] = ()
 
     @property
@@ -407,11 +409,25 @@ class FirmwareProfile(_Model):
         """Every metric the device reports, in profile order."""
         if self.serial is not None:
             return self.serial.metrics
+        if self.modbus is not None:
+            return self._modbus_metrics
         return tuple(metric for message in self.messages for metric in message.metrics)
+
+    @cached_property
+    def _modbus_metrics(self) -> tuple[MetricSpec, ...]:
+        assert self.modbus is not None
+        shared: tuple[str, ...] = ("name", "unit", "scale", "offset", "min", "max", "optional")
+        shared += ("decimals", "typical")
+        return tuple(
+            MetricSpec.model_validate({key: getattr(metric, key) for key in shared})
+            for metric in self.modbus.metrics
+        )
 
     @property
     def state_fields(self) -> frozenset[str]:
         """The state fields the device reports."""
+        if self.modbus is not None:
+            return frozenset(state.field for state in self.modbus.states)
         return frozenset(state.field for message in self.messages for state in message.states)
 
     @cached_property
@@ -502,11 +518,20 @@ _LEVEL_PAYLOAD = {"level", "percent"}
 def _cross_check(profile: FirmwareProfile) -> Iterator[tuple[str, str]]:
     """Yield (field, problem) for rules spanning several tables; the loader stops at the first."""
     topic_names = {"base", *profile.variables}
-    if profile.transport == "mqtt":
+    if profile.transport != "modbus" and not profile.golden:
+        yield "golden", "give at least one [[golden]] payload"
+    if profile.transport != "modbus" and profile.modbus is not None:
+        yield "modbus", f"a {profile.transport} profile has no [modbus] table"
+    if profile.transport == "modbus":
+        yield from _check_modbus(profile)
+    elif profile.transport == "mqtt":
         if profile.serial is not None:
             yield "serial", "an MQTT profile has no [serial] table"
         if not profile.messages:
             yield "messages", "an MQTT profile needs at least one [[messages]] table"
+        for kind, command in profile.commands.items():
+            if not command.messages:
+                yield f"commands.{kind}.messages", "an MQTT command needs at least one message"
     else:
         if profile.serial is None:
             yield "serial", "a serial profile needs a [serial] table"
@@ -535,6 +560,22 @@ def _cross_check(profile: FirmwareProfile) -> Iterator[tuple[str, str]]:
             yield from _check_template(f"{where}.payload", sent.payload, allowed)
     yield from _check_calibration(profile)
     yield from _check_golden(profile)
+
+
+def _check_modbus(profile: FirmwareProfile) -> Iterator[tuple[str, str]]:
+    if profile.modbus is None:
+        yield "modbus", "a Modbus profile needs a [modbus] table"
+        return
+    if profile.serial is not None or profile.messages or profile.golden:
+        yield "modbus", "a Modbus profile has no [serial], [[messages]] or [[golden]] tables"
+    if profile.availability is not None and profile.availability.topic is not None:
+        yield "availability.topic", "a Modbus device has no status topic"
+    written = {write.command for write in profile.modbus.writes}
+    for kind in profile.commands:
+        if kind not in written:
+            yield f"commands.{kind}", "no [[modbus.writes]] for this command"
+    for kind in written - set(profile.commands):
+        yield "modbus.writes", f"a write for {kind!r} needs a [commands.{kind}] table"
 
 
 def _check_template(field: str, template: str, allowed: set[str]) -> Iterator[tuple[str, str]]:

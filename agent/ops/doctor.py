@@ -126,7 +126,10 @@ def _registered_ports(settings: AgentSettings) -> list[str]:
         return []
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-            rows = conn.execute("SELECT serial_port FROM devices WHERE serial_port IS NOT NULL")
+            # DISTINCT: the Modbus devices of one RS-485 bus share its port.
+            rows = conn.execute(
+                "SELECT DISTINCT serial_port FROM devices WHERE serial_port IS NOT NULL"
+            )
             return [str(row[0]) for row in rows]
     except sqlite3.DatabaseError:
         return []

@@ -63,6 +63,8 @@ _INSERTABLE = frozenset(
 _UNIQUE_FIELDS = {
     "devices.mac_address": "mac_address",
     "devices.serial_port": "address.port",
+    # Migration 0110: one device per bus (serial_port) and Modbus unit id.
+    "index 'devices_serial_port'": "address.port",
     "devices.profile, devices.topic_base": "address.topic_base",
 }
 

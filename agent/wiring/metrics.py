@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from aiohttp import web
 from prometheus_client.core import (
@@ -15,6 +15,7 @@ from prometheus_client.core import (
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from agent.devices.modbus.bus import LinkStats
 from agent.process_io import process_io
 from agent.services.readings.writer import COMMIT_BUCKETS_S
 from agent.settings import AgentSettings
@@ -78,6 +79,8 @@ class _AgentFigures(Collector):
             yield _counter(
                 "write_call_bytes", "Bytes this process handed to write() (wchar)", io.wchar
             )
+        if DEVICE_RUNTIME in app:
+            yield from _modbus_figures(app[DEVICE_RUNTIME].modbus.links())
         if DATABASE in app:
             yield _counter(
                 "database_commits", "Write transactions committed", app[DATABASE].commits
@@ -198,6 +201,31 @@ def _storage_figures(app: web.Application) -> Iterator[Metric]:
         yield _gauge("disk_free_bytes", "Free bytes on the state directory's disk", room.disk_free)
     full = storage.now() == "full"
     yield _gauge("storage_full", "1 while the storage refuses writes for lack of space", full)
+
+
+def _modbus_figures(links: Mapping[str, LinkStats]) -> Iterator[Metric]:
+    """Per Modbus device: requests by outcome, and whether it is shown online."""
+    requests = CounterMetricFamily(
+        f"{_P}_modbus_requests",
+        "Modbus polls of a device by outcome (answered, timeout, crc_error, exception,"
+        " connection_error)",
+        labels=["device_id", "outcome"],
+    )
+    online = GaugeMetricFamily(
+        f"{_P}_modbus_device_online", "1 while a Modbus device answers", labels=["device_id"]
+    )
+    for device_id, stats in links.items():
+        for outcome, count in (
+            ("answered", stats.answered),
+            ("timeout", stats.timeouts),
+            ("crc_error", stats.crc_errors),
+            ("exception", stats.exceptions),
+            ("connection_error", stats.connection_errors),
+        ):
+            requests.add_metric([device_id, outcome], count)
+        online.add_metric([device_id], 1.0 if stats.online else 0.0)
+    yield requests
+    yield online
 
 
 def _counter(name: str, text: str, value: float) -> CounterMetricFamily:

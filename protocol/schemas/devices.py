@@ -27,6 +27,7 @@ __all__ = [
     "Device",
     "DeviceCreate",
     "DeviceKind",
+    "DeviceLink",
     "DeviceList",
     "DeviceListQuery",
     "DeviceProfile",
@@ -41,6 +42,7 @@ __all__ = [
     "FanListQuery",
     "FanStatus",
     "ListSearch",
+    "ModbusAddress",
     "MqttAddress",
     "SensorDevice",
     "SensorDeviceCreate",
@@ -145,7 +147,56 @@ class SerialAddress(ApiModel):
     stopbits: Literal[1, 2] | None = None
 
 
-Address = Annotated[MqttAddress | SerialAddress, Field(discriminator="transport")]
+class ModbusAddress(ApiModel):
+    """A Modbus device: its bus (a serial port for RTU, or a TCP host and port) and unit id.
+
+    Several devices share one RS-485 bus, each with its own unit id; line settings left out
+    are the profile's.
+    """
+
+    transport: Literal["modbus"]
+    port: str | None = Field(
+        None,
+        min_length=1,
+        max_length=255,
+        pattern=r"^[^\x00\s]+$",
+        description="RS-485 adapter (prefer /dev/serial/by-id/...): Modbus RTU",
+    )
+    host: str | None = Field(
+        None,
+        min_length=1,
+        max_length=253,
+        pattern=r"^[A-Za-z0-9.:_-]+$",
+        description="Host name or IP of a Modbus TCP device or gateway",
+    )
+    tcp_port: int | None = Field(None, ge=1, le=65535, description="TCP port (default 502)")
+    unit: int = Field(ge=1, le=247, description="Modbus unit id (slave address) on the bus")
+    baudrate: Literal[1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200] | None = None
+    bytesize: Literal[7, 8] | None = None
+    parity: Literal["N", "E", "O"] | None = None
+    stopbits: Literal[1, 2] | None = None
+
+    @model_validator(mode="after")
+    def _one_bus(self) -> ModbusAddress:
+        if (self.port is None) == (self.host is None):
+            raise ValueError("give port (Modbus RTU) or host (Modbus TCP), not both")
+        if self.host is not None and (
+            self.baudrate or self.bytesize or self.parity or self.stopbits
+        ):
+            raise ValueError("line settings are for a serial port, not a TCP host")
+        if self.port is not None and self.tcp_port is not None:
+            raise ValueError("tcp_port is for a TCP host")
+        return self
+
+    @property
+    def bus(self) -> str:
+        """The bus the device is on: its port, or ``tcp://host:port``."""
+        if self.port is not None:
+            return self.port
+        return f"tcp://{self.host}:{self.tcp_port or 502}"
+
+
+Address = Annotated[MqttAddress | SerialAddress | ModbusAddress, Field(discriminator="transport")]
 
 
 # Requests -------------------------------------------------------------------------------------
@@ -220,7 +271,7 @@ class DeviceProfile(Schema):
     firmware: str
     kind: str
     device_type: str | None
-    transport: Literal["mqtt", "serial"]
+    transport: Literal["mqtt", "serial", "modbus"]
     variables: dict[str, str] = Field(description="Topic variables and their defaults")
     metrics: list[DeviceProfileMetric]
     commands: list[str]
@@ -335,6 +386,18 @@ class FanList(Schema):
     offset: int
 
 
+class DeviceLink(Schema):
+    """How a polled (Modbus) device's requests went since the agent started."""
+
+    polls: int
+    answered: int
+    timeouts: int = Field(description="Requests with no answer")
+    crc_errors: int = Field(description="Answers rejected: bad CRC or framing")
+    exceptions: int = Field(description="Modbus exception answers (e.g. illegal address)")
+    connection_errors: int = Field(description="The bus could not be opened")
+    consecutive_failures: int
+
+
 class Device(Schema):
     """A device in the registry, every field."""
 
@@ -359,6 +422,9 @@ class Device(Schema):
     last_seen: Timestamp | None
     created_at: Timestamp
     updated_at: Timestamp
+    link: DeviceLink | None = Field(
+        None, description="Link counters of a device the agent polls (Modbus); else null"
+    )
 
 
 class DeviceList(Schema):

@@ -102,6 +102,15 @@ BENCHES = {
             r"messages lost at QoS 1: 0 of \d+",
         ],
     ),
+    "modbus": (
+        ["bench/modbus.py", "--devices", "3", "--interval", "0.2", "--seconds", "1"],
+        [
+            r"agent ModbusBus: [\d.]+ % of a core, \d+ polls answered, 0 failed",
+            r"bare pymodbus loop: [\d.]+ % of a core, \d+ polls answered, 0 failed",
+            r"ratio agent / bare pymodbus: ([\d.]+|inf)",
+            r"server request log: \d+ requests, 0 overlapping on the wire",
+        ],
+    ),
     "pos_sync": (
         ["-m", "bench.pos_sync", "--orders", "1500", "--events", "100", "--connections", "4"],
         [

@@ -283,6 +283,30 @@ def test_a_device_is_added_from_a_profile_and_deleted_after_a_confirmation(
     expect(row).to_have_count(0)
 
 
+def test_a_modbus_sensor_is_added_with_its_bus_and_unit_id(screen: Screen) -> None:
+    page = screen.page
+    name = f"Rack A2 CO2 {screen.size}"
+    screen.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD)
+    screen.open("devices")
+    page.get_by_role("button", name="Add a device").click()
+    unit = page.get_by_label("Modbus unit id (1-247)")
+    expect(unit).to_be_hidden()
+    page.get_by_label("Firmware profile").select_option("modbus-senseair-s8")
+    page.get_by_label("Name").fill(name)
+    page.get_by_label(re.compile(r"Bus \(port or host:port\)")).fill(
+        f"/dev/ttyUSB-ui-{screen.size}"
+    )
+    unit.fill("17")
+    page.get_by_label("Where (shelf, rack or row)").fill("Rack A2")
+    screen.capture("device-new-modbus")
+    page.get_by_role("button", name="Add", exact=True).click()
+    row = page.locator(f'tr[data-device="{name}"]')
+    expect(row).to_contain_text("Rack A2")
+    row.get_by_role("button", name=f"Delete {name}").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+    expect(row).to_have_count(0)
+
+
 def test_a_lost_connection_shows_a_banner_and_the_app_recovers(screen: Screen) -> None:
     page = screen.page
     screen.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD)

@@ -34,6 +34,7 @@ from protocol.identity import Principal
 from protocol.schemas.devices import (
     Device,
     DeviceCreate,
+    DeviceLink,
     DeviceList,
     DeviceListQuery,
     DeviceProfile,
@@ -43,6 +44,7 @@ from protocol.schemas.devices import (
     DeviceUpdate,
     FanList,
     FanListQuery,
+    ModbusAddress,
     MqttAddress,
     SensorDevice,
     SensorDeviceCreate,
@@ -109,6 +111,17 @@ class DeviceService:
         self.profiles = profiles
         self._now = now
         self._listeners: list[RegistryListener] = []
+        self._link_of: Callable[[str], Mapping[str, int] | None] = lambda _: None
+
+    def set_link_source(self, link_of: Callable[[str], Mapping[str, int] | None]) -> None:
+        """Where a device's link counters come from (the runtime's Modbus buses)."""
+        self._link_of = link_of
+
+    def _with_link(self, device: Device) -> Device:
+        counters = self._link_of(str(device.id))
+        if counters is None:
+            return device
+        return device.model_copy(update={"link": DeviceLink.model_validate(counters)})
 
     def add_listener(self, listener: RegistryListener) -> None:
         """Tell ``listener`` about devices registered, removed, disabled or re-enabled."""
@@ -149,7 +162,7 @@ class DeviceService:
         self,
         principal: Principal,
         fields: dict[str, Any],
-        address: MqttAddress | SerialAddress | None,
+        address: MqttAddress | SerialAddress | ModbusAddress | None,
     ) -> str:
         await self.authorize_farm(principal, str(fields["farm_id"]), Action.MANAGE)
         registration = resolve_registration(self.profiles, fields, address)
@@ -193,7 +206,8 @@ class DeviceService:
         row = await self._devices.get(device_id)
         if row is None:
             raise NotFound("Device not found")
-        return device_view(row, await self._calibrations.active(device_id), self.profile_of(row))
+        view = device_view(row, await self._calibrations.active(device_id), self.profile_of(row))
+        return self._with_link(view)
 
     async def _active_by_device(self, rows: list[sqlite3.Row]) -> dict[str, list[sqlite3.Row]]:
         active: dict[str, list[sqlite3.Row]] = {row["id"]: [] for row in rows}
@@ -226,7 +240,10 @@ class DeviceService:
         )
         rows, total = await self._visible(principal, where, query.limit, query.offset)
         active = await self._active_by_device(rows)
-        devices = [device_view(row, active[row["id"]], self.profile_of(row)) for row in rows]
+        devices = [
+            self._with_link(device_view(row, active[row["id"]], self.profile_of(row)))
+            for row in rows
+        ]
         return DeviceList(devices=devices, total=total, limit=query.limit, offset=query.offset)
 
     async def list_sensor_devices(

@@ -14,7 +14,7 @@ from typing import Any
 
 from agent.devices.profiles import FirmwareProfile, ProfileRegistry
 from protocol.errors import FieldIssue, ValidationFailed
-from protocol.schemas.devices import MqttAddress, SerialAddress
+from protocol.schemas.devices import ModbusAddress, MqttAddress, SerialAddress
 
 __all__ = ["Registration", "device_types", "profile_fits", "resolve_registration"]
 
@@ -52,7 +52,7 @@ class Registration:
 def resolve_registration(
     profiles: ProfileRegistry,
     body: Mapping[str, Any],
-    address: MqttAddress | SerialAddress | None,
+    address: MqttAddress | SerialAddress | ModbusAddress | None,
 ) -> Registration:
     """Check ``body`` (a registration's fields) against the profiles; 422 naming each problem."""
     issues = list(_issues(profiles, body, address))
@@ -85,6 +85,12 @@ def resolve_registration(
         columns.update(
             transport="serial", serial_port=address.port, serial_settings=json.dumps(settings)
         )
+    elif isinstance(address, ModbusAddress):
+        # Devices of one bus share its port (or TCP endpoint): unique with the unit id.
+        settings = address.model_dump(exclude={"transport"}, exclude_none=True)
+        columns.update(
+            transport="modbus", serial_port=address.bus, serial_settings=json.dumps(settings)
+        )
     offsets: dict[str, float] = {}
     if profile is not None:
         metrics = {metric.name for metric in profile.metrics}
@@ -107,7 +113,7 @@ def _device_type(body: Mapping[str, Any], profile: FirmwareProfile | None) -> st
 def _issues(
     profiles: ProfileRegistry,
     body: Mapping[str, Any],
-    address: MqttAddress | SerialAddress | None,
+    address: MqttAddress | SerialAddress | ModbusAddress | None,
 ) -> Iterator[FieldIssue]:
     kind: str = body["kind"]
     profile_id: str | None = body.get("profile")
@@ -157,7 +163,7 @@ def _device_type_issues(
 
 
 def _address_issues(
-    profile: FirmwareProfile, address: MqttAddress | SerialAddress
+    profile: FirmwareProfile, address: MqttAddress | SerialAddress | ModbusAddress
 ) -> Iterator[FieldIssue]:
     if address.transport != profile.transport:
         yield (

@@ -2,7 +2,8 @@
 
 ``farm-agent run --sample-data --simulate`` uses this: a private Mosquitto on a free port
 unless a broker is named (``FARM_MQTT_HOST`` / ``FARM_MQTT_PORT``), a Tasmota SHT3x, an
-ESPHome sensor and a Tasmota fan over MQTT, and EZO pH and EC circuits on pseudo-terminals.
+ESPHome sensor and a Tasmota fan over MQTT, EZO pH and EC circuits on pseudo-terminals, and an
+RS-485 Modbus bus (a temperature/humidity sensor, a CO2 sensor and a fan on a VFD) on another.
 The devices are registered (once) on the oldest farm as its first admin would, so every API
 view and GET /sensors/{id}/data shows them.
 """
@@ -20,6 +21,7 @@ from agent.devices.broker_process import MosquittoProcess
 from agent.devices.profiles import ProfileRegistry
 from agent.devices.simulator.ezo import EzoSimulator
 from agent.devices.simulator.history import history
+from agent.devices.simulator.modbus import ModbusRtuSimulator, SimulatedModbusDevice
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
 from agent.services.devices.registry import DeviceService
 from agent.store.farms import FarmStore
@@ -45,6 +47,8 @@ class SimulatedDevice:
     topic_base: str | None = None
     ezo: str | None = None
     """"ph" or "ec" for a serial EZO circuit."""
+    modbus_unit: int | None = None
+    """The unit id of a device on the simulated RS-485 Modbus bus."""
 
 
 DEMO_DEVICES = (
@@ -59,6 +63,11 @@ DEMO_DEVICES = (
     SimulatedDevice("Exhaust fan", "fan", "tasmota-ifan", "Exhaust", topic_base="demo-fan"),
     SimulatedDevice("Tank pH", "sensor", "atlas-ezo-ph", "Nutrient tank", ezo="ph"),
     SimulatedDevice("Tank EC", "sensor", "atlas-ezo-ec", "Nutrient tank", ezo="ec"),
+    SimulatedDevice("Rack B1 CO2", "sensor", "modbus-senseair-s8", "Rack B1", modbus_unit=104),
+    SimulatedDevice(
+        "Germination climate", "sensor", "modbus-xy-md02", "Germination", modbus_unit=1
+    ),
+    SimulatedDevice("Intake fan", "fan", "modbus-vfd-fan", "Intake", modbus_unit=7),
 )
 
 
@@ -84,6 +93,7 @@ class DeviceSimulation:
         self.host = "127.0.0.1"
         self.port = 1883
         self._ezo: dict[str, EzoSimulator] = {}
+        self._modbus: ModbusRtuSimulator | None = None
         self._mqtt: list[SimulatedMqttDevice] = []
         self._new: list[tuple[str, SimulatedDevice]] = []
         """The devices this run registered (device id), whose history is still to be made."""
@@ -117,6 +127,14 @@ class DeviceSimulation:
                 )
                 await simulator.start()
                 self._ezo[device.ezo] = simulator
+        on_bus = [
+            SimulatedModbusDevice(device.modbus_unit, self._profiles[device.profile], drift=True)
+            for device in self._devices
+            if device.modbus_unit is not None
+        ]
+        if on_bus and self._modbus is None:
+            self._modbus = ModbusRtuSimulator(on_bus, self._workdir / "ttyRS485")
+            await self._modbus.start()
 
     def ezo_simulator(self, kind: str) -> EzoSimulator:
         """The simulated EZO circuit of ``kind`` ("ph" or "ec"), once plugged in."""
@@ -137,6 +155,8 @@ class DeviceSimulation:
         farm_id = rows[-1]["id"]  # newest first: the last is the oldest farm
         created = 0
         for device in self._devices:
+            if device.modbus_unit is not None and self._modbus is None:
+                continue  # serial ports off: no RS-485 bus
             body = DeviceCreate.model_validate(
                 {
                     "name": device.name,
@@ -181,6 +201,11 @@ class DeviceSimulation:
     def _address(self, device: SimulatedDevice) -> dict[str, Any]:
         if device.ezo is not None:
             return {"transport": "serial", "port": str(self._ezo[device.ezo].path)}
+        if device.modbus_unit is not None and self._modbus is not None:
+            port = str(self._modbus.path)
+            # One line for the whole bus (the drive's profile says 8N2, the sensors' 8N1).
+            line = {"baudrate": 9600, "parity": "N", "stopbits": 1}
+            return {"transport": "modbus", "port": port, "unit": device.modbus_unit, **line}
         return {"transport": "mqtt", "topic_base": device.topic_base}
 
     async def start_mqtt(self) -> None:
@@ -221,6 +246,9 @@ class DeviceSimulation:
         for ezo in self._ezo.values():
             await ezo.stop()
         self._ezo = {}
+        if self._modbus is not None:
+            await self._modbus.stop()
+            self._modbus = None
 
     async def stop_broker(self) -> None:
         """Stop the private broker, if one was started."""

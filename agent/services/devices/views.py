@@ -10,7 +10,14 @@ from typing import Any
 
 from agent.devices.profiles import FirmwareProfile
 from agent.store.devices import is_running
-from protocol.schemas.devices import Device, Fan, MqttAddress, SensorDevice, SerialAddress
+from protocol.schemas.devices import (
+    Device,
+    Fan,
+    ModbusAddress,
+    MqttAddress,
+    SensorDevice,
+    SerialAddress,
+)
 from protocol.timefmt import parse_iso
 
 __all__ = ["calibration_summary", "device_view", "fan_view", "sensor_device_view"]
@@ -46,7 +53,7 @@ def calibration_summary(
 
 def _address(
     row: sqlite3.Row, profile: FirmwareProfile | None
-) -> MqttAddress | SerialAddress | None:
+) -> MqttAddress | SerialAddress | ModbusAddress | None:
     if row["transport"] == "mqtt":
         return MqttAddress(
             transport="mqtt",
@@ -66,6 +73,10 @@ def _address(
             }
         settings.update(json.loads(row["serial_settings"]))
         return SerialAddress(transport="serial", port=row["serial_port"], **settings)
+    if row["transport"] == "modbus":
+        return ModbusAddress.model_validate(
+            {"transport": "modbus", **json.loads(row["serial_settings"])}
+        )
     return None
 
 

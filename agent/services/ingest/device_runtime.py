@@ -23,6 +23,7 @@ from agent.devices.gateway import CommandResult, MqttDeviceGateway
 from agent.devices.mqtt import InboundMessage, MessageHandler, MqttClient, MqttSettings
 from agent.devices.mqtt_split import SplitTransport, without_backpressure
 from agent.services.devices.registry import DeviceBinding, DeviceService
+from agent.services.ingest.modbus_devices import ModbusDevices
 from agent.services.ingest.serial_devices import SerialDevices, SerialOptions, SerialReports
 from agent.services.live.device_events import DeviceEvent, DeviceEventHook, EventKind
 from agent.services.readings.writer import ReadingWriter, incoming, to_ms
@@ -64,6 +65,7 @@ class DeviceRuntime:
                 now=utcnow,
             )
             self.serial = SerialDevices(reports, serial)
+        self.modbus = ModbusDevices(self, utcnow)
         self.client: MqttClient | None = None
         """The telemetry connection (it carries the agent's birth and will)."""
         self.control: MqttClient | None = None
@@ -94,6 +96,7 @@ class DeviceRuntime:
         """Bind every registered device, then connect (in the background) and start polling."""
         await self._devices.reset_availability()
         self._devices.add_listener(self)
+        self._devices.set_link_source(self._link)
         for binding in await self._devices.bindings():
             await self._bind(binding)
         if self.client is not None and self.control is not None and self.gateway is not None:
@@ -112,12 +115,27 @@ class DeviceRuntime:
         self._started = False
         if self.serial is not None:
             await self.serial.close()
+        await self.modbus.close()
         if self.gateway is not None:
             await self.gateway.stop()
         if self.client is not None:
             await self.client.stop()
         if self.control is not None:
             await self.control.stop()
+
+    def _link(self, device_id: str) -> dict[str, int] | None:
+        stats = self.modbus.link(device_id)
+        if stats is None:
+            return None
+        return {
+            "polls": stats.polls,
+            "answered": stats.answered,
+            "timeouts": stats.timeouts,
+            "crc_errors": stats.crc_errors,
+            "exceptions": stats.exceptions,
+            "connection_errors": stats.connection_errors,
+            "consecutive_failures": stats.consecutive_failures,
+        }
 
     def mqtt_state(self) -> MqttState:
         """The broker connections as /healthz reports them: connected when both are."""
@@ -140,6 +158,7 @@ class DeviceRuntime:
             await self.gateway.remove(device_id)
         if self.serial is not None:
             await self.serial.remove(device_id)
+        await self.modbus.remove(device_id)
 
     async def _bind(self, binding: DeviceBinding) -> None:
         transport = binding.profile.transport
@@ -155,6 +174,9 @@ class DeviceRuntime:
                 return
             self._bindings[binding.device_id] = binding
             await self.serial.add(binding)
+        elif transport == "modbus" and binding.serial_port is not None:
+            self._bindings[binding.device_id] = binding
+            await self.modbus.add(binding)
 
     # Commands ----------------------------------------------------------------------------------
 
@@ -164,9 +186,12 @@ class DeviceRuntime:
         Raises DeviceUnavailable when the device is not bound to a running MQTT connection,
         ValueError when its firmware has no such command.
         """
-        if self.gateway is None or device_id not in self._bindings:
+        if device_id in self.modbus:
+            result = await self.modbus.send(device_id, command, timeout)
+        elif self.gateway is None or device_id not in self._bindings:
             raise DeviceUnavailable(f"device {device_id} is not connected to the agent")
-        result = await self.gateway.send(device_id, command, timeout)
+        else:
+            result = await self.gateway.send(device_id, command, timeout)
         kind: EventKind = (
             "error" if result.outcome in ("timed_out", "rejected") else "status-update"
         )
@@ -222,6 +247,14 @@ class DeviceRuntime:
     async def serial_availability(self, device_id: str, online: bool) -> None:
         """Record a serial device going online or offline."""
         await self._set_availability(device_id, online, "poll")
+
+    async def modbus_availability(self, device_id: str, online: bool) -> None:
+        """Record a Modbus device going online (it answered) or offline (polls failed)."""
+        await self._set_availability(device_id, online, "poll")
+
+    async def modbus_fault(self, device_id: str, message: str) -> None:
+        """A Modbus device stopped answering or answered nonsense."""
+        self._emit("error", device_id, {"event": "fault", "message": message})
 
     async def serial_fault(self, device_id: str, message: str) -> None:
         """A serial device stopped answering or answered nonsense."""

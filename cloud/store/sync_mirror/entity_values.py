@@ -11,7 +11,7 @@ from uuid import UUID
 
 from pydantic import TypeAdapter, ValidationError
 
-from protocol.schemas.devices import Address, MqttAddress, SerialAddress
+from protocol.schemas.devices import Address, ModbusAddress, MqttAddress, SerialAddress
 from protocol.schemas.grow_plans import Stage
 
 __all__ = [
@@ -35,7 +35,7 @@ def json_value(value: Any) -> Any:
 
 
 _STAGES = TypeAdapter(list[Stage])
-_ADDRESS: TypeAdapter[MqttAddress | SerialAddress] = TypeAdapter(Address)
+_ADDRESS: TypeAdapter[MqttAddress | SerialAddress | ModbusAddress] = TypeAdapter(Address)
 
 
 def device_address(d: dict[str, Any]) -> dict[str, Any]:
@@ -55,6 +55,8 @@ def device_address(d: dict[str, Any]) -> dict[str, Any]:
             "port": d["serial_port"],
             **(json_value(d.get("serial_settings")) or {}),
         }
+    elif transport == "modbus" and d.get("serial_port"):
+        given = {"transport": "modbus", **(json_value(d.get("serial_settings")) or {})}
     else:
         return {}
     try:

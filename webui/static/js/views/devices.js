@@ -196,6 +196,18 @@ function edit(ctx, editor, device, places) {
   name.focus();
 }
 
+/**
+ * A registration address from the form: a topic, a serial port, or a Modbus bus and unit id.
+ * @param {string} transport @param {string} where @param {number} unit
+ */
+function addressOf(transport, where, unit) {
+  if (transport === "serial") return { transport: "serial", port: where };
+  if (transport !== "modbus") return { transport: "mqtt", topic_base: where };
+  if (where.startsWith("/")) return { transport: "modbus", port: where, unit };
+  const [host, port] = where.split(/:(?=\d+$)/);
+  return port ? { transport: "modbus", host, tcp_port: Number(port), unit } : { transport: "modbus", host, unit };
+}
+
 /** @param {any} ctx @param {HTMLElement} editor @param {string[]} places */
 async function add(ctx, editor, places) {
   let profiles;
@@ -209,21 +221,29 @@ async function add(ctx, editor, places) {
   const address = h("input", { name: "address", required: true });
   const [location, list] = placeInput(places, "");
   const addressField = field("MQTT topic", address);
+  const unit = h("input", { name: "unit", type: "number", min: 1, max: 247, value: 1, inputmode: "numeric" });
+  const unitField = field("Modbus unit id (1-247)", unit);
   const usedAs = h("select", { name: "kind" }, ["pump", "valve", "light"].map((k) => h("option", { value: k }, k)));
   const usedAsField = field("The relay switches a", usedAs);
   const error = h("p", { class: "form-error", role: "alert" });
   const sync = () => {
     const p = profiles.find((/** @type {any} */ x) => x.id === /** @type {any} */ (profile).value);
     const label = /** @type {HTMLElement} */ (addressField.querySelector("label"));
-    label.textContent = p.transport === "serial" ? "Serial port (e.g. /dev/ttyUSB0)" : "MQTT topic (e.g. tasmota_A1B2C3)";
+    label.textContent =
+      p.transport === "serial"
+        ? "Serial port (e.g. /dev/ttyUSB0)"
+        : p.transport === "modbus"
+          ? "Bus (port or host:port)"
+          : "MQTT topic (e.g. tasmota_A1B2C3)";
     usedAsField.hidden = p.kind !== "relay";
+    unitField.hidden = p.transport !== "modbus";
   };
   profile.addEventListener("change", sync);
   const form = h(
     "form",
     { class: "panel", "aria-label": "Add a device" },
     h("h2", null, "Add a device"),
-    h("div", { class: "form-grid" }, field("Firmware profile", profile), field("Name", name), usedAsField, addressField, field("Where (shelf, rack or row)", location), list),
+    h("div", { class: "form-grid" }, field("Firmware profile", profile), field("Name", name), usedAsField, addressField, unitField, field("Where (shelf, rack or row)", location), list),
     error,
     h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Add"), h("button", { type: "button", onclick: () => mount(editor) }, "Cancel")),
   );
@@ -238,7 +258,7 @@ async function add(ctx, editor, places) {
       kind: p.kind === "relay" ? /** @type {any} */ (usedAs).value : p.kind,
       profile: p.id,
       location: /** @type {any} */ (location).value,
-      address: p.transport === "serial" ? { transport: "serial", port: where } : { transport: "mqtt", topic_base: where },
+      address: addressOf(p.transport, where, Number(/** @type {any} */ (unit).value)),
     };
     try {
       await call("POST", "/api/v1/devices", body);
