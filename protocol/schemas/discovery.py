@@ -32,6 +32,7 @@ class DiscoveredDevice(Schema):
     kind: str = Field(description="Proposed kind (a relay's can be changed when adding)")
     address: Address
     readings: dict[str, float] = Field(description="Latest values heard, metric -> value")
+    units: dict[str, str] = Field(description="Each reading's unit, from the proposed profile")
     first_seen: Timestamp
     last_seen: Timestamp
 

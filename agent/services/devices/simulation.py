@@ -10,6 +10,7 @@ view and GET /sensors/{id}/data shows them.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import random
 from dataclasses import dataclass
@@ -17,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from agent.devices.broker_process import MosquittoProcess
+from agent.devices.codec import OutgoingMessage
+from agent.devices.errors import DeviceUnavailable
 from agent.devices.profiles import ProfileRegistry
 from agent.devices.simulator.ezo import EzoSimulator
 from agent.devices.simulator.history import history
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
+from agent.devices.simulator.zigbee2mqtt import bridge_devices
 from agent.services.devices.registry import DeviceService
 from agent.store.farms import FarmStore
 from agent.store.readings import NewReading, ReadingStore
@@ -45,6 +49,8 @@ class SimulatedDevice:
     topic_base: str | None = None
     ezo: str | None = None
     """"ph" or "ec" for a serial EZO circuit."""
+    found: bool = False
+    """Not registered: it announces itself and waits under Found for a person to add it."""
 
 
 DEMO_DEVICES = (
@@ -59,6 +65,24 @@ DEMO_DEVICES = (
     SimulatedDevice("Exhaust fan", "fan", "tasmota-ifan", "Exhaust", topic_base="demo-fan"),
     SimulatedDevice("Tank pH", "sensor", "atlas-ezo-ph", "Nutrient tank", ezo="ph"),
     SimulatedDevice("Tank EC", "sensor", "atlas-ezo-ec", "Nutrient tank", ezo="ec"),
+    # Announced (zigbee2mqtt's bridge/devices, Shelly's online + Shelly.GetDeviceInfo), not
+    # registered: the devices screen lists them under Found.
+    SimulatedDevice(
+        "climate_rack_a2",
+        "sensor",
+        "zigbee2mqtt-sensor",
+        "",
+        topic_base="zigbee2mqtt/climate_rack_a2",
+        found=True,
+    ),
+    SimulatedDevice(
+        "Pump plug",
+        "pump",
+        "shelly-switch",
+        "",
+        topic_base="shellyplus1pm-d4d4da6e1c20",
+        found=True,
+    ),
 )
 
 
@@ -137,6 +161,8 @@ class DeviceSimulation:
         farm_id = rows[-1]["id"]  # newest first: the last is the oldest farm
         created = 0
         for device in self._devices:
+            if device.found:
+                continue
             body = DeviceCreate.model_validate(
                 {
                     "name": device.name,
@@ -198,6 +224,29 @@ class DeviceSimulation:
             )
             await simulator.start()
             self._mqtt.append(simulator)
+        await self._zigbee2mqtt_bridge()
+
+    async def _zigbee2mqtt_bridge(self) -> None:
+        """Publish zigbee2mqtt's retained device list for the simulated Zigbee devices."""
+        zigbee = [
+            (simulator, device)
+            for simulator, device in zip(
+                self._mqtt, (d for d in self._devices if d.topic_base is not None), strict=True
+            )
+            if self._profiles[device.profile].firmware == "zigbee2mqtt"
+        ]
+        if not zigbee:
+            return
+        listed = bridge_devices(
+            [(simulator.base.split("/", 1)[1], simulator.profile) for simulator, _ in zigbee]
+        )
+        message = OutgoingMessage("zigbee2mqtt/bridge/devices", json.dumps(listed), 1, True)
+        bridge = zigbee[0][0]
+        try:
+            await bridge.wait_ready(10)  # a local broker: connected in milliseconds
+            await bridge.client.publish(message)
+        except (TimeoutError, DeviceUnavailable):
+            log.warning("simulated zigbee2mqtt device list not published: broker not reachable")
 
     async def stop(self) -> None:
         """Stop the simulators, then the private broker."""

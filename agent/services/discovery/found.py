@@ -104,7 +104,7 @@ class FoundDevices:
         require_role(principal, *_MANAGERS)
         rows, total = await self._store.listed(query.limit, query.offset)
         return DiscoveredDeviceList(
-            discovered_devices=[_view(row) for row in rows],
+            discovered_devices=[self._view(row) for row in rows],
             total=total,
             limit=query.limit,
             offset=query.offset,
@@ -147,8 +147,14 @@ class FoundDevices:
         if not await self._store.ignore(found_id, principal.user_id, iso(self._now())):
             raise NotFound("Found device not found")
 
+    def _view(self, row: sqlite3.Row) -> DiscoveredDevice:
+        profile = self._devices.profiles.get(row["profile"]) if row["profile"] else None
+        readings = json.loads(row["readings"])
+        units = {m.name: m.unit for m in profile.metrics if m.name in readings} if profile else {}
+        return _view(row, readings, units)
 
-def _view(row: sqlite3.Row) -> DiscoveredDevice:
+
+def _view(row: sqlite3.Row, readings: dict[str, float], units: dict[str, str]) -> DiscoveredDevice:
     return DiscoveredDevice(
         id=row["id"],
         source=row["source"],
@@ -158,7 +164,8 @@ def _view(row: sqlite3.Row) -> DiscoveredDevice:
         profile=row["profile"],
         kind=row["kind"],
         address=_ADDRESS.validate_python(json.loads(row["address"])),
-        readings=json.loads(row["readings"]),
+        readings=readings,
+        units=units,
         first_seen=row["first_seen"],
         last_seen=row["last_seen"],
     )
