@@ -10,6 +10,7 @@ from typing import Any
 import aiomqtt
 
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
+from agent.web.keys import DATABASE
 from tests.agent.discovery.test_announcements import Z2M_DEVICES
 from tests.agent.runtime.conftest import PROFILES, Farm, eventually
 from tests.support.mosquitto import Mosquitto
@@ -85,6 +86,18 @@ async def test_zigbee2mqtt_devices_are_found_added_read_and_switched(
         await sensor.publish_telemetry()
         points = await eventually(lambda: farm.data(device["id"], "temperature"))
         assert [point["value"] for point in points] == [23.5]
+        # Synced like any device: its registration and readings are in the outbox.
+        assert await _queued(farm, device["id"])
+        # Alerts: a rule on a Zigbee sensor's CO2 fires on its readings.
+        rule = {"device_id": device["id"], "metric": "co2", "above": 1500.0}
+        resp = await farm.agent.client.post(
+            "/api/v1/alert-rules", json=rule, headers=farm.agent.auth()
+        )
+        assert resp.status == 201, await resp.text()
+        sensor.set_reading("co2", 2100.0)
+        await sensor.publish_telemetry()
+        [alert] = await eventually(lambda: _alerts(farm))
+        assert (alert["device_id"], alert["metric"]) == (device["id"], "co2")
         # {"state":"online"} on <friendly_name>/availability.
         await bridge.publish(
             "zigbee2mqtt/climate_rack_2/availability", '{"state":"offline"}', qos=1, retain=True
@@ -126,6 +139,7 @@ async def test_a_shelly_is_found_by_its_online_message_added_and_switched(
         await shelly.publish_telemetry()
         points = await eventually(lambda: farm.data(device["id"], "power"))
         assert [point["value"] for point in points] == [12.0]
+        assert await _queued(farm, device["id"])
 
 
 async def _names(farm: Farm, names: set[str]) -> dict[str, dict[str, Any]] | None:
@@ -140,3 +154,25 @@ async def _reading(farm: Farm, name: str, metric: str) -> float | None:
 
 async def _status(farm: Farm, device_id: str, status: str) -> bool:
     return bool((await farm.device(device_id))["status"] == status)
+
+
+async def _alerts(farm: Farm) -> list[dict[str, Any]]:
+    resp = await farm.agent.client.get(
+        "/api/v1/alerts", params={"farm_id": farm.farm_id}, headers=farm.agent.auth()
+    )
+    alerts: list[dict[str, Any]] = (await resp.json())["alerts"]
+    return alerts
+
+
+async def _queued(farm: Farm, device_id: str) -> bool:
+    """The device's registration and at least one of its readings wait in the sync outbox."""
+    db = farm.agent.client.app[DATABASE]
+    registered = await db.fetch_value(
+        "SELECT count(*) FROM outbox WHERE entity = 'devices' AND entity_id = ?", (device_id,)
+    )
+    readings = await db.fetch_value(
+        "SELECT count(*) FROM outbox_readings o JOIN series s ON s.id = o.series_id"
+        " WHERE s.device_id = ?",
+        (device_id,),
+    )
+    return bool(registered and readings)
