@@ -42,7 +42,12 @@ async def test_a_shelly_pump_is_switched_from_the_hub_and_confirmed(rig: Rig) ->
     ):
         await sim.wait_ready(10)
         await rig.online(pump_id)
-        configs = await eventually(lambda: _async(hub.configs(pump_id)))
+        # The switch and its power readings' sensors; they may arrive in any order.
+        configs = await eventually(
+            lambda: _async(
+                any("/switch/" in topic for topic in hub.configs(pump_id)) and hub.configs(pump_id)
+            )
+        )
         switch = next(c for topic, c in configs.items() if "/switch/" in topic)
         assert {
             "topic": f"{base}/online",
