@@ -39,5 +39,6 @@ class Candidate:
     kind: str | None = None
 
 
-Announce = Callable[[Candidate], Awaitable[object]]
-"""The Found store's entry point, as a source sees it."""
+Announce = Callable[[Candidate], Awaitable[str | None]]
+"""The Found store's entry point, as a source sees it: the candidate's id while it is listed,
+None once a person ignored or added it."""

@@ -25,14 +25,21 @@ class FoundDeviceStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def upsert(self, row: Mapping[str, Any], at: str) -> tuple[str, bool]:
-        """Insert a candidate or refresh the one with its (source, key); (id, new?).
+    async def upsert(self, row: Mapping[str, Any], at: str) -> tuple[str, bool, bool]:
+        """Insert a candidate or refresh the one with its (source, key); (id, new?, listed?).
 
         Readings merge into those already heard; an ignored candidate stays ignored, and one
         whose device was since deleted is found again.
         """
 
-        def work(conn: sqlite3.Connection) -> tuple[str, bool]:
+        def work(conn: sqlite3.Connection) -> tuple[str, bool, bool]:
+            found_id, new = _write(conn)
+            listed = conn.execute(
+                f"SELECT 1 FROM found_devices f WHERE id = ? AND {_LISTED}", (found_id,)
+            ).fetchone()
+            return found_id, new, listed is not None
+
+        def _write(conn: sqlite3.Connection) -> tuple[str, bool]:
             old = conn.execute(
                 "SELECT id, readings, device_id FROM found_devices WHERE source = ? AND key = ?",
                 (row["source"], row["key"]),

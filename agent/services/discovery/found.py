@@ -58,8 +58,9 @@ class FoundDevices:
         self._devices = devices
         self._now = now
 
-    async def announce(self, candidate: Candidate) -> str:
-        """Add or refresh a candidate; its id. ValueError if the candidate is malformed."""
+    async def announce(self, candidate: Candidate) -> str | None:
+        """Add or refresh a candidate: its id while it is listed, None once it is hidden
+        (ignored, added, or a registered device has its address). ValueError if malformed."""
         profiles = self._devices.profiles
         if candidate.profile_id is not None and candidate.profile_id not in profiles:
             raise ValueError(f"unknown firmware profile {candidate.profile_id!r}")
@@ -88,7 +89,7 @@ class FoundDevices:
             "address_key": getattr(address, "topic_base", None) or getattr(address, "port", ""),
             "readings": readings,
         }
-        found_id, new = await self._store.upsert(row, iso(self._now()))
+        found_id, new, listed = await self._store.upsert(row, iso(self._now()))
         if new:
             log.info(
                 "found %s device %s (%s) at %s",
@@ -97,7 +98,7 @@ class FoundDevices:
                 candidate.profile_id,
                 row["address_key"],
             )
-        return found_id
+        return found_id if listed else None
 
     async def list(self, principal: Principal, query: DiscoveredQuery) -> DiscoveredDeviceList:
         """Candidates not yet added nor ignored, most recently heard first."""

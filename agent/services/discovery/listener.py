@@ -70,12 +70,21 @@ class DiscoveryListener:
 
     async def _offer(self, candidate: Candidate) -> None:
         try:
-            await self._announce(candidate)
+            listed = await self._announce(candidate)
         except ValueError as err:
             log.warning("found %s device %s not listed: %s", candidate.source, candidate.key, err)
             return
         codec = self.decoder.watch(candidate)
         if codec is None:
+            return
+        if listed is None:
+            # Ignored or added: its readings are no longer wanted here (the registered
+            # device's own connection stores them).
+            gone = [topic for topic in codec.subscriptions() if topic in self._watched]
+            for topic in gone:
+                del self._watched[topic]
+            if gone:
+                await self.client.unsubscribe(gone)
             return
         new = [topic for topic in codec.subscriptions() if topic not in self._watched]
         for topic in codec.subscriptions():

@@ -176,3 +176,65 @@ async def _queued(farm: Farm, device_id: str) -> bool:
         (device_id,),
     )
     return bool(registered and readings)
+
+
+async def test_tasmota_and_esphome_announcements_are_found_with_their_readings(
+    farm: Farm, broker: Mosquitto
+) -> None:
+    config = {
+        "dn": "Rack 3 climate", "hn": "rack3-1234", "mac": "A4CF12345678", "md": "Generic",
+        "sw": "13.2.0", "t": "rack3_climate", "ft": "%prefix%/%topic%/",
+        "tp": ["cmnd", "stat", "tele"], "rl": [0, 0, 0, 0, 0, 0, 0, 0], "lt_st": 0, "ver": 1,
+    }  # fmt: skip
+    sensors = {"sn": {"Time": "2026-03-01T10:15:00", "SHT3X": {"Temperature": 23.4,
+               "Humidity": 55.1, "DewPoint": 13.9}, "TempUnit": "C"}, "ver": 1}  # fmt: skip
+    esphome = {
+        "dev_cla": "temperature", "unit_of_meas": "°C", "name": "Rack temp",
+        "stat_t": "rack-node/sensor/rack_temp/state", "avty_t": "rack-node/status",
+        "uniq_id": "ESPsensorrack_temp",
+        "dev": {"ids": "a4cf12abcdef", "name": "rack-node", "sw": "esphome v2024.6.1",
+                "mdl": "esp32dev", "mf": "espressif"},
+    }  # fmt: skip
+    async with aiomqtt.Client("127.0.0.1", broker.port) as device:
+        await device.publish(
+            "tasmota/discovery/A4CF12345678/config", json.dumps(config), qos=1, retain=True
+        )
+        await device.publish(
+            "tasmota/discovery/A4CF12345678/sensors", json.dumps(sensors), qos=1, retain=True
+        )
+        await device.publish(
+            "homeassistant/sensor/rack-node/rack_temp/config",
+            json.dumps(esphome),
+            qos=1,
+            retain=True,
+        )
+        listed = await eventually(lambda: _names(farm, {"Rack 3 climate", "rack-node"}), WITHIN)
+        tasmota, node = listed["Rack 3 climate"], listed["rack-node"]
+        assert (tasmota["profile"], tasmota["address"]["topic_base"]) == (
+            "tasmota-sht3x",
+            "rack3_climate",
+        )
+        assert tasmota["readings"]["temperature"] == 23.4
+        assert node["profile"] == "esphome-sensor"
+        assert node["address"]["variables"] == {"temperature": "rack_temp"}
+        # Their own topics, decoded by the proposed profile, refresh the readings.
+        await device.publish("rack-node/sensor/rack_temp/state", "21.5", qos=1)
+        await device.publish(
+            "tele/rack3_climate/SENSOR",
+            '{"SHT3X":{"Temperature":25.0,"Humidity":50.0,"DewPoint":14.0},"TempUnit":"C"}',
+            qos=1,
+        )
+        assert await eventually(lambda: _reading(farm, "rack-node", "temperature")) == 21.5
+        assert await eventually(
+            lambda: _is_value(_reading(farm, "Rack 3 climate", "temperature"), 25.0)
+        )
+        for topic in (
+            "tasmota/discovery/A4CF12345678/config",
+            "tasmota/discovery/A4CF12345678/sensors",
+            "homeassistant/sensor/rack-node/rack_temp/config",
+        ):
+            await device.publish(topic, b"", qos=1, retain=True)
+
+
+async def _is_value(read: Any, expected: float) -> bool:
+    return bool(await read == expected)
