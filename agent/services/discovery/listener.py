@@ -8,7 +8,10 @@ then followed too, so the Found list shows the readings heard so far.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import time
 from dataclasses import replace
 
 from agent.devices.announcements import AnnouncementDecoder
@@ -17,10 +20,14 @@ from agent.devices.errors import DeviceUnavailable, PayloadError
 from agent.devices.found import Announce, Candidate
 from agent.devices.mqtt import InboundMessage, MqttClient, MqttSettings
 from agent.devices.profiles import ProfileRegistry
+from protocol.tasks import cancel_and_wait
 
 __all__ = ["DiscoveryListener"]
 
 log = logging.getLogger(__name__)
+
+#: The readings of a candidate are written at most this often (the latest are kept meanwhile).
+READINGS_EVERY_S = 2.0
 
 
 class DiscoveryListener:
@@ -45,6 +52,11 @@ class DiscoveryListener:
         )
         # topic -> (candidate, codec of its proposed profile)
         self._watched: dict[str, tuple[Candidate, DeviceCodec]] = {}
+        # Readings heard per candidate are written at most every READINGS_EVERY_S (a chatty
+        # Zigbee network must not become a write per message): the latest wait here.
+        self._pending: dict[tuple[str, str], Candidate] = {}
+        self._written: dict[tuple[str, str], float] = {}
+        self._flushes: dict[tuple[str, str], asyncio.Task[None]] = {}
 
     async def start(self) -> None:
         """Subscribe and connect (in the background)."""
@@ -53,6 +65,8 @@ class DiscoveryListener:
 
     async def stop(self) -> None:
         """Disconnect."""
+        await cancel_and_wait(*self._flushes.values())
+        self._flushes.clear()
         await self.client.stop()
 
     async def _handle(self, message: InboundMessage) -> None:
@@ -102,4 +116,26 @@ class DiscoveryListener:
         if not decoded.measurements:
             return
         readings = {m.metric: m.value for m in decoded.measurements}
-        await self._offer(replace(candidate, readings=readings))
+        key = (candidate.source, candidate.key)
+        earlier = self._pending.get(key)
+        merged = {**(earlier.readings if earlier is not None else {}), **readings}
+        self._pending[key] = replace(candidate, readings=merged)
+        wait = self._written.get(key, -math.inf) + READINGS_EVERY_S - time.monotonic()
+        if wait <= 0:
+            await self._flush(key)
+        elif key not in self._flushes:
+            self._flushes[key] = asyncio.create_task(self._flush_later(key, wait))
+
+    async def _flush_later(self, key: tuple[str, str], wait: float) -> None:
+        await asyncio.sleep(wait)
+        del self._flushes[key]
+        try:
+            await self._flush(key)
+        except Exception:  # the next reading tries again; the listener keeps listening
+            log.exception("found device %s: readings not written", key)
+
+    async def _flush(self, key: tuple[str, str]) -> None:
+        candidate = self._pending.pop(key, None)
+        if candidate is not None:
+            self._written[key] = time.monotonic()
+            await self._offer(candidate)

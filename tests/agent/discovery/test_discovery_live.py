@@ -129,6 +129,11 @@ async def test_a_shelly_is_found_by_its_online_message_added_and_switched(
         shelly.set_reading("power", 61.5)
         await shelly.publish_telemetry()
         assert await eventually(lambda: _reading(farm, base, "power")) == 61.5
+        # A burst is written at most every couple of seconds, and the latest value wins.
+        for watts in (62.5, 63.5):
+            shelly.set_reading("power", watts)
+            await shelly.publish_telemetry()
+        assert await eventually(lambda: _is_value(_reading(farm, base, "power"), 63.5))
 
         device = await accept(farm, listed[base]["id"], name="Valve 3", kind="valve")
         await eventually(lambda: _status(farm, device["id"], "online"))
