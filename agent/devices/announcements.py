@@ -58,6 +58,8 @@ _Z2M_METRICS = frozenset(
     {"temperature", "humidity", "co2", "illuminance", "illuminance_lux", "soil_moisture"}
 )
 _ESPHOME_SENSOR_CLASSES = {"temperature": "temperature", "humidity": "humidity"}
+_TASMOTA_FULL_TOPIC = "%prefix%/%topic%/"
+_TASMOTA_PREFIXES = ["cmnd", "stat", "tele"]
 
 
 @dataclass
@@ -159,6 +161,11 @@ class AnnouncementDecoder:
             return Heard()
         sensors = known.get("sensors") or {}
         profile, kind = _tasmota_profile(config, sensors)
+        if (
+            config.get("ft", _TASMOTA_FULL_TOPIC) != _TASMOTA_FULL_TOPIC
+            or config.get("tp", _TASMOTA_PREFIXES) != _TASMOTA_PREFIXES
+        ):
+            profile = None  # a custom FullTopic or prefixes: no shipped profile's topics fit
         base = config["t"]
         if not _TOPIC_BASE.match(base):
             return Heard()
@@ -193,6 +200,12 @@ class AnnouncementDecoder:
         if not software.lower().startswith("esphome"):
             return Heard()  # another firmware's (or this agent's own) Home Assistant discovery
         state_topic = str(document.get("stat_t", document.get("state_topic", "")))
+        tilde = document.get("~")
+        if isinstance(tilde, str):  # Home Assistant's abbreviation of a topic's base
+            if state_topic.startswith("~"):
+                state_topic = tilde + state_topic[1:]
+            elif state_topic.endswith("~"):
+                state_topic = state_topic[:-1] + tilde
         marker = f"/{component}/{object_id}/"
         if marker not in state_topic:
             return Heard()

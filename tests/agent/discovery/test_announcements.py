@@ -326,3 +326,21 @@ def test_garbage_announcements_propose_nothing() -> None:
     ):
         heard = topics.decode(topic, payload)
         assert heard.candidates == [] and heard.requests == [], topic
+
+
+def test_a_tasmota_with_a_custom_full_topic_is_found_without_a_profile() -> None:
+    config = {"dn": "Odd", "mac": "A4CF12340002", "md": "Sonoff Basic", "t": "odd",
+              "ft": "%topic%/%prefix%/", "rl": [1, 0, 0, 0, 0, 0, 0, 0], "lt_st": 0}  # fmt: skip
+    heard = decoder().decode("tasmota/discovery/A4CF12340002/config", json.dumps(config).encode())
+    assert [c.profile_id for c in heard.candidates] == [None]
+
+
+def test_an_esphome_state_topic_abbreviated_with_a_tilde_is_expanded() -> None:
+    config = {"~": "tank-node", "dev_cla": "humidity", "stat_t": "~/sensor/tank_rh/state",
+              "dev": {"name": "tank-node", "sw": "esphome v2024.6.1"}}  # fmt: skip
+    heard = decoder().decode(
+        "homeassistant/sensor/tank-node/tank_rh/config", json.dumps(config).encode()
+    )
+    [candidate] = heard.candidates
+    assert candidate.address["topic_base"] == "tank-node"
+    assert candidate.address["variables"] == {"humidity": "tank_rh"}
