@@ -29,10 +29,11 @@ def test_a_found_zigbee_sensor_is_added_and_its_reading_shows_on_the_overview(
     name = f"ui_found_{screen.size}"
     screen.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD)
     announce(site, name)
-    site.publish(f"zigbee2mqtt/{name}", '{"temperature":19.8,"humidity":61.0,"linkquality":80}')
     screen.go("Devices")
     card = page.locator("article.found-card", has_text=name)
     expect(card).to_contain_text("zigbee2mqtt-sensor")
+    # Listed, so followed: the sensor's next report shows on its card.
+    site.publish(f"zigbee2mqtt/{name}", '{"temperature":19.8,"humidity":61.0,"linkquality":80}')
     expect(card).to_contain_text(f"zigbee2mqtt/{name}")
     expect(card.locator('[data-metric="temperature"]')).to_contain_text("19.8")
     # The demo's own simulated Zigbee sensor and Shelly plug are found too.

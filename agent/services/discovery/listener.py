@@ -83,15 +83,20 @@ class DiscoveryListener:
             await self._offer(candidate)
 
     async def _offer(self, candidate: Candidate) -> None:
+        codec = self.decoder.watch(candidate)
+        if codec is not None:
+            # Followed before it is listed: a person who sees it listed sees its next reading.
+            new = [topic for topic in codec.subscriptions() if topic not in self._watched]
+            for topic in codec.subscriptions():
+                self._watched[topic] = (candidate, codec)
+            if new:
+                await self.client.subscribe(new)
         try:
             listed = await self._announce(candidate)
         except ValueError as err:
             log.warning("found %s device %s not listed: %s", candidate.source, candidate.key, err)
-            return
-        codec = self.decoder.watch(candidate)
-        if codec is None:
-            return
-        if listed is None:
+            listed = None
+        if listed is None and codec is not None:
             # Ignored or added: its readings are no longer wanted here (the registered
             # device's own connection stores them).
             gone = [topic for topic in codec.subscriptions() if topic in self._watched]
@@ -99,12 +104,6 @@ class DiscoveryListener:
                 del self._watched[topic]
             if gone:
                 await self.client.unsubscribe(gone)
-            return
-        new = [topic for topic in codec.subscriptions() if topic not in self._watched]
-        for topic in codec.subscriptions():
-            self._watched[topic] = (candidate, codec)
-        if new:
-            await self.client.subscribe(new)
 
     async def _reading(
         self, message: InboundMessage, candidate: Candidate, codec: DeviceCodec

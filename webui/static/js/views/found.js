@@ -19,7 +19,7 @@ const RELAY_KINDS = ["light", "pump", "valve"];
  */
 export function foundSection(ctx, places) {
   const cards = h("div", { class: "cards" });
-  const status = h("p", { class: "hint", role: "status", "aria-live": "polite" });
+  const status = h("p", { class: "found-status", role: "status", "aria-live": "polite" });
   const section = h("section", { class: "found", "aria-labelledby": "found-title", hidden: true },
     h("h2", { id: "found-title" }, "Found"),
     h("p", { class: "hint" }, "Devices on the network that are not added yet. Add one to place it on the farm."),
