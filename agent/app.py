@@ -15,6 +15,7 @@ from agent.web import (
     auth,
     climate,
     devices,
+    discovered,
     events,
     farms,
     grow_plans,
@@ -33,6 +34,7 @@ from agent.wiring.climate import climate_context
 from agent.wiring.context import Announce
 from agent.wiring.control import control_context
 from agent.wiring.devices import device_runtime_context
+from agent.wiring.discovery import discovery_context
 from agent.wiring.events import events_context
 from agent.wiring.grow_plans import grow_plans_context
 from agent.wiring.metrics import install_agent_metrics
@@ -87,6 +89,7 @@ def api_of_agent() -> Api:
         hierarchy,
         devices,
         modbus,
+        discovered,
         sensors,
         climate,
         events,
@@ -171,6 +174,7 @@ def create_app(
             ops_context(settings),
             streams_context(settings),
             device_runtime_context(settings),
+            discovery_context(settings),
             control_context(settings),
             hub_context(settings),
             home_automation_context(settings),

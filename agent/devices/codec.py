@@ -7,6 +7,7 @@ does the same for serial (EZO) readings and command strings. Neither does I/O.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -201,6 +202,13 @@ class DeviceCodec:
         spec = self.profile.availability
         assert spec is not None
         value = text.strip()
+        if spec.path is not None:
+            # A JSON status ({"state": "online"}); the plain token is still understood.
+            with contextlib.suppress(json.JSONDecodeError, RecursionError):
+                document = _JSON.decode(value)
+                if isinstance(document, dict):
+                    found, token = _lookup(document, (spec.path,))
+                    value = str(token).strip() if found else ""
         if value.casefold() == spec.online.casefold():
             return True
         if value.casefold() == spec.offline.casefold():
@@ -470,6 +478,9 @@ def _measure(
 
 def _state(spec: StateSpec, raw: Any) -> StateUpdate | Rejection:
     if spec.field in SWITCH_FIELDS:
+        # A JSON boolean (Shelly's "output": true) reads as the token true/false.
+        if isinstance(raw, bool):
+            raw = "true" if raw else "false"
         token = str(raw).strip().casefold() if isinstance(raw, str) else None
         if token == spec.on.casefold():
             return StateUpdate(spec.field, True)

@@ -192,6 +192,7 @@ class AvailabilitySpec(_Model):
     """How the firmware signals online/offline: a retained LWT/status topic, silence, or both."""
 
     topic: str | None = None
+    path: str | None = None
     online: str = "online"
     offline: str = "offline"
     qos: Qos = 0
@@ -204,6 +205,8 @@ class AvailabilitySpec(_Model):
             raise ValueError("give a status topic, a silence_timeout_s, or both")
         if self.online == self.offline:
             raise ValueError("online and offline payloads must differ")
+        if self.path is not None and self.topic is None:
+            raise ValueError("path is for a JSON status topic")
         return self
 
 

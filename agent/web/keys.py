@@ -16,6 +16,7 @@ from agent.services.control.fans import ActuatorControl
 from agent.services.control.schedules import ActuatorSchedules
 from agent.services.devices.registry import DeviceService
 from agent.services.devices.sensors import SensorService
+from agent.services.discovery.found import FoundDevices
 from agent.services.events.log import EventLog
 from agent.services.events.service import EventService
 from agent.services.grow_plans.harvest_watch import HarvestWatch
@@ -65,6 +66,7 @@ PERMISSIONS = web.AppKey("permissions", PermissionService)
 STARTED_AT = web.AppKey("started_at", float)
 HEALTH = web.AppKey("health", HealthService)
 DEVICES = web.AppKey("devices", DeviceService)
+FOUND = web.AppKey("found", FoundDevices)
 SENSORS = web.AppKey("sensors", SensorService)
 CALIBRATION = web.AppKey("calibration", CalibrationService)
 CALIBRATION_SESSIONS = web.AppKey("calibration_sessions", CalibrationSessions)

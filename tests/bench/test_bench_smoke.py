@@ -55,6 +55,16 @@ BENCHES = {
             r" median [\d.]+ ms, p99 [\d.]+ ms",
         ],
     ),
+    "found": (
+        ["-m", "bench.found", "--devices", "5"],
+        [
+            r"announce -> 5 devices listed under Found: \d+ ms \(target <= 5 s: (ok|MISSED)\)",
+            r"baseline, broker round trip of the same list: [\d.]+ ms",
+            r"ratio announce -> Found / broker round trip: [\d.]+x",
+            r"add -> first reading in the API: \d+ ms",
+            r"ratio add -> reading / broker round trip: [\d.]+x",
+        ],
+    ),
     "full_card": (
         [
             *("-m", "bench.full_card", "--sensors", "5", "--rate", "300", "--fs-mib", "4"),

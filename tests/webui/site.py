@@ -22,7 +22,7 @@ import aiomqtt
 from aiohttp import web
 
 from agent.app import create_app
-from agent.devices.profiles import load_profiles
+from agent.devices.profiles import ProfileRegistry, load_profiles
 from agent.services.devices.simulation import DeviceSimulation
 from agent.store.farms import FarmStore
 from agent.store.users import UserStore
@@ -69,6 +69,10 @@ class FarmSite:
         status, body = self.api("POST", "/api/v1/login", {"email": email, "password": password})
         assert status == 200, body
         return str(body["access_token"])
+
+    def app_profiles(self) -> ProfileRegistry:
+        """The firmware profiles the agent loaded."""
+        return self.app[DEVICES].profiles
 
     def publish(self, topic: str, payload: str) -> None:
         """Publish one message on the site's broker, as a device would (QoS 1)."""

@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import random
+import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -84,8 +85,12 @@ class SimulatedMqttDevice:
         )
         will = birth = None
         if availability is not None and status is not None:
-            will = OutgoingMessage(status, availability.offline, availability.qos, True)
-            birth = OutgoingMessage(status, availability.online, availability.qos, True)
+            offline, online = availability.offline, availability.online
+            if availability.path is not None:  # zigbee2mqtt: {"state":"online"}
+                offline = json.dumps({availability.path: offline}, separators=(",", ":"))
+                online = json.dumps({availability.path: online}, separators=(",", ":"))
+            will = OutgoingMessage(status, offline, availability.qos, True)
+            birth = OutgoingMessage(status, online, availability.qos, True)
         self.client = MqttClient(
             MqttSettings(
                 host=host,
@@ -229,6 +234,8 @@ class SimulatedMqttDevice:
         """Apply a command like the firmware does, then report the new state."""
         self.commands_received += 1
         text = message.payload.decode("utf-8", "replace").strip()
+        if self.profile.firmware == "shelly" and await self._shelly_rpc(text):
+            return
         touched: set[str] = set()
         error = False
         for kind, spec in self.profile.commands.items():
@@ -237,20 +244,26 @@ class SimulatedMqttDevice:
                     continue
                 names = placeholders(sent.payload)
                 if kind in SWITCH_FIELDS and "switch" in names:
-                    if text.casefold() in (spec.on.casefold(), spec.off.casefold()):
-                        self.state[kind] = text.casefold() == spec.on.casefold()
+                    switched = _switch_in(sent.payload, spec.on, spec.off, text)
+                    if switched is not None:
+                        self.state[kind] = switched
                         touched.add(kind)
-                    else:
+                    elif not sent.payload.startswith("{"):
                         error = True
                 elif names & {"level", "percent"}:
-                    level = _int(text)
+                    level = _level_in(sent.payload, text)
+                    if level is None and sent.payload.startswith("{"):
+                        continue  # another command's JSON on the same topic
                     top = spec.levels or 100
                     if level is None or not 0 <= level <= top:
                         error = True
                         continue
                     percent = level_to_percent(level, spec.levels) if spec.levels else level
                     touched.add(kind)
-                    couples_power = not any(m.when == "on" for m in spec.messages)
+                    # A JSON command (zigbee2mqtt {"state":"ON","brightness":N}) switches on too.
+                    couples_power = sent.payload.startswith("{") or not any(
+                        m.when == "on" for m in spec.messages
+                    )
                     if spec.zero_turns_off and couples_power and "power" in self.state:
                         self.state["power"] = percent > 0
                         touched.add("power")
@@ -260,6 +273,36 @@ class SimulatedMqttDevice:
             await self._report_error()
         if touched:
             await self._report(touched)
+
+    async def _shelly_rpc(self, text: str) -> bool:
+        """Answer Shelly.GetDeviceInfo on <src>/rpc like a Gen2 device (how it is found)."""
+        try:
+            request = json.loads(text)
+        except json.JSONDecodeError:
+            return False
+        if not isinstance(request, dict) or request.get("method") != "Shelly.GetDeviceInfo":
+            return False
+        mac = "".join(f"{byte:02X}" for byte in self.base.encode()[-6:].rjust(6, b"\0"))
+        info = {
+            "id": self.base,
+            "mac": mac,
+            "model": "SNSW-001P16EU",
+            "gen": 2,
+            "fw_id": "20231107-164738/1.0.8-g8c7bb8d",
+            "ver": "1.0.8",
+            "app": "Plus1PM",
+            "auth_en": False,
+            "auth_domain": None,
+        }
+        reply = {
+            "id": request.get("id"),
+            "src": self.base,
+            "dst": request.get("src"),
+            "result": info,
+        }
+        topic = f"{request.get('src')}/rpc"
+        await self.client.publish(OutgoingMessage(topic, json.dumps(reply), 1, False))
+        return True
 
     async def _report(self, touched: set[str]) -> None:
         for message in self.profile.messages:
@@ -311,8 +354,10 @@ def _state_value(spec: StateSpec, value: bool | int) -> str:
     return str(percent_to_level(int(value), spec.levels) if spec.levels else int(value))
 
 
-def _state_json(spec: StateSpec, value: bool | int) -> str | int:
+def _state_json(spec: StateSpec, value: bool | int) -> str | int | bool:
     if spec.field in SWITCH_FIELDS:
+        if (spec.on, spec.off) == ("true", "false"):
+            return bool(value)  # a JSON boolean (Shelly's "output")
         return spec.on if value else spec.off
     return percent_to_level(int(value), spec.levels) if spec.levels else int(value)
 
@@ -326,6 +371,25 @@ def _put(document: dict[str, Any], path: str, value: object) -> None:
             return
         node = child
     node[leaf] = value
+
+
+def _switch_in(template: str, on: str, off: str, text: str) -> bool | None:
+    """True/False if ``text`` is the command payload ``template`` rendered with the on/off
+    token (``{switch}`` alone, or inside JSON like zigbee2mqtt's and Shelly's), else None."""
+    folded = text.casefold()
+    for token, value in ((on, True), (off, False)):
+        if render(template, {"switch": token}).casefold() == folded:
+            return value
+    return None
+
+
+def _level_in(template: str, text: str) -> int | None:
+    """The level in ``text`` if it is ``template`` with ``{level}``/``{percent}`` filled in."""
+    pattern = re.escape(template)
+    for name in ("level", "percent"):
+        pattern = pattern.replace(re.escape("{" + name + "}"), r"(-?\d+)")
+    match = re.fullmatch(pattern, text)
+    return _int(match.group(1)) if match else None
 
 
 def _int(text: str) -> int | None:

@@ -11,6 +11,7 @@ view and GET /sensors/{id}/data shows them.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import random
 from dataclasses import dataclass
@@ -18,11 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from agent.devices.broker_process import MosquittoProcess
+from agent.devices.codec import OutgoingMessage
+from agent.devices.errors import DeviceUnavailable
 from agent.devices.profiles import ProfileRegistry
 from agent.devices.simulator.ezo import EzoSimulator
 from agent.devices.simulator.history import history
 from agent.devices.simulator.modbus import ModbusRtuSimulator, SimulatedModbusDevice
 from agent.devices.simulator.mqtt import SimulatedMqttDevice
+from agent.devices.simulator.zigbee2mqtt import bridge_devices
 from agent.services.devices.registry import DeviceService
 from agent.store.farms import FarmStore
 from agent.store.readings import NewReading, ReadingStore
@@ -49,6 +53,8 @@ class SimulatedDevice:
     """"ph" or "ec" for a serial EZO circuit."""
     modbus_unit: int | None = None
     """The unit id of a device on the simulated RS-485 Modbus bus."""
+    found: bool = False
+    """Not registered: it announces itself and waits under Found for a person to add it."""
 
 
 DEMO_DEVICES = (
@@ -68,6 +74,24 @@ DEMO_DEVICES = (
         "Germination climate", "sensor", "modbus-xy-md02", "Germination", modbus_unit=1
     ),
     SimulatedDevice("Intake fan", "fan", "modbus-vfd-fan", "Intake", modbus_unit=7),
+    # Announced (zigbee2mqtt's bridge/devices, Shelly's online + Shelly.GetDeviceInfo), not
+    # registered: the devices screen lists them under Found.
+    SimulatedDevice(
+        "climate_rack_a2",
+        "sensor",
+        "zigbee2mqtt-sensor",
+        "",
+        topic_base="zigbee2mqtt/climate_rack_a2",
+        found=True,
+    ),
+    SimulatedDevice(
+        "Pump plug",
+        "pump",
+        "shelly-switch",
+        "",
+        topic_base="shellyplus1pm-d4d4da6e1c20",
+        found=True,
+    ),
 )
 
 
@@ -157,6 +181,8 @@ class DeviceSimulation:
         for device in self._devices:
             if device.modbus_unit is not None and self._modbus is None:
                 continue  # serial ports off: no RS-485 bus
+            if device.found:
+                continue
             body = DeviceCreate.model_validate(
                 {
                     "name": device.name,
@@ -223,6 +249,29 @@ class DeviceSimulation:
             )
             await simulator.start()
             self._mqtt.append(simulator)
+        await self._zigbee2mqtt_bridge()
+
+    async def _zigbee2mqtt_bridge(self) -> None:
+        """Publish zigbee2mqtt's retained device list for the simulated Zigbee devices."""
+        zigbee = [
+            (simulator, device)
+            for simulator, device in zip(
+                self._mqtt, (d for d in self._devices if d.topic_base is not None), strict=True
+            )
+            if self._profiles[device.profile].firmware == "zigbee2mqtt"
+        ]
+        if not zigbee:
+            return
+        listed = bridge_devices(
+            [(simulator.base.split("/", 1)[1], simulator.profile) for simulator, _ in zigbee]
+        )
+        message = OutgoingMessage("zigbee2mqtt/bridge/devices", json.dumps(listed), 1, True)
+        bridge = zigbee[0][0]
+        try:
+            await bridge.wait_ready(10)  # a local broker: connected in milliseconds
+            await bridge.client.publish(message)
+        except (TimeoutError, DeviceUnavailable):
+            log.warning("simulated zigbee2mqtt device list not published: broker not reachable")
 
     async def stop(self) -> None:
         """Stop the simulators, then the private broker."""

@@ -114,9 +114,11 @@ def device_configs(
     ]
     if lwt is not None:
         topic, online, offline = lwt
-        availability.append(
-            {"topic": topic, "payload_available": online, "payload_not_available": offline}
-        )
+        status = {"topic": topic, "payload_available": online, "payload_not_available": offline}
+        path = profile.availability.path if profile.availability is not None else None
+        if path is not None:  # a JSON status (zigbee2mqtt's {"state": "online"})
+            status["value_template"] = "{{ value_json." + path + " }}"
+        availability.append(status)
     common = {
         "device": device,
         "origin": dict(origin),

@@ -1,11 +1,13 @@
 // Devices: the farm's devices in pages, searchable and filtered by kind, state and location,
 // sorted by any column, with online state, last seen and profile; add one from a firmware
-// profile (its topic or serial port, placed on a shelf), edit, delete after a confirmation.
+// profile (its topic or serial port, placed on a shelf) or from what the network announced
+// (Found), edit, delete after a confirmation.
 
 import { call, currentUser, get } from "../api.js";
 import { field, h, mount, when } from "../dom.js";
 import { loadPlaces } from "../farmdata.js";
 import { confirmDialog, messageOf, showError, toast } from "../notify.js";
+import { foundSection } from "./found.js";
 
 const KINDS = ["sensor", "fan", "light", "pump", "valve"];
 const STATES = ["online", "offline", "maintenance", "disabled"];
@@ -117,6 +119,7 @@ export async function render(ctx) {
     ctx.main,
     h("div", { class: "screen-title" }, h("h1", null, "Devices"), canManage ? h("button", { class: "primary", onclick: () => add(ctx, editor, places) }, "Add a device") : null),
     editor,
+    canManage ? foundSection(ctx, places) : null,
     tools,
     found,
     table,

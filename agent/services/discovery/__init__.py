@@ -1,0 +1,1 @@
+"""Devices found on the farm network, listed until a person adds or ignores them."""
