@@ -21,6 +21,7 @@ from agent.web import (
     hierarchy,
     home_automation,
     mfa,
+    notify,
     overview,
     sensors,
     system,
@@ -39,6 +40,7 @@ from agent.wiring.grow_plans import grow_plans_context
 from agent.wiring.home_automation import home_automation_context
 from agent.wiring.hub import hub_context
 from agent.wiring.metrics import install_agent_metrics
+from agent.wiring.notify import notify_context
 from agent.wiring.ops import ops_context
 from agent.wiring.overview import overview_context
 from agent.wiring.readings import readings_context
@@ -93,6 +95,7 @@ def api_of_agent() -> Api:
         grow_plans,
         home_automation,
         webhooks,
+        notify,
     ):
         api.extend(module.api)
     return api
@@ -176,6 +179,7 @@ def create_app(
             grow_plans_context(settings, clock=clock),
             overview_context(settings, clock=clock),
             webhooks_context(settings),
+            notify_context(settings),
             sync_context(),
         ]
     )

@@ -37,6 +37,7 @@ from agent.services.identity.users import UserService
 from agent.services.ingest.device_runtime import DeviceRuntime
 from agent.services.ingest.reading_runtime import ReadingRuntime
 from agent.services.live.hub import EventHub
+from agent.services.notify.service import NotifyService
 from agent.services.overview.service import OverviewService
 from agent.services.streams.service import StreamService
 from agent.services.webhooks.service import WebhookService
@@ -46,6 +47,7 @@ from agent.sync.runtime import SyncRuntime
 from agent.web.foreground import Foreground
 from home_hub.live import HubStateStream
 from home_hub.service import HomeAutomation
+from protocol.notify import NotifyDeliverer
 from protocol.webhooks import WebhookDeliverer
 
 SETTINGS = web.AppKey("settings", AgentSettings)
@@ -90,3 +92,5 @@ HOME_AUTOMATION = web.AppKey("home_automation", HomeAutomation)
 HUB_STATE_STREAM = web.AppKey("hub_state_stream", HubStateStream)
 WEBHOOKS = web.AppKey("webhooks", WebhookService)
 WEBHOOK_DELIVERER = web.AppKey("webhook_deliverer", WebhookDeliverer)
+NOTIFY = web.AppKey("notify", NotifyService)
+NOTIFY_DELIVERER = web.AppKey("notify_deliverer", NotifyDeliverer)

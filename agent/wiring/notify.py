@@ -1,0 +1,82 @@
+"""Notifications to people: the service behind /api/v1/contact-points, /notification-rules and
+/notifications, and the sending loop, for the application's lifetime. Contact point URLs are
+sealed under a key derived from the agent's signing key (backed up with the state)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from agent.services.notify.service import NotifyService
+from agent.settings import AgentSettings
+from agent.store.notify import NotifyStore
+from agent.web.keys import DATABASE, EVENTS, HEALTH, NOTIFY, NOTIFY_DELIVERER
+from agent.wiring.context import CleanupContext
+from agent.wiring.mail import smtp_settings
+from protocol.backoff import Backoff
+from protocol.keyfile import load_or_create_private_key
+from protocol.notify import ContactSender, NotifyDeliverer, NotifyPolicy
+from protocol.secretbox import SecretBox, derived_key
+from protocol.tasks import cancel_and_wait
+
+__all__ = ["notify_context", "notify_policy"]
+
+_KEY_PURPOSE = "farm-agent contact point urls"
+
+
+def notify_policy(settings: AgentSettings) -> NotifyPolicy:
+    """The sending rules from the settings."""
+    return NotifyPolicy(
+        poll_s=settings.notify_poll_s,
+        batch=settings.notify_batch,
+        retry=Backoff(settings.notify_retry_initial_s, settings.notify_retry_max_s),
+        retry_window_s=settings.notify_retry_window_s,
+        failing_event_after_s=settings.notify_failing_event_after_s,
+        timezone=settings.timezone,
+        public_url=settings.notify_public_url,
+    )
+
+
+def notify_context(settings: AgentSettings) -> CleanupContext:
+    """Serve contact points and rules and send the notification outbox for the application's
+    lifetime; report failing contact points in /healthz."""
+
+    async def notify(app: web.Application) -> AsyncIterator[None]:
+        db = app[DATABASE]
+        key = derived_key(load_or_create_private_key(settings.signing_key_path), _KEY_PURPOSE)
+        store = NotifyStore(db, SecretBox(key))
+        policy = notify_policy(settings)
+        sender = ContactSender(smtp_settings(settings), concurrency=policy.batch)
+        deliverer = NotifyDeliverer(store, sender, policy)
+        app[NOTIFY_DELIVERER] = deliverer
+        app[NOTIFY] = NotifyService(db, store, sender, app[EVENTS], deliverer.wake)
+        health = {"text": "ok"}
+        every_s = min(30.0, max(1.0, policy.poll_s * 10))
+
+        async def watch_health() -> None:
+            while True:
+                failing = await store.failing()
+                health["text"] = (
+                    "ok"
+                    if not failing
+                    else "failing: "
+                    + "; ".join(
+                        f"{row['name']} since {row['failing_since']}"
+                        f" ({row['consecutive_failures']} failures)"
+                        for row in failing
+                    )
+                )
+                await asyncio.sleep(every_s)
+
+        app[HEALTH].add_check("notifications", lambda: health["text"])
+        watcher = asyncio.create_task(watch_health(), name="notify-health")
+        deliverer.start()
+        try:
+            yield
+        finally:
+            await cancel_and_wait(watcher)
+            await deliverer.stop()
+
+    return notify
