@@ -36,6 +36,7 @@ def notify_policy(settings: AgentSettings) -> NotifyPolicy:
         failing_event_after_s=settings.notify_failing_event_after_s,
         timezone=settings.timezone,
         public_url=settings.notify_public_url,
+        plan_every_s=min(5.0, settings.notify_poll_s * 10),
     )
 
 

@@ -147,6 +147,7 @@ class NotifyDeliverer:
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._task: asyncio.Task[None] | None = None
         self._planned_at: datetime | None = None
+        self._running = asyncio.Lock()
         self.sent = 0
         self.failed_attempts = 0
 
@@ -187,12 +188,18 @@ class NotifyDeliverer:
             acknowledge_link=due.acknowledge_link,
         )
 
-    async def run_once(self) -> int:
-        """Plan, then start sending what is due (not waiting for the sends); return how many
-        were started or held."""
+    async def run_once(self, *, plan: bool = False) -> int:
+        """Plan (every ``plan_every_s``, or now with ``plan``), then start sending what is due
+        (not waiting for the sends); return how many were started or held."""
+        async with self._running:  # a caller beside the loop never starts a send twice
+            return await self._run_once(plan)
+
+    async def _run_once(self, plan: bool) -> int:
         now = self._now()
-        if self._planned_at is None or (now - self._planned_at).total_seconds() >= (
-            self._policy.plan_every_s
+        if (
+            plan
+            or self._planned_at is None
+            or (now - self._planned_at).total_seconds() >= self._policy.plan_every_s
         ):
             self._planned_at = now
             await self._store.plan(now)

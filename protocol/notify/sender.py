@@ -105,7 +105,7 @@ def _apprise() -> ModuleType:
                 warnings.simplefilter("ignore", DeprecationWarning)
                 import apprise
 
-                apprise.plugins.N_MGR.load_modules()
+                apprise.plugins.N_MGR.load_modules()  # type: ignore[no-untyped-call]
             log = logging.getLogger("apprise")
             log.addHandler(_LINES)
             if log.level == logging.NOTSET or log.level > logging.INFO:
@@ -147,10 +147,12 @@ class ContactSender:
         _LINES.start()
         ok = False
         try:
-            app = _apprise().Apprise()
-            if not app.add(url):
+            # The service's plugin itself, called in this thread (not through Apprise's thread
+            # pools), so that the lines it logs are this send's.
+            plugin = _apprise().Apprise.instantiate(url, suppress_exceptions=True)
+            if plugin is None:
                 return Outcome(False, "Apprise does not know this URL")
-            ok = bool(app.notify(body=message.body, title=message.title))
+            ok = bool(plugin.notify(body=message.body, title=message.title))
         except Exception as err:  # a plugin's own bug must not end the sender
             return Outcome(False, _short(f"{type(err).__name__}: {err}"))
         finally:
