@@ -308,7 +308,7 @@ class NotifyStore:
     async def failing(self) -> list[dict[str, Any]]:
         """Enabled contact points whose sends fail, longest first."""
         rows = await self._db.fetch_all(
-            "SELECT id, name, failing_since, consecutive_failures, last_error"
+            "SELECT id, name, failing_since, failing_reported_at, consecutive_failures, last_error"
             " FROM contact_points WHERE enabled = 1 AND failing_since IS NOT NULL"
             " ORDER BY failing_since"
         )

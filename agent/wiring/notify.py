@@ -53,12 +53,15 @@ def notify_context(settings: AgentSettings) -> CleanupContext:
         deliverer = NotifyDeliverer(store, sender, policy)
         app[NOTIFY_DELIVERER] = deliverer
         app[NOTIFY] = NotifyService(db, store, sender, app[EVENTS], deliverer.wake)
-        health = {"text": "ok"}
+        health = {"text": "ok", "status": "healthy"}
         every_s = min(30.0, max(1.0, policy.poll_s * 10))
 
         async def watch_health() -> None:
             while True:
                 failing = await store.failing()
+                # Failing long enough to raise its event: the agent cannot reach a person.
+                long = any(row["failing_reported_at"] for row in failing)
+                health["status"] = "degraded" if long else "healthy"
                 health["text"] = (
                     "ok"
                     if not failing
@@ -71,7 +74,11 @@ def notify_context(settings: AgentSettings) -> CleanupContext:
                 )
                 await asyncio.sleep(every_s)
 
-        app[HEALTH].add_check("notifications", lambda: health["text"])
+        app[HEALTH].add_check(
+            "notifications",
+            lambda: health["text"],
+            lambda: "degraded" if health["status"] == "degraded" else "healthy",
+        )
         watcher = asyncio.create_task(watch_health(), name="notify-health")
         deliverer.start()
         try:

@@ -5,7 +5,9 @@ answers (a status for the next N messages) and wait for messages with a generous
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +17,8 @@ from aiohttp import web
 from tests.support.mosquitto import free_port
 
 __all__ = ["NtfyMessage", "NtfyReceiver"]
+
+_EVENT_LINK = re.compile(r"alerts\?event=([0-9a-f-]{36})")
 
 
 @dataclass
@@ -37,6 +41,8 @@ class NtfyReceiver:
     received: list[NtfyMessage] = field(default_factory=list)
     failures: list[int] = field(default_factory=list)
     """Statuses to answer the next messages with, in order (then 200)."""
+    by_event: Counter[str] = field(default_factory=Counter)
+    """Messages per event id (from the link a message carries)."""
     _runner: web.AppRunner | None = None
     _changed: asyncio.Condition | None = None
 
@@ -73,6 +79,8 @@ class NtfyReceiver:
                 at=time.perf_counter(),
             )
         )
+        if found := _EVENT_LINK.search(self.received[-1].message):
+            self.by_event[found.group(1)] += 1
         assert self._changed is not None
         async with self._changed:
             self._changed.notify_all()
