@@ -44,6 +44,8 @@ _NOTIFICATION_SOURCE = (
     "notifications AS n LEFT JOIN contact_points AS c ON c.id = n.contact_point_id"
     " LEFT JOIN events AS e ON e.id = n.event_id LEFT JOIN users AS u ON u.id = e.acknowledged_by"
 )
+# What the cloud's mirror of a contact point holds (with its URL).
+_SYNCED_CONTACT = ("id", "farm_id", "name", "service", "quiet_start", "quiet_end", "enabled")
 # History the planner looks back over for repeats and escalations.
 _PLAN_WINDOW = timedelta(days=30)
 _NEW_ID = (
@@ -97,7 +99,7 @@ class NotifyStore:
     # Contact points ----------------------------------------------------------------------------
 
     async def create_contact(self, fields: Mapping[str, Any], url: str) -> None:
-        """Insert a contact point, its URL sealed."""
+        """Insert a contact point, its URL sealed; queue it for the cloud."""
         values = dict(fields, url_sealed=self._box.seal(url, fields["id"]))
         names = ", ".join(values)
         marks = ", ".join("?" for _ in values)
@@ -105,6 +107,43 @@ class NotifyStore:
             await conn.execute(
                 f"INSERT INTO contact_points ({names}) VALUES ({marks})", list(values.values())
             )
+            await self._queue_sync(conn, fields["id"])
+
+    async def _queue_sync(self, conn: Any, contact_id: str) -> None:
+        """The contact point for the cloud's mirror, in the sync outbox of this transaction
+        (docs/design.md section 8). It carries the URL: the cloud seals it under its own key
+        and tells these contact points when the farm goes silent."""
+        cursor = await conn.execute(
+            "SELECT id, farm_id, name, service, url_sealed, quiet_start, quiet_end, enabled"
+            " FROM contact_points WHERE id = ?",
+            (contact_id,),
+        )
+        row = await cursor.fetchone()
+        if row is None:
+            op, payload = "delete", json.dumps({"id": contact_id})
+        else:
+            op = "upsert"
+            data = {
+                key: row[key]
+                for key in (
+                    "id",
+                    "farm_id",
+                    "name",
+                    "service",
+                    "quiet_start",
+                    "quiet_end",
+                    "enabled",
+                )
+            }
+            data["url"] = self._box.open(row["url_sealed"], contact_id)
+            data["enabled"] = bool(data["enabled"])
+            payload = json.dumps(data, separators=(",", ":"))
+        await conn.execute(
+            "INSERT INTO outbox (lane, kind, entity, entity_id, op, payload, bytes, created_at)"
+            " VALUES (0, 'contact_points', 'contact_points', ?, ?, ?, ?,"
+            " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
+            (contact_id, op, payload, len(payload)),
+        )
 
     async def contact(self, contact_id: str) -> dict[str, Any] | None:
         """One contact point without its URL, visible or not (the service authorizes)."""
@@ -161,13 +200,25 @@ class NotifyStore:
                 f"UPDATE contact_points SET {assignments} WHERE id = ?",
                 [*values.values(), contact_id],
             )
-            return cursor.rowcount == 1
+            if cursor.rowcount != 1:
+                return False
+            await self._queue_sync(conn, contact_id)
+            return True
 
     async def delete_contact(self, contact_id: str) -> bool:
-        """Remove a contact point, its notifications, and its id from every rule."""
+        """Remove a contact point, its notifications, and its id from every rule (and from the
+        cloud's mirror)."""
 
         def work(conn: sqlite3.Connection) -> bool:
             gone = conn.execute("DELETE FROM contact_points WHERE id = ?", (contact_id,)).rowcount
+            if gone:
+                payload = json.dumps({"id": contact_id})
+                conn.execute(
+                    "INSERT INTO outbox (lane, kind, entity, entity_id, op, payload, bytes,"
+                    " created_at) VALUES (0, 'contact_points', 'contact_points', ?, 'delete', ?,"
+                    " ?, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
+                    (contact_id, payload, len(payload)),
+                )
             for column in ("contact_point_ids", "escalate_to"):
                 conn.execute(
                     f"UPDATE notification_rules SET {column} = (SELECT json_group_array(value)"
