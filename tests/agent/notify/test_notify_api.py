@@ -5,6 +5,7 @@ nothing changes."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -264,3 +265,29 @@ async def test_deleting_a_contact_point_takes_it_out_of_its_rules(
     assert resp.status == 204
     resp = await agent.client.get(f"/api/v1/notification-rules/{rule['id']}", headers=agent.auth())
     assert resp.status == 404
+
+
+async def test_contact_points_go_to_the_cloud_in_the_sync_outbox_with_their_changes(
+    agent: Agent, ntfy: NtfyReceiver
+) -> None:
+    farm_id = await create_farm(agent)
+    created = await add_contact(agent, farm_id, ntfy.url("night"))
+    resp = await agent.client.put(
+        f"/api/v1/contact-points/{created['id']}",
+        json={"name": "renamed", "enabled": False},
+        headers=agent.auth(),
+    )
+    assert resp.status == 200
+    resp = await agent.client.delete(
+        f"/api/v1/contact-points/{created['id']}", headers=agent.auth()
+    )
+    assert resp.status == 204
+    rows = await agent.client.app[DATABASE].fetch_all(
+        "SELECT op, payload FROM outbox WHERE entity = 'contact_points' ORDER BY seq"
+    )
+    sent = [(row["op"], json.loads(row["payload"])) for row in rows]
+    assert [op for op, _ in sent] == ["upsert", "upsert", "delete"]
+    assert sent[0][1]["url"] == ntfy.url("night") and sent[0][1]["farm_id"] == farm_id
+    assert sent[1][1]["name"] == "renamed" and sent[1][1]["enabled"] is False
+    assert sent[1][1]["url"] == ntfy.url("night")  # kept when the change named none
+    assert sent[2][1] == {"id": created["id"]}
