@@ -152,6 +152,14 @@ class NotifyStore:
         )
         return None if row is None else _contact(row)
 
+    async def contact_owner(self, contact_id: str) -> str | None:
+        """The person a contact point reaches (its owner, else its creator)."""
+        row = await self._db.fetch_one(
+            "SELECT coalesce(owner_id, created_by) AS who FROM contact_points WHERE id = ?",
+            (contact_id,),
+        )
+        return None if row is None else row["who"]
+
     async def contact_url(self, contact_id: str) -> str | None:
         """A contact point's URL, opened; None if it is gone."""
         row = await self._db.fetch_one(

@@ -17,13 +17,14 @@ from agent.wiring.context import CleanupContext
 from agent.wiring.mail import smtp_settings
 from protocol.backoff import Backoff
 from protocol.keyfile import load_or_create_private_key
-from protocol.notify import ContactSender, NotifyDeliverer, NotifyPolicy
+from protocol.notify import AckLinks, ContactSender, NotifyDeliverer, NotifyPolicy
 from protocol.secretbox import SecretBox, derived_key
 from protocol.tasks import cancel_and_wait
 
 __all__ = ["notify_context", "notify_policy"]
 
 _KEY_PURPOSE = "farm-agent contact point urls"
+_LINK_PURPOSE = "farm-agent acknowledge links"
 
 
 def notify_policy(settings: AgentSettings) -> NotifyPolicy:
@@ -46,13 +47,14 @@ def notify_context(settings: AgentSettings) -> CleanupContext:
 
     async def notify(app: web.Application) -> AsyncIterator[None]:
         db = app[DATABASE]
-        key = derived_key(load_or_create_private_key(settings.signing_key_path), _KEY_PURPOSE)
-        store = NotifyStore(db, SecretBox(key))
+        signing = load_or_create_private_key(settings.signing_key_path)
+        store = NotifyStore(db, SecretBox(derived_key(signing, _KEY_PURPOSE)))
+        links = AckLinks(derived_key(signing, _LINK_PURPOSE))
         policy = notify_policy(settings)
         sender = ContactSender(smtp_settings(settings), concurrency=policy.batch)
-        deliverer = NotifyDeliverer(store, sender, policy)
+        deliverer = NotifyDeliverer(store, sender, policy, ack_links=links)
         app[NOTIFY_DELIVERER] = deliverer
-        app[NOTIFY] = NotifyService(db, store, sender, app[EVENTS], deliverer.wake)
+        app[NOTIFY] = NotifyService(db, store, sender, app[EVENTS], deliverer.wake, ack_links=links)
         health = {"text": "ok", "status": "healthy"}
         every_s = min(30.0, max(1.0, policy.poll_s * 10))
 

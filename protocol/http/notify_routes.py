@@ -11,6 +11,7 @@ from aiohttp import web
 from protocol.http.endpoints import Api, principal_of
 from protocol.identity import Principal
 from protocol.schemas.notify import (
+    AcknowledgeLinkQuery,
     ContactPointBody,
     ContactPointCreate,
     ContactPointList,
@@ -61,6 +62,7 @@ class NotifyManagement(Protocol):
         self, principal: Principal, query: NotificationListQuery
     ) -> NotificationList: ...
     async def acknowledge(self, principal: Principal, notification_id: str) -> NotificationView: ...
+    async def acknowledge_by_link(self, token: str) -> NotificationView: ...
 
 
 def notify_api(service: Callable[[web.Application], NotifyManagement]) -> Api:
@@ -242,5 +244,22 @@ def notify_api(service: Callable[[web.Application], NotifyManagement]) -> Api:
     async def acknowledge(request: web.Request, notification_id: str) -> NotificationView:
         """Records who acknowledged and when; acknowledging again keeps the first."""
         return await service(request.app).acknowledge(principal_of(request), notification_id)
+
+    @api.route(
+        "POST",
+        "/api/v1/notifications/acknowledge",
+        summary="Acknowledge through the signed link of a message (its Acknowledge button)",
+        tag=_TAG,
+        query=AcknowledgeLinkQuery,
+        response=NotificationView,
+        auth=False,
+        errors=(403, 404, 409),
+    )
+    async def acknowledge_by_link(
+        request: web.Request, query: AcknowledgeLinkQuery
+    ) -> NotificationView:
+        """No sign-in: the token is signed and names the notification. Recorded as the person
+        the contact point reaches; a second use is a 409."""
+        return await service(request.app).acknowledge_by_link(query.token)
 
     return api

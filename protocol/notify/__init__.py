@@ -8,6 +8,7 @@
   :class:`NotifyStore`.
 """
 
+from protocol.notify.ack_links import AckLinks, LinkRefused
 from protocol.notify.catalogue import REPEATABLE, SEVERITIES, NotifyKind
 from protocol.notify.deliverer import (
     DueNotification,
@@ -23,8 +24,10 @@ from protocol.notify.sender import ContactSender, Outcome, service_of, url_probl
 __all__ = [
     "REPEATABLE",
     "SEVERITIES",
+    "AckLinks",
     "ContactSender",
     "DueNotification",
+    "LinkRefused",
     "Message",
     "NotifyDeliverer",
     "NotifyKind",

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from protocol.backoff import Backoff
+from protocol.notify.ack_links import AckLinks
 from protocol.notify.message import Message, Where, compose
 from protocol.notify.quiet import quiet_until
 from protocol.notify.sender import ContactSender, Outcome
@@ -74,7 +75,6 @@ class DueNotification:
     created_at: datetime
     quiet_start: str | None = None
     quiet_end: str | None = None
-    acknowledge_link: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,10 +138,12 @@ class NotifyDeliverer:
         policy: NotifyPolicy,
         *,
         now: Callable[[], datetime] = utcnow,
+        ack_links: AckLinks | None = None,
     ) -> None:
         self._store = store
         self._sender = sender
         self._policy = policy
+        self._ack_links = ack_links
         self._now = now
         self._wakeup = asyncio.Event()
         self._inflight: dict[str, asyncio.Task[None]] = {}
@@ -178,14 +180,24 @@ class NotifyDeliverer:
         base = self._policy.public_url.rstrip("/")
         return f"{base}/#/alerts" + (f"?event={event_id}" if event_id else "")
 
+    def acknowledge_link_of(self, notification_id: str) -> str | None:
+        """The signed link that acknowledges a notification's event, when the public address
+        is known."""
+        if self._policy.public_url is None or self._ack_links is None:
+            return None
+        token = self._ack_links.token(notification_id, self._now())
+        base = self._policy.public_url.rstrip("/")
+        return f"{base}/api/v1/notifications/acknowledge?token={token}"
+
     def message_of(self, due: DueNotification) -> Message:
         """The text of a due notification."""
+        event_id = due.event.get("id")
         return compose(
             due.event,
             due.where,
             step=due.step,
-            link=self.link_of(due.event.get("id")),
-            acknowledge_link=due.acknowledge_link,
+            link=self.link_of(event_id),
+            acknowledge_link=None if event_id is None else self.acknowledge_link_of(due.id),
         )
 
     async def run_once(self, *, plan: bool = False) -> int:

@@ -24,11 +24,13 @@ class Where:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One message: title and body as plain text; ``link`` opens the alert in the web app."""
+    """One message: title and body as plain text; ``link`` opens the alert in the web app;
+    ``acknowledge_link`` acknowledges it with a POST (a button where the service has them)."""
 
     title: str
     body: str
     link: str | None = None
+    acknowledge_link: str | None = None
 
 
 def _number(value: Any) -> str:
@@ -69,9 +71,7 @@ def compose(
         lines.append(f"Since: {since}")
     if link:
         lines.append(f"Open: {link}")
-    if acknowledge_link:
-        lines.append(f"Acknowledge: {acknowledge_link}")
-    return Message(title=title, body="\n".join(lines), link=link)
+    return Message(title=title, body="\n".join(lines), link=link, acknowledge_link=acknowledge_link)
 
 
 def test_message(contact_point: str, farm: str) -> Message:

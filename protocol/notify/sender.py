@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 from email.message import EmailMessage
 from types import ModuleType
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import aiosmtplib
 
@@ -118,13 +118,24 @@ def _short(text: str) -> str:
     return text if len(text) <= _MAX_ANSWER else text[: _MAX_ANSWER - 3] + "..."
 
 
-def _with_click(url: str, link: str | None) -> str:
-    """ntfy opens ``link`` when the message is tapped (its ``click`` parameter)."""
-    if link is None or service_of(url) not in _NTFY:
+def _with_actions(url: str, message: Message) -> str:
+    """ntfy opens the alert when the message is tapped (its ``click``) and shows an
+    Acknowledge button that POSTs the signed link (its ``actions``)."""
+    if service_of(url) not in _NTFY:
+        return url
+    extra = []
+    if message.link is not None:
+        extra.append(("click", message.link))
+    if message.acknowledge_link is not None:
+        extra.append(
+            ("actions", f"http, Acknowledge, {message.acknowledge_link}, method=POST, clear=true")
+        )
+    if not extra:
         return url
     parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "click"] + [("click", link)]
-    return urlunsplit(parts._replace(query=urlencode(query)))
+    names = {name for name, _ in extra}
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in names] + extra
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
 
 
 class ContactSender:
@@ -141,7 +152,7 @@ class ContactSender:
             targets = _bare_mail_targets(url)
             if targets is not None:
                 return await self._mail(targets, message)
-            return await asyncio.to_thread(self._apprise, _with_click(url, message.link), message)
+            return await asyncio.to_thread(self._apprise, _with_actions(url, message), message)
 
     def _apprise(self, url: str, message: Message) -> Outcome:
         _LINES.start()

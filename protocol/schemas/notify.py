@@ -13,6 +13,7 @@ from protocol.notify.sender import url_problem
 from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 
 __all__ = [
+    "AcknowledgeLinkQuery",
     "ContactPointBody",
     "ContactPointCreate",
     "ContactPointList",
@@ -221,6 +222,15 @@ class NotificationListQuery(PageQuery):
     farm_id: UUID | None = None
     status: NotificationStatus | None = None
     event_id: str | None = Field(None, max_length=100)
+
+
+class AcknowledgeLinkQuery(ApiModel):
+    """POST /notifications/acknowledge: the signed token a message's Acknowledge button
+    carries."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    token: str = Field(min_length=1, max_length=300)
 
 
 class NotificationList(Schema):

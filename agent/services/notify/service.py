@@ -12,11 +12,12 @@ from typing import Any
 from agent.services.events.service import EventService
 from agent.store.access import farm_grant
 from agent.store.db import Database
+from agent.store.events import EventStore
 from agent.store.notify import NotifyStore
 from protocol.access import Action, authorize, require_role
-from protocol.errors import NotFound, ValidationFailed
+from protocol.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from protocol.identity import Principal, Role
-from protocol.notify import ContactSender, service_of, test_message
+from protocol.notify import AckLinks, ContactSender, LinkRefused, service_of, test_message
 from protocol.schemas.notify import (
     ContactPointBody,
     ContactPointCreate,
@@ -51,8 +52,11 @@ class NotifyService:
         wake: Callable[[], None],
         *,
         now: Callable[[], datetime] = utcnow,
+        ack_links: AckLinks | None = None,
     ) -> None:
         self._db = db
+        self._ack_links = ack_links
+        self._event_store = EventStore(db)
         self._store = store
         self._sender = sender
         self._events = events
@@ -292,6 +296,31 @@ class NotifyService:
             )
         await self._events.acknowledge(principal, row["event_id"])
         self._wake()  # cancel the pending repeats now
+        found = await self._store.notification(notification_id)
+        if found is None:
+            raise NotFound("Notification not found")
+        return NotificationView(**found)
+
+    async def acknowledge_by_link(self, token: str) -> NotificationView:
+        """Acknowledge the event behind a signed link's notification as the person its contact
+        point reaches; a link works once (the first acknowledgement is kept)."""
+        if self._ack_links is None:
+            raise NotFound("Acknowledge links are not enabled")
+        try:
+            notification_id = self._ack_links.verify(token, self._now())
+        except LinkRefused as err:
+            raise Forbidden(str(err)) from None
+        row = await self._store.notification(notification_id)
+        if row is None or row["event_id"] is None:
+            raise NotFound("Notification not found")
+        if row["acknowledged_at"] is not None:
+            who = row["acknowledged_by_email"] or row["acknowledged_by"]
+            raise Conflict(f"Already acknowledged by {who} at {row['acknowledged_at']}")
+        person = await self._store.contact_owner(row["contact_point_id"])
+        if person is None:
+            raise Conflict("The contact point has no person to acknowledge as")
+        await self._event_store.acknowledge(row["event_id"], person, iso(self._now()))
+        self._wake()
         found = await self._store.notification(notification_id)
         if found is None:
             raise NotFound("Notification not found")

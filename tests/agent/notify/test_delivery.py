@@ -108,3 +108,34 @@ async def test_a_mailto_contact_point_uses_the_configured_mail_server(
         assert "North" in str(mail["Subject"])
         body: Any = mail.get_body()
         assert "temperature 35 above 30" in body.get_content()
+
+
+async def test_the_acknowledge_button_of_an_ntfy_message_works_once_without_a_sign_in(
+    make_agent: AgentFactory, ntfy: NtfyReceiver
+) -> None:
+    agent = await make_agent(**FAST)
+    farm_id = await create_farm(agent)
+    contact = await add_contact(agent, farm_id, ntfy.url())
+    await add_rule(agent, farm_id, [contact["id"]])
+    event_id = await record_event(agent, farm_id)
+    [message] = await ntfy.wait_for(lambda got: len(got) == 1)
+    action = message.headers["X-Actions"]
+    kind, label, link, method, clear = (part.strip() for part in action.split(","))
+    assert (kind, label, method, clear) == ("http", "Acknowledge", "method=POST", "clear=true")
+    assert link.startswith("http://farm.local:8080/api/v1/notifications/acknowledge?token=")
+    path = link.removeprefix("http://farm.local:8080")
+
+    forged = path[:-4] + ("AAAA" if not path.endswith("AAAA") else "BBBB")
+    resp = await agent.client.post(forged)
+    assert resp.status == 403 and (await resp.json())["error"]["code"] == "FORBIDDEN"
+    resp = await agent.client.post(path)  # no Authorization: the link is the credential
+    assert resp.status == 200, await resp.text()
+    acknowledged = await resp.json()
+    assert acknowledged["event_id"] == event_id
+    assert acknowledged["acknowledged_by_email"] == "admin@farm.test"  # the contact's owner
+    resp = await agent.client.post(path)
+    assert resp.status == 409 and (await resp.json())["error"]["code"] == "RESOURCE_EXISTS"
+    events = await agent.client.get(
+        "/api/v1/events", params={"acknowledged": "true"}, headers=agent.auth()
+    )
+    assert [e["id"] for e in (await events.json())["events"]] == [event_id]
