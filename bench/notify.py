@@ -19,6 +19,11 @@ log writes them (its trigger queues the notification in the event's transaction)
    by the trigger and sent after the restart. Printed: alerts lost (raised, never received),
    received twice (the one duplicate allowed: the receiver took it, the agent had not recorded
    that yet, so it was received before the kill), and any other duplicate.
+4. Silent farm (``--silent-after``, 0 skips it): two ``farm-cloud`` processes on a private
+   PostgreSQL, a simulated agent paired with them that syncs one contact point (the receiver)
+   and then falls silent. Printed: how long after its last batch the receiver was told, against
+   the threshold (target: within threshold + 60 s), and how many messages came (one: two
+   processes watch, one tells).
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import re
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,10 +46,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import aiohttp
+import asyncpg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from bench.measure import Failures, Run, percentile
+from bench.support import free_port, wait_http
 from protocol.notify import ContactSender, Message
+from protocol.tokens import private_key_pem
+from tests.cloud.conftest import (
+    APP_PASSWORD,
+    OWNER_PASSWORD,
+    OWNER_ROLE,
+    SYSTEM_PASSWORD,
+    TEMPLATE,
+    _build_template,
+)
 from tests.support.agent_process import AgentProcess
 from tests.support.ntfy_receiver import NtfyReceiver
+from tests.support.postgres import PostgresCluster
+from tests.support.sim_agent import SimAgent
 
 PUBLIC_URL = "http://farm.local:8080"
 _EVENT_LINK = re.compile(r"alerts\?event=([0-9a-f-]{36})")
@@ -55,6 +78,9 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--kill-at", type=float, default=0.4, help="kill after this share")
     parser.add_argument("--baseline", type=int, default=200, help="direct Apprise sends")
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after (s)")
+    parser.add_argument(
+        "--silent-after", type=float, default=30.0, help="CLOUD_NOTIFY_SILENT_AFTER_S; 0: skip"
+    )
     return parser.parse_args()
 
 
@@ -130,6 +156,100 @@ def _ms(values: list[float]) -> str:
     )
 
 
+def _start_cloud(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "cloud", "run"], env=env, stdout=out, stderr=out
+        )
+
+
+CLOUD_ADMIN = "root@notify.bench"
+CLOUD_PASSWORD = "notify bench password"
+
+
+async def _silent_farm(
+    receiver: NtfyReceiver, silent_after_s: float, logs: Path, timeout_s: float
+) -> tuple[float, int]:
+    """Seconds from a paired agent's last batch to the receiver's message, and how many came."""
+    cluster = PostgresCluster.start()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        await _build_template(cluster)
+        conn = await asyncpg.connect(cluster.dsn(), timeout=30)
+        try:
+            await conn.execute(f'CREATE DATABASE "notify" TEMPLATE "{TEMPLATE}"')
+            await conn.execute(f'ALTER DATABASE "notify" OWNER TO {OWNER_ROLE}')
+        finally:
+            await conn.close()
+        key = private_key_pem(Ed25519PrivateKey.generate()).decode()
+        base = {k: v for k, v in os.environ.items() if not k.startswith("CLOUD_")}
+        urls = []
+        for n in range(2):
+            port = free_port()
+            urls.append(f"http://127.0.0.1:{port}")
+            env = {
+                **base,
+                "CLOUD_OWNER_DSN": cluster.dsn("notify", OWNER_ROLE, OWNER_PASSWORD),
+                "CLOUD_APP_DSN": cluster.dsn("notify", "farm_app", APP_PASSWORD),
+                "CLOUD_SYNC_DSN": cluster.dsn("notify", "farm_sync", SYSTEM_PASSWORD),
+                "CLOUD_SIGNING_KEY": key,
+                "CLOUD_ADMIN_EMAIL": CLOUD_ADMIN,
+                "CLOUD_ADMIN_PASSWORD": CLOUD_PASSWORD,
+                "CLOUD_PORT": str(port),
+                "CLOUD_POS_JOB_WORKERS": "0",
+                "CLOUD_LOG_LEVEL": "WARNING",
+                "CLOUD_NOTIFY_SILENT_AFTER_S": str(silent_after_s),
+            }
+            procs.append(_start_cloud(env, logs / f"cloud-{n}.log"))
+            wait_http(urls[-1] + "/health", 120)
+        async with aiohttp.ClientSession() as session:
+            login = {"email": CLOUD_ADMIN, "password": CLOUD_PASSWORD}
+            async with session.post(urls[0] + "/api/v1/login", json=login) as resp:
+                token = (await resp.json())["access_token"]
+            async with session.get(
+                urls[0] + "/api/v1/users/profile", headers={"Authorization": f"Bearer {token}"}
+            ) as resp:
+                me = (await resp.json())["id"]
+            async with session.post(
+                urls[0] + "/api/v1/agents",
+                json={"name": "Bench", "owner_id": me},
+                headers={"Authorization": f"Bearer {token}"},
+            ) as resp:
+                code = (await resp.json())["pairing_code"]
+            agent = await SimAgent.pair(session, urls[0], code)
+            contact_id = str(uuid.uuid4())
+            records = [
+                *agent.farm_records(1),
+                agent.record(
+                    "contact_points",
+                    contact_id,
+                    {"id": contact_id, "farm_id": agent.farm_id, "name": "night",
+                     "service": "ntfy", "url": receiver.url("silent"), "enabled": True},
+                ),
+            ]  # fmt: skip
+            status, ack = await agent.post(session, urls[1], agent.sign(records))
+            if status != 200 or ack["rejected"]:
+                raise SystemExit(f"set-up batch refused: {status} {ack}")
+            last_batch = time.perf_counter()
+        silent = [m for m in receiver.received if m.topic == "silent"]
+        with contextlib.suppress(TimeoutError):
+            await receiver.wait_for(
+                lambda got: any(m.topic == "silent" for m in got), within=timeout_s
+            )
+        silent = [m for m in receiver.received if m.topic == "silent"]
+        if not silent:
+            return math.inf, 0
+        told = silent[0].at - last_batch
+        # Every process has looked several times more: a second message would have come.
+        await asyncio.sleep(15.0)
+        return told, len([m for m in receiver.received if m.topic == "silent"])
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(30)
+        cluster.stop()
+
+
 async def main(failures: Failures) -> None:
     """Run the baseline, the paced run and the kill run; print the figures."""
     args = _args()
@@ -195,6 +315,11 @@ async def main(failures: Failures) -> None:
                     lambda _: set(receiver.by_event) >= set(alerts.raised), within=args.timeout
                 )
             agent.stop()
+            silent_s, silent_messages = math.nan, 0
+            if args.silent_after > 0:
+                silent_s, silent_messages = await _silent_farm(
+                    receiver, args.silent_after, Path(tmp), args.timeout
+                )
             lost = set(alerts.raised) - set(receiver.by_event)
             twice = {e for e, n in receiver.by_event.items() if n > 1}
             unexplained = {e for e, n in receiver.by_event.items() if n > 2} | (twice - before_kill)
@@ -215,6 +340,14 @@ async def main(failures: Failures) -> None:
         f" (in flight at the kill: {len(twice) - len(twice - before_kill)})"
     )
     print(f"duplicates beyond the in-flight ones: {len(unexplained)}")
+    if args.silent_after > 0:
+        print(
+            f"silent farm told {silent_s:.1f} s after its last batch (threshold"
+            f" {args.silent_after:.0f} s, target <= {args.silent_after + 60:.0f} s);"
+            f" messages: {silent_messages} from 2 cloud processes"
+        )
+        failures.add("silent farm not told in time", int(silent_s > args.silent_after + 60))
+        failures.add("silent farm told more than once", max(0, silent_messages - 1))
     failures.add("notifications lost in the paced run", paced_lost)
     failures.add("notifications lost across a kill -9", len(lost))
     failures.add("notifications doubled beyond those in flight", len(unexplained))
