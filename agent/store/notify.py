@@ -23,7 +23,7 @@ from protocol.notify import REPEATABLE, DueNotification, Settled, Where
 from protocol.secretbox import SecretBox
 from protocol.timefmt import iso, parse_iso
 
-__all__ = ["NotifyStore"]
+__all__ = ["NotifyStore", "pending_notifications"]
 
 _CONTACT_COLUMNS = (
     "id, farm_id, name, service, owner_id, quiet_start, quiet_end, enabled, failing_since,"
@@ -48,6 +48,10 @@ _NOTIFICATION_SOURCE = (
 _SYNCED_CONTACT = ("id", "farm_id", "name", "service", "quiet_start", "quiet_end", "enabled")
 # History the planner looks back over for repeats and escalations.
 _PLAN_WINDOW = timedelta(days=30)
+# Sent, failed and cancelled notifications are kept this long (longer than the plan's window),
+# deleted by the planner a chunk at a time.
+KEEP = timedelta(days=90)
+_PRUNE_CHUNK = 2000
 _NEW_ID = (
     "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4'"
     " || substr(hex(randomblob(2)), 2) || '-'"
@@ -87,6 +91,12 @@ def _notification(row: sqlite3.Row) -> dict[str, Any]:
     if out["status"] != "pending":
         out["next_attempt_at"] = None
     return out
+
+
+async def pending_notifications(db: Database) -> int:
+    """Notifications still to be sent (an operator figure)."""
+    count = await db.fetch_value("SELECT count(*) FROM notifications WHERE status = 'pending'")
+    return int(count)
 
 
 class NotifyStore:
@@ -381,6 +391,11 @@ class NotifyStore:
         repeatable = json.dumps([str(kind) for kind in REPEATABLE])
 
         def work(conn: sqlite3.Connection) -> int:
+            conn.execute(
+                "DELETE FROM notifications WHERE id IN (SELECT id FROM notifications"
+                " WHERE status <> 'pending' AND created_at < ? LIMIT ?)",
+                (iso(now - KEEP), _PRUNE_CHUNK),
+            )
             changed = conn.execute(
                 "UPDATE notifications AS n SET status = 'cancelled', answer = 'device back online'"
                 f" WHERE n.status = 'pending' AND {_DEVICE_BACK}"

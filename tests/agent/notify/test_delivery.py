@@ -45,6 +45,9 @@ async def test_a_raised_alert_reaches_the_contact_point_with_what_where_value_an
     )
     assert sent["contact_point_id"] == contact["id"] and sent["attempts"] == 1
     assert sent["step"] == "first" and sent["acknowledged_at"] is None
+    metrics = await (await agent.client.get("/metrics")).text()
+    assert "farm_agent_notifications_sent_total 1.0" in metrics
+    assert "farm_agent_notifications_pending 0.0" in metrics
 
 
 async def test_events_outside_the_rule_are_not_sent(

@@ -126,3 +126,32 @@ async def test_a_contact_point_failing_for_long_raises_an_event_heard_elsewhere_
         "/api/v1/events", params={"kind": "contact_point_failing"}, headers=agent.auth()
     )
     assert (await events.json())["total"] == 1  # once per failing spell, not per attempt
+
+
+async def test_settled_notifications_are_kept_ninety_days_and_pending_ones_until_sent(
+    make_agent: AgentFactory, ntfy: NtfyReceiver
+) -> None:
+    agent = await make_agent(**FAST)
+    farm_id = await create_farm(agent)
+    contact = await add_contact(agent, farm_id, ntfy.url())
+    await add_rule(agent, farm_id, [contact["id"]])
+    sent_id = await record_event(agent, farm_id, message="long ago")
+    await until(
+        lambda: notifications(agent, event_id=sent_id),
+        lambda ns: ns and ns[0]["status"] == "sent",
+    )
+    # A service that never answers: its message stays pending, retried.
+    dead = await add_contact(agent, farm_id, f"ntfy://127.0.0.1:{free_port()}/gone", name="x")
+    await add_rule(agent, farm_id, [dead["id"]], kinds=["device_fault"])
+    waiting_id = await record_event(agent, farm_id, kind="device_fault", message="waiting")
+
+    def age(conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "UPDATE notifications SET created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now',"
+            " '-91 days')"
+        )
+
+    await agent.client.app[DATABASE].write(age)
+    await agent.client.app[NOTIFY_DELIVERER].run_once(plan=True)
+    left = await notifications(agent, farm_id=farm_id)
+    assert [n["event_id"] for n in left] == [waiting_id]
