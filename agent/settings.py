@@ -396,6 +396,12 @@ class AgentSettings(BaseSettings):
     notify_failing_event_after_s: float = Field(
         3600.0, ge=0, description="A contact point failing this long raises an event"
     )
+    notify_handover_after_s: float | None = Field(
+        600.0,
+        ge=0,
+        description="Paired: a message not delivered this long is handed to the cloud to send;"
+        " unset: never",
+    )
 
     @field_validator("metrics_allowed_networks")
     @classmethod

@@ -19,7 +19,7 @@ from typing import Any
 from agent.store.access import visible_farm_filter, writable_farm_filter
 from agent.store.db import Database
 from protocol.identity import Principal
-from protocol.notify import REPEATABLE, DueNotification, Settled, Where
+from protocol.notify import REPEATABLE, DueNotification, Message, Settled, Where
 from protocol.secretbox import SecretBox
 from protocol.timefmt import iso, parse_iso
 
@@ -493,6 +493,34 @@ class NotifyStore:
             await self._db.write(lambda conn: _settle(conn, settled, failing_event_after_s))
 
 
+def _hand_over(conn: sqlite3.Connection, notification_id: str, message: Message) -> None:
+    """The message for the cloud to send, in the sync outbox of the transaction that marks it
+    handed over (docs/design.md section 8)."""
+    row = conn.execute(
+        "SELECT farm_id, contact_point_id, created_at FROM notifications WHERE id = ?",
+        (notification_id,),
+    ).fetchone()
+    if row is None:
+        return
+    payload = json.dumps(
+        {
+            "id": notification_id,
+            "farm_id": row[0],
+            "contact_point_id": row[1],
+            "created_at": row[2],
+            "title": message.title,
+            "body": message.body,
+        },
+        separators=(",", ":"),
+    )
+    conn.execute(
+        "INSERT INTO outbox (lane, kind, entity, entity_id, op, payload, bytes, created_at)"
+        " VALUES (0, 'notifications', 'notifications', ?, 'upsert', ?, ?,"
+        " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
+        (notification_id, payload, len(payload)),
+    )
+
+
 def _settle(
     conn: sqlite3.Connection, settled: Sequence[Settled], failing_event_after_s: float
 ) -> None:
@@ -518,6 +546,8 @@ def _settle(
                 s.id,
             ),
         )
+        if s.status == "handover" and s.handover is not None:
+            _hand_over(conn, s.id, s.handover)
         if s.status == "sent":
             conn.execute(
                 "UPDATE contact_points SET failing_since = NULL, failing_reported_at = NULL,"

@@ -12,7 +12,7 @@ from aiohttp import web
 from agent.services.notify.service import NotifyService
 from agent.settings import AgentSettings
 from agent.store.notify import NotifyStore
-from agent.web.keys import DATABASE, EVENTS, HEALTH, NOTIFY, NOTIFY_DELIVERER
+from agent.web.keys import DATABASE, EVENTS, HEALTH, NOTIFY, NOTIFY_DELIVERER, SYNC
 from agent.wiring.context import CleanupContext
 from agent.wiring.mail import smtp_settings
 from protocol.backoff import Backoff
@@ -38,6 +38,7 @@ def notify_policy(settings: AgentSettings) -> NotifyPolicy:
         timezone=settings.timezone,
         public_url=settings.notify_public_url,
         plan_every_s=min(5.0, settings.notify_poll_s * 10),
+        handover_after_s=settings.notify_handover_after_s,
     )
 
 
@@ -53,6 +54,9 @@ def notify_context(settings: AgentSettings) -> CleanupContext:
         policy = notify_policy(settings)
         sender = ContactSender(smtp_settings(settings), concurrency=policy.batch)
         deliverer = NotifyDeliverer(store, sender, policy, ack_links=links)
+        if SYNC in app:
+            sync = app[SYNC]
+            deliverer.can_hand_over = lambda: sync.uploading
         app[NOTIFY_DELIVERER] = deliverer
         app[NOTIFY] = NotifyService(db, store, sender, app[EVENTS], deliverer.wake, ack_links=links)
         health = {"text": "ok", "status": "healthy"}

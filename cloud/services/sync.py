@@ -237,7 +237,7 @@ async def _apply_records(
                 rollups.append((record, _rollup(record)))
             except (KeyError, TypeError, ValueError) as err:
                 refuse(record, f"malformed rollup: {err!r}")
-        elif record.kind == "contact_points":
+        elif record.kind in ("contact_points", "notifications"):
             reason = await _apply_contact_point(conn, agent_id, record, contact_box)
             if reason is not None:
                 refuse(record, reason)
@@ -458,11 +458,16 @@ async def _apply_entity(
 async def _apply_contact_point(
     conn: Connection, agent_id: UUID, record: Record, box: SecretBox | None
 ) -> str | None:
-    """A contact point of the agent's, its URL sealed under the cloud's key; why not."""
+    """A contact point of the agent's (its URL sealed under the cloud's key), or a message it
+    handed over; why not."""
     if box is None:
         return "this cloud keeps no contact points"
     try:
         async with conn.transaction():
+            if record.kind == "notifications":
+                if await notify_store.apply_handover(conn, agent_id, record.data) is None:
+                    return "not one of the agent's farms or contact points"
+                return None
             if record.op == "delete":
                 await notify_store.delete_contact_point(conn, agent_id, record.key)
                 return None

@@ -28,6 +28,7 @@ __all__ = [
     "DueMessage",
     "Silence",
     "apply_contact_point",
+    "apply_handover",
     "delete_contact_point",
 ]
 
@@ -71,6 +72,28 @@ async def delete_contact_point(conn: Connection, agent_id: UUID, contact_id: str
         agent_id,
         UUID(contact_id),
     )
+
+
+async def apply_handover(conn: Connection, agent_id: UUID, data: dict[str, Any]) -> bool | None:
+    """Queue a message the agent could not deliver, to one of its farm's contact points, once
+    (a re-sent record changes nothing); None if the farm or contact point is not the agent's."""
+    queued: bool | None = await conn.fetchval(
+        "WITH new AS (INSERT INTO cloud_notifications (farm_id, contact_point_id, agent_id,"
+        " agent_notification_id, kind, title, body)"
+        " SELECT c.farm_id, c.id, $1, $2, 'handover', $5, $6 FROM contact_points AS c"
+        f" WHERE c.id = $4 AND c.farm_id = $3 AND c.farm_id IN {_MINE}"
+        " ON CONFLICT (agent_notification_id) DO NOTHING RETURNING 1)"
+        " SELECT CASE WHEN EXISTS (SELECT 1 FROM new) THEN true"
+        "  WHEN EXISTS (SELECT 1 FROM cloud_notifications WHERE agent_notification_id = $2)"
+        "  THEN false END",
+        agent_id,
+        UUID(str(data["id"])),
+        UUID(str(data["farm_id"])),
+        UUID(str(data["contact_point_id"])),
+        str(data["title"]),
+        str(data["body"]),
+    )
+    return queued
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Status = Literal["pending", "sent", "failed"]
+Status = Literal["pending", "sent", "failed", "handover"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class NotifyPolicy:
     public_url: str | None = None
     """The web app's address, for the link in each message."""
     plan_every_s: float = 5.0
+    handover_after_s: float | None = None
+    """A message the service has not taken this long after it was queued is handed to the
+    cloud (when the agent is paired): the cloud sends it, the agent no more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,8 @@ class Settled:
     at: datetime
     next_attempt_at: datetime | None
     attempted: bool = True
+    handover: Message | None = None
+    """With ``status`` handover: the message as the cloud is to send it."""
 
 
 class NotifyStore(Protocol):
@@ -116,12 +121,25 @@ def settled_of(
     at: datetime,
     policy: NotifyPolicy,
     rand: Callable[[], float] = random.random,
+    *,
+    handover: Message | None = None,
 ) -> Settled:
-    """Sent when the service took it; else retried after the back-off, or failed once the
-    retry window is over."""
+    """Sent when the service took it; else handed to the cloud (``handover``, the message,
+    given when the agent may and the time has come), retried after the back-off, or failed
+    once the retry window is over."""
     if outcome.ok:
         return Settled(due.id, due.contact_point_id, "sent", outcome.answer, at, None)
-    if (at - due.created_at).total_seconds() >= policy.retry_window_s:
+    waited = (at - due.created_at).total_seconds()
+    if (
+        handover is not None
+        and policy.handover_after_s is not None
+        and waited >= policy.handover_after_s
+    ):
+        answer = f"{outcome.answer}; handed to the cloud"
+        return Settled(
+            due.id, due.contact_point_id, "handover", answer, at, None, handover=handover
+        )
+    if waited >= policy.retry_window_s:
         return Settled(due.id, due.contact_point_id, "failed", outcome.answer, at, None)
     later = at + timedelta(seconds=policy.retry.delay(due.attempts, rand))
     return Settled(due.id, due.contact_point_id, "pending", outcome.answer, at, later)
@@ -150,6 +168,8 @@ class NotifyDeliverer:
         self._task: asyncio.Task[None] | None = None
         self._planned_at: datetime | None = None
         self._running = asyncio.Lock()
+        self.can_hand_over: Callable[[], bool] = lambda: False
+        """Whether the cloud can take messages over now (the agent is paired)."""
         self.sent = 0
         self.failed_attempts = 0
 
@@ -241,8 +261,13 @@ class NotifyDeliverer:
 
     async def _send(self, due: DueNotification) -> None:
         try:
-            outcome = await self._sender.send(due.url, self.message_of(due))
-            settled = settled_of(due, outcome, self._now(), self._policy)
+            message = self.message_of(due)
+            outcome = await self._sender.send(due.url, message)
+            handover = None
+            if due.step != "test" and self.can_hand_over():
+                # The cloud's copy: no acknowledge button (its link is the agent's).
+                handover = Message(message.title, message.body, message.link)
+            settled = settled_of(due, outcome, self._now(), self._policy, handover=handover)
             await asyncio.shield(self._store.settle([settled], self._policy.failing_event_after_s))
             if outcome.ok:
                 self.sent += 1

@@ -31,7 +31,7 @@ __all__ = [
     "Severity",
 ]
 
-NotificationStatus = Literal["pending", "sent", "failed", "cancelled"]
+NotificationStatus = Literal["pending", "sent", "failed", "cancelled", "handover"]
 Severity = Literal["debug", "info", "warning", "error", "critical"]
 MAX_URL_LENGTH = 2000
 

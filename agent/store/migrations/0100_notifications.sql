@@ -66,8 +66,10 @@ CREATE TABLE notifications (
     severity         TEXT NOT NULL,
     -- The event as it was queued (kind, message, data, ts, device): the message is made of it.
     event            TEXT NOT NULL DEFAULT '{}',
+    -- handover: the agent could not reach the service for FARM_NOTIFY_HANDOVER_AFTER_S and
+    -- gave the message to the cloud in its sync outbox; it never sends it itself again.
     status           TEXT NOT NULL DEFAULT 'pending'
-        CHECK (status IN ('pending', 'sent', 'failed', 'cancelled')),
+        CHECK (status IN ('pending', 'sent', 'failed', 'cancelled', 'handover')),
     attempts         INTEGER NOT NULL DEFAULT 0,
     answer           TEXT,
     last_attempt_at  TEXT,

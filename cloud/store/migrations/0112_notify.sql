@@ -29,13 +29,16 @@ CREATE TABLE agent_silences (
 );
 CREATE UNIQUE INDEX agent_silences_open ON agent_silences (agent_id) WHERE back_at IS NULL;
 
+-- What the cloud sends: a farm silent or back (one per contact point and silence), or a
+-- message its agent could not deliver and handed over (one per agent notification).
 CREATE TABLE cloud_notifications (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     farm_id uuid NOT NULL,
     contact_point_id uuid NOT NULL,
     agent_id uuid NOT NULL,
-    silent_since timestamptz NOT NULL,
-    kind text NOT NULL CHECK (kind IN ('farm_silent', 'farm_back')),
+    silent_since timestamptz,
+    agent_notification_id uuid UNIQUE,
+    kind text NOT NULL CHECK (kind IN ('farm_silent', 'farm_back', 'handover')),
     title text NOT NULL,
     body text NOT NULL,
     status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'sent', 'failed')),
@@ -47,7 +50,9 @@ CREATE TABLE cloud_notifications (
     sent_at timestamptz,
     FOREIGN KEY (contact_point_id, farm_id) REFERENCES contact_points (id, farm_id)
         ON DELETE CASCADE,
-    UNIQUE (contact_point_id, kind, agent_id, silent_since)
+    UNIQUE (contact_point_id, kind, agent_id, silent_since),
+    CHECK ((kind = 'handover') = (agent_notification_id IS NOT NULL)),
+    CHECK ((kind = 'handover') = (silent_since IS NULL))
 );
 CREATE INDEX cloud_notifications_due ON cloud_notifications (next_attempt_at)
     WHERE status = 'pending';

@@ -119,3 +119,56 @@ async def test_a_contact_point_deleted_or_disabled_on_the_agent_is_not_told(
     assert silence.back_at is None
     assert await system.fetchval("SELECT count(*) FROM cloud_notifications") == 0
     assert ntfy.received == []
+
+
+async def test_a_message_the_agent_handed_over_is_sent_once_by_the_cloud(
+    make_cloud: Callable[..., Awaitable[Cloud]], world: World, system: Conn, ntfy: NtfyReceiver
+) -> None:
+    one = await make_cloud(**QUIET)
+    two = await make_cloud(**QUIET)
+    agent = await _paired(one, world)
+    contact = _contact(agent, ntfy.url("grower"))
+    notification_id = str(uuid.uuid4())
+    handed = {
+        "id": notification_id,
+        "farm_id": agent.farm_id,
+        "contact_point_id": contact.key,
+        "created_at": "2026-01-01T02:14:00.000Z",
+        "title": "[CRITICAL] North: pump 3 flow 0 below 1",
+        "body": "pump 3 flow 0 below 1\nWhere: Farm North",
+    }
+    await _send(one, agent, [contact, agent.record("notifications", notification_id, handed)])
+    watches = [one.client.app[SILENCE_WATCH], two.client.app[SILENCE_WATCH]]
+    for _ in range(2):
+        await asyncio.gather(*(w.run_once() for w in watches))
+    [message] = await ntfy.wait_for(lambda got: len(got) >= 1)
+    assert message.title == handed["title"] and "Where: Farm North" in message.message
+    # The agent sends the record again (an answer it did not see): still one message.
+    await _send(two, agent, [agent.record("notifications", notification_id, handed)])
+    for _ in range(2):
+        await asyncio.gather(*(w.run_once() for w in watches))
+    assert len(ntfy.received) == 1
+    rows = await system.fetch("SELECT kind, status FROM cloud_notifications")
+    assert [(r["kind"], r["status"]) for r in rows] == [("handover", "sent")]
+
+
+async def test_a_handed_over_message_for_another_agents_contact_point_is_refused(
+    make_cloud: Callable[..., Awaitable[Cloud]], world: World, system: Conn, ntfy: NtfyReceiver
+) -> None:
+    cloud = await make_cloud(**QUIET)
+    theirs = await _paired(cloud, world)
+    contact = _contact(theirs, ntfy.url("theirs"))
+    await _send(cloud, theirs, [contact])
+    mine = await _paired(cloud, world)
+    notification_id = str(uuid.uuid4())
+    record = mine.record(
+        "notifications",
+        notification_id,
+        {"id": notification_id, "farm_id": theirs.farm_id, "contact_point_id": contact.key,
+         "title": "spoof", "body": "spoof"},
+    )  # fmt: skip
+    base = str(cloud.client.make_url("")).rstrip("/")
+    async with aiohttp.ClientSession() as session:
+        status, ack = await mine.post(session, base, mine.sign([record]))
+    assert status == 200 and ack["rejected"] == 1
+    assert await system.fetchval("SELECT count(*) FROM cloud_notifications") == 0

@@ -303,7 +303,12 @@ class History {
           }
         });
       }
-      const state = n.status === "pending" && n.next_attempt_at ? `waiting until ${new Date(n.next_attempt_at).toLocaleTimeString()}` : n.status;
+      const state =
+        n.status === "pending" && n.next_attempt_at
+          ? `waiting until ${new Date(n.next_attempt_at).toLocaleTimeString()}`
+          : n.status === "handover"
+            ? "handed to the cloud"
+            : n.status;
       return h(
         "tr",
         { "data-status": n.status },
