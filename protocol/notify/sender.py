@@ -90,6 +90,16 @@ class _ThreadLines(logging.Handler):
                 lines.append(record.getMessage())
 
 
+class _Forward(logging.Handler):
+    """Apprise's warnings and errors, to this module's logger."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger(__name__).handle(record)
+
+
 _LINES = _ThreadLines()
 _loading = threading.Lock()
 _loaded: list[ModuleType] = []
@@ -106,10 +116,13 @@ def _apprise() -> ModuleType:
                 import apprise
 
                 apprise.plugins.N_MGR.load_modules()  # type: ignore[no-untyped-call]
+            # Its INFO lines are each send's answer (kept with the notification), not log lines
+            # for the operator; its warnings still reach the log, as this module's.
             log = logging.getLogger("apprise")
             log.addHandler(_LINES)
-            if log.level == logging.NOTSET or log.level > logging.INFO:
-                log.setLevel(logging.INFO)
+            log.addHandler(_Forward())
+            log.setLevel(logging.INFO)
+            log.propagate = False
             _loaded.append(apprise)
         return _loaded[0]
 
