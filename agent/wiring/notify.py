@@ -12,7 +12,15 @@ from aiohttp import web
 from agent.services.notify.service import NotifyService
 from agent.settings import AgentSettings
 from agent.store.notify import NotifyStore
-from agent.web.keys import DATABASE, EVENTS, HEALTH, NOTIFY, NOTIFY_DELIVERER, SYNC
+from agent.web.keys import (
+    DATABASE,
+    EVENT_LOG,
+    EVENTS,
+    HEALTH,
+    NOTIFY,
+    NOTIFY_DELIVERER,
+    SYNC,
+)
 from agent.wiring.context import CleanupContext
 from agent.wiring.mail import smtp_settings
 from protocol.backoff import Backoff
@@ -58,6 +66,8 @@ def notify_context(settings: AgentSettings) -> CleanupContext:
             sync = app[SYNC]
             deliverer.can_hand_over = lambda: sync.uploading
         app[NOTIFY_DELIVERER] = deliverer
+        if EVENT_LOG in app:  # an event's first messages are due the moment it is written
+            app[EVENT_LOG].after_write.append(deliverer.wake)
         app[NOTIFY] = NotifyService(db, store, sender, app[EVENTS], deliverer.wake, ack_links=links)
         health = {"text": "ok", "status": "healthy"}
         every_s = min(30.0, max(1.0, policy.poll_s * 10))
