@@ -406,7 +406,10 @@ class NotifyStore:
                 "   || coalesce(e.acknowledged_by, 'someone') ELSE 'no longer holds' END"
                 " FROM events AS e WHERE e.id = n.event_id AND n.status = 'pending'"
                 " AND n.step IN ('repeat', 'escalation')"
-                f" AND (e.acknowledged_at IS NOT NULL OR NOT {_STILL_HOLDS})"
+                " AND (e.acknowledged_at IS NOT NULL"
+                "      OR (n.kind IN (SELECT value FROM json_each(?))"
+                f"          AND NOT {_STILL_HOLDS}))",
+                (repeatable,),
             ).rowcount
             changed += conn.execute(
                 "INSERT OR IGNORE INTO notifications (id, farm_id, contact_point_id, rule_id,"

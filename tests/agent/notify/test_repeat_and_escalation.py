@@ -223,3 +223,32 @@ async def test_quiet_hours_hold_all_but_critical_messages_until_they_end(
     assert waiting["status"] == "pending" and waiting["attempts"] == 0
     due: Any = datetime.fromisoformat(waiting["next_attempt_at"].replace("Z", "+00:00"))
     assert abs((due - end_at.replace(second=0, microsecond=0)).total_seconds()) < 1
+
+
+async def test_an_event_without_a_lasting_condition_escalates_until_acknowledged(
+    make_agent: AgentFactory, ntfy: NtfyReceiver
+) -> None:
+    # Retries slower than the planner's runs: the escalation waits through several of them.
+    agent = await make_agent(**{**FAST, "notify_retry_initial_s": 1.5, "notify_retry_max_s": 1.5})
+    farm_id = await create_farm(agent)
+    first = await add_contact(agent, farm_id, ntfy.url("grower"))
+    boss = await add_contact(agent, farm_id, ntfy.url("manager"), name="manager")
+    await add_rule(
+        agent,
+        farm_id,
+        [first["id"]],
+        kinds=["sync_stuck"],
+        severities=["critical"],
+        escalate_after_min=60,
+        escalate_to=[boss["id"]],
+    )
+    event_id = await record_event(
+        agent, farm_id, kind="sync_stuck", message="Cloud sync stuck", data={}
+    )
+    await ntfy.wait_for(lambda got: len(got) == 1)
+    ntfy.failures = [503]  # the manager's service is down at first
+    await minutes_pass(agent, 61)
+    await ntfy.wait_for(lambda got: len(titles(ntfy, "manager")) == 1)
+    assert "Cloud sync stuck" in titles(ntfy, "manager")[0]
+    steps = sorted(n["step"] for n in await notifications(agent, event_id=event_id))
+    assert steps == ["escalation", "first"]
