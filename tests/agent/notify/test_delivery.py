@@ -142,3 +142,25 @@ async def test_the_acknowledge_button_of_an_ntfy_message_works_once_without_a_si
         "/api/v1/events", params={"acknowledged": "true"}, headers=agent.auth()
     )
     assert [e["id"] for e in (await events.json())["events"]] == [event_id]
+
+
+async def test_an_apprise_mail_url_sends_through_its_own_mail_server(
+    make_agent: AgentFactory,
+) -> None:
+    with smtp_server() as (port, inbox):
+        agent = await make_agent(**FAST)  # no FARM_SMTP_*: the URL names its server
+        farm_id = await create_farm(agent, "North")
+        url = f"mailto://127.0.0.1:{port}?from=farm@farm.test&to=night@farm.test&mode=insecure"
+        contact = await add_contact(agent, farm_id, url)
+        assert contact["service"] == "mailto"
+        await add_rule(agent, farm_id, [contact["id"]])
+
+        event_id = await record_event(agent, farm_id)
+
+        [sent] = await until(
+            lambda: notifications(agent, event_id=event_id),
+            lambda ns: ns and ns[0]["status"] == "sent",
+        )
+        assert "Sent Email to night@farm.test" in sent["answer"]
+        [mail] = [m for m in inbox.messages if m["To"] == "night@farm.test"]
+        assert "North" in str(mail["Subject"])
