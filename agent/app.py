@@ -22,6 +22,7 @@ from agent.web import (
     hierarchy,
     mfa,
     modbus,
+    notify,
     overview,
     sensors,
     system,
@@ -38,6 +39,7 @@ from agent.wiring.discovery import discovery_context
 from agent.wiring.events import events_context
 from agent.wiring.grow_plans import grow_plans_context
 from agent.wiring.metrics import install_agent_metrics
+from agent.wiring.notify import notify_context
 from agent.wiring.ops import ops_context
 from agent.wiring.overview import overview_context
 from agent.wiring.readings import readings_context
@@ -98,6 +100,7 @@ def api_of_agent() -> Api:
         grow_plans,
         home_automation,
         webhooks,
+        notify,
     ):
         api.extend(module.api)
     return api
@@ -182,6 +185,7 @@ def create_app(
             grow_plans_context(settings, clock=clock),
             overview_context(settings, clock=clock),
             webhooks_context(settings),
+            notify_context(settings),
             sync_context(),
         ]
     )

@@ -348,6 +348,35 @@ class AgentSettings(HubSettings, BaseSettings):
         30, gt=0, description="Delivered and failed deliveries are kept this long; unset: forever"
     )
 
+    # Notifications to people (contact points through Apprise; docs/operations.md)
+    notify_public_url: str | None = Field(
+        None, description="The web app's address for links in notifications; unset: no link"
+    )
+    notify_poll_s: float = Field(
+        0.5, gt=0, le=60, description="Seconds between looks for due notifications"
+    )
+    notify_batch: int = Field(
+        32, ge=1, le=500, description="Notifications being sent at once at most"
+    )
+    notify_retry_initial_s: float = Field(
+        10.0, gt=0, description="First notification retry after this many seconds, doubling"
+    )
+    notify_retry_max_s: float = Field(
+        600.0, gt=0, description="Longest wait between notification retries"
+    )
+    notify_retry_window_s: float = Field(
+        86_400.0, ge=0, description="A notification is retried this long before it is failed"
+    )
+    notify_failing_event_after_s: float = Field(
+        3600.0, ge=0, description="A contact point failing this long raises an event"
+    )
+    notify_handover_after_s: float | None = Field(
+        600.0,
+        ge=0,
+        description="Paired: a message not delivered this long is handed to the cloud to send;"
+        " unset: never",
+    )
+
     @field_validator("metrics_allowed_networks")
     @classmethod
     def _networks(cls, value: str) -> str:

@@ -69,6 +69,7 @@ from cloud.web.keys import (
 from cloud.wiring.identity import identity_services, secret_key
 from cloud.wiring.mail import smtp_settings
 from cloud.wiring.maintenance import maintenance_context, retention_policy
+from cloud.wiring.notify import notify_context
 from cloud.wiring.pos import pos_context
 from cloud.wiring.streams import streams_context
 from cloud.wiring.users import user_services
@@ -258,6 +259,7 @@ def create_app(
             max_skew_s=settings.sync_max_skew_s,
             max_body_bytes=settings.max_body_bytes,
             clock=clock,
+            contact_box=SecretBox(secret_key(settings, key)),
         )
         app[SYNC_TURNS] = asyncio.Semaphore(settings.sync_apply_concurrency)
         if settings.admin_email is not None:
@@ -282,6 +284,9 @@ def create_app(
             ),
             streams_context(settings),
             home_automation_context(settings),
+            notify_context(
+                settings, lambda: SecretBox(secret_key(settings, signing_key(settings)))
+            ),
         ]
     )
     return app

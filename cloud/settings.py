@@ -204,6 +204,16 @@ class CloudSettings(HubSettings, BaseSettings):
     webhook_delivery_retention_days: float | None = Field(
         30, gt=0, description="Delivered and failed deliveries are kept this long; unset: forever"
     )
+    # Notifications to people: farms whose agent went silent (docs/operations.md)
+    notify_silent_after_s: float = Field(
+        600.0,
+        gt=0,
+        description="An agent silent this long: its farms' contact points are told",
+    )
+    notify_poll_s: float = Field(
+        5.0, gt=0, le=300, description="Seconds between looks for silent agents and due messages"
+    )
+    notify_batch: int = Field(20, ge=1, le=500, description="Messages one process sends at once")
 
     @field_validator("admin_email")
     @classmethod

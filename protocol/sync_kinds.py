@@ -52,6 +52,10 @@ KINDS: tuple[RecordKind, ...] = (
     RecordKind("climate_settings", Direction.UP),
     RecordKind("climate_history", Direction.UP),
     RecordKind("site_settings", Direction.UP),
+    # With its Apprise URL: the cloud tells these contact points of a silent farm.
+    RecordKind("contact_points", Direction.UP),
+    # A message the agent could not deliver, handed to the cloud to send (never by both).
+    RecordKind("notifications", Direction.UP),
     RecordKind("readings", Direction.UP),
     RecordKind("readings_1m", Direction.UP),
     RecordKind("readings_1h", Direction.UP),

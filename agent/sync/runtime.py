@@ -115,6 +115,11 @@ class SyncRuntime:
         )
         self._uploader.before_catch_up = self._before_catch_up
 
+    @property
+    def uploading(self) -> bool:
+        """Paired with a cloud and syncing (the cloud can take notifications over)."""
+        return self._uploader is not None
+
     def before_catch_up(self, work: Callable[[], Awaitable[object]]) -> None:
         """Run ``work`` whenever the uploader resumes (start-up, the cloud back after an
         outage) before it takes the latest state: the fold of staged readings."""

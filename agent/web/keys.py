@@ -38,6 +38,7 @@ from agent.services.identity.users import UserService
 from agent.services.ingest.device_runtime import DeviceRuntime
 from agent.services.ingest.reading_runtime import ReadingRuntime
 from agent.services.live.fanout import EventFanout
+from agent.services.notify.service import NotifyService
 from agent.services.overview.service import OverviewService
 from agent.services.streams.service import StreamService
 from agent.settings import AgentSettings
@@ -48,6 +49,7 @@ from integrations.home_assistant.live import HubStateStream
 from integrations.home_assistant.service import HomeAutomation
 from integrations.webhooks import WebhookDeliverer
 from integrations.webhooks.agent_side.service import WebhookService
+from protocol.notify import NotifyDeliverer
 
 SETTINGS = web.AppKey("settings", AgentSettings)
 FOREGROUND = web.AppKey("foreground", Foreground)
@@ -92,3 +94,5 @@ HOME_AUTOMATION = web.AppKey("home_automation", HomeAutomation)
 HUB_STATE_STREAM = web.AppKey("hub_state_stream", HubStateStream)
 WEBHOOKS = web.AppKey("webhooks", WebhookService)
 WEBHOOK_DELIVERER = web.AppKey("webhook_deliverer", WebhookDeliverer)
+NOTIFY = web.AppKey("notify", NotifyService)
+NOTIFY_DELIVERER = web.AppKey("notify_deliverer", NotifyDeliverer)

@@ -20,11 +20,13 @@ from agent.process_io import process_io
 from agent.services.readings.writer import COMMIT_BUCKETS_S
 from agent.settings import AgentSettings
 from agent.store.devices import DeviceStore
+from agent.store.notify import pending_notifications
 from agent.sync.runtime import SyncReport
 from agent.web.keys import (
     CLIMATE_RUNTIME,
     DATABASE,
     DEVICE_RUNTIME,
+    NOTIFY_DELIVERER,
     READINGS,
     STREAMS,
     SYNC,
@@ -48,6 +50,7 @@ class _AgentFigures(Collector):
         self.devices: dict[str, int] = {}
         self.sync: SyncReport | None = None
         self.webhooks_pending = 0
+        self.notifications_pending = 0
         self.staged = 0
 
     async def refresh(self) -> None:
@@ -57,6 +60,7 @@ class _AgentFigures(Collector):
             return
         self.devices = await DeviceStore(app[DATABASE]).availability_counts()
         self.webhooks_pending = await WebhookStore(app[DATABASE]).pending_count()
+        self.notifications_pending = await pending_notifications(app[DATABASE])
         if READINGS in app:
             self.staged = await app[READINGS].staged()
         try:
@@ -159,6 +163,19 @@ class _AgentFigures(Collector):
             )
             yield _gauge(
                 "webhook_pending", "Webhook messages waiting to be delivered", self.webhooks_pending
+            )
+        if NOTIFY_DELIVERER in app:
+            sender = app[NOTIFY_DELIVERER]
+            yield _counter("notifications_sent", "Notifications the services took", sender.sent)
+            yield _counter(
+                "notification_failed_attempts",
+                "Notification sends that failed",
+                sender.failed_attempts,
+            )
+            yield _gauge(
+                "notifications_pending",
+                "Notifications waiting to be sent (held by quiet hours included)",
+                self.notifications_pending,
             )
         yield from _storage_figures(self._app)
         devices = GaugeMetricFamily(

@@ -31,7 +31,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cloud.services.streams.batch import LiveBatch, missed_by_stream
 from cloud.services.sync_delta import IdentityDeltaSource
 from cloud.store import live_feed, stream_connections, sync_agents, sync_mirror
+from cloud.store import notify as notify_store
 from cloud.store.db import Connection, Database
+from farmkit.secretbox import SecretBox
 from protocol import sync_kinds
 from protocol.errors import BadRequest, Conflict, Forbidden, PayloadTooLarge, Unauthorized
 from protocol.sync import (
@@ -74,8 +76,10 @@ class SyncService:
         max_skew_s: float,
         max_body_bytes: int,
         clock: Callable[[], float] = time.time,
+        contact_box: SecretBox | None = None,
     ) -> None:
         self._db = db
+        self._contact_box = contact_box
         self._max_body_bytes = max_body_bytes
         self._delta = delta
         self._max_skew_s = max_skew_s
@@ -138,7 +142,13 @@ class SyncService:
                 raise Conflict("Batch already applied (replay)")
             live = LiveBatch()
             refused = await _apply_records(
-                conn, agent_id, agent["owner_id"], int(agent["acked_seq"]), batch.records, live
+                conn,
+                agent_id,
+                agent["owner_id"],
+                int(agent["acked_seq"]),
+                batch.records,
+                live,
+                self._contact_box,
             )
             if refused:
                 await sync_mirror.dead_letter(
@@ -186,6 +196,7 @@ async def _apply_records(
     acked_seq: int,
     records: tuple[Record, ...],
     live: LiveBatch,
+    contact_box: SecretBox | None = None,
 ) -> Refused:
     """Apply a batch kind by kind, each in a savepoint: a record that cannot be applied is
     refused alone (with its reason) and the rest commits. What changed is told to ``live``."""
@@ -226,6 +237,10 @@ async def _apply_records(
                 rollups.append((record, _rollup(record)))
             except (KeyError, TypeError, ValueError) as err:
                 refuse(record, f"malformed rollup: {err!r}")
+        elif record.kind in ("contact_points", "notifications"):
+            reason = await _apply_contact_point(conn, agent_id, record, contact_box)
+            if reason is not None:
+                refuse(record, reason)
         else:
             reason = await _apply_entity(conn, agent_id, owner_id, record, live)
             if reason is not None:
@@ -438,6 +453,29 @@ async def _apply_entity(
     except (asyncpg.PostgresError, KeyError, TypeError, ValueError) as err:
         return f"{type(err).__name__}: {err}"
     return "not one of the agent's farms"
+
+
+async def _apply_contact_point(
+    conn: Connection, agent_id: UUID, record: Record, box: SecretBox | None
+) -> str | None:
+    """A contact point of the agent's (its URL sealed under the cloud's key), or a message it
+    handed over; why not."""
+    if box is None:
+        return "this cloud keeps no contact points"
+    try:
+        async with conn.transaction():
+            if record.kind == "notifications":
+                if await notify_store.apply_handover(conn, agent_id, record.data) is None:
+                    return "not one of the agent's farms or contact points"
+                return None
+            if record.op == "delete":
+                await notify_store.delete_contact_point(conn, agent_id, record.key)
+                return None
+            if await notify_store.apply_contact_point(conn, agent_id, record.data, box) is None:
+                return "not one of the agent's farms"
+    except (asyncpg.PostgresError, KeyError, TypeError, ValueError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
 
 
 def _tell_entity(live: LiveBatch, record: Record, inserted: bool, before: Any) -> None:

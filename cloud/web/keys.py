@@ -23,6 +23,7 @@ from cloud.services.flows import (
 from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.identity import IdentityService
+from cloud.services.notify.watch import SilenceWatch
 from cloud.services.overview import OverviewService
 from cloud.services.pairing import PairingService
 from cloud.services.permissions import PermissionService
@@ -80,3 +81,4 @@ HUB_STATE_STREAM = web.AppKey("hub_state_stream", HubStateStream)
 # Outgoing webhooks.
 WEBHOOKS = web.AppKey("webhooks", WebhookService)
 WEBHOOK_DELIVERER = web.AppKey("webhook_deliverer", WebhookDeliverer)
+SILENCE_WATCH = web.AppKey("silence_watch", SilenceWatch)

@@ -237,6 +237,20 @@ BENCHES = {
             r"doubled for a receiver deduping on webhook-id: 0",
         ],
     ),
+    "notify": (
+        [
+            *("-m", "bench.notify", "--rate", "600", "--seconds", "4", "--baseline", "10"),
+            *("--kill-at", "0.4", "--timeout", "120", "--silent-after", "3"),
+        ],
+        [
+            r"baseline, direct Apprise round trip to the receiver: p50 \d+ ms, p99 \d+ ms",
+            r"alert raised -> receiver, paced: p50 \d+ ms, p99 \d+ ms",
+            r"ratio p99 agent / baseline: [\d.]+x",
+            r"kill -9 at 40%: .* lost: 0  received twice: \d+",
+            r"duplicates beyond the in-flight ones: 0",
+            r"silent farm told [\d.]+ s after its last batch .* messages: 1 from 2 cloud",
+        ],
+    ),
     "sync": (
         ["-m", "bench.sync", "--readings", "2000"],
         [r"sync drain: +[\d,]+ readings/s", r"ratio: +[\d.]+%", r"wire: +[\d.]+ bytes/reading"],

@@ -21,7 +21,10 @@ def test_identity_flows_down_only_and_unknown_kinds_are_refused() -> None:
 
 
 def test_the_cloud_mirror_applies_exactly_the_kinds_that_flow_up() -> None:
-    assert ENTITIES | {"readings", ROLLUP_BLOCK, *ROLLUPS} == upload_kinds()
+    # Contact points and handed-over notifications go to the cloud's notification store
+    # (cloud/store/notify.py), not the mirror.
+    notify = {"contact_points", "notifications"}
+    assert ENTITIES | {"readings", ROLLUP_BLOCK, *ROLLUPS, *notify} == upload_kinds()
 
 
 def test_the_agent_never_puts_an_identity_row_in_a_batch() -> None:

@@ -42,7 +42,8 @@ def test_every_screen_is_within_reach_on_a_phone(screen: Screen) -> None:
         menu.click()
         expect(menu).to_have_attribute("aria-expanded", "true")
         screen.capture("menu")
-    for name in ("Overview", "Devices", "Control", "Grow plans", "Alerts", "Calibrate", "Admin"):
+    screens = ("Overview", "Devices", "Control", "Grow plans", "Alerts", "Notifications")
+    for name in (*screens, "Calibrate", "Admin"):
         link = nav.get_by_role("link", name=name, exact=True)
         expect(link).to_be_visible()
         _inside_the_window(page, link)

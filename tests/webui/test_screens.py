@@ -206,6 +206,7 @@ def test_every_screen_renders_and_passes_axe(screen: Screen) -> None:
         (f"sensors/{ph['id']}", "Tank pH"),
         ("plans", "Grow plans"),
         ("alerts", "Alerts and events"),
+        ("notifications", "Notifications"),
         ("calibrate", "Calibrate a sensor"),
         ("admin", "Admin"),
     ):

@@ -72,6 +72,8 @@ class EventLog:
         self._task: asyncio.Task[None] | None = None
         self._problems = ThrottledLog(log)
         self.stats = EventLogStats()
+        self.after_write: list[Callable[[], None]] = []
+        """Called once a batch is written (what triggers queued with it is due now)."""
 
     # Producers ---------------------------------------------------------------------------------
 
@@ -242,6 +244,8 @@ class EventLog:
                 except Exception as err:
                     self.stats.failed_batches += 1
                     await asyncio.sleep(self._retry_delay(retry, err, len(batch)))
+            for hook in self.after_write:
+                hook()
             for _ in batch:
                 self._queue.task_done()
 
