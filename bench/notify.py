@@ -52,7 +52,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bench.measure import Failures, Run, percentile
 from bench.support import free_port, wait_http
-from protocol.notify import ContactSender, Message
+from integrations.notify import ContactSender, Message
 from protocol.tokens import private_key_pem
 from tests.cloud.conftest import (
     APP_PASSWORD,

@@ -19,8 +19,8 @@ from typing import Any
 from agent.store.access import visible_farm_filter, writable_farm_filter
 from agent.store.db import Database
 from farmkit.secretbox import SecretBox
+from integrations.notify import REPEATABLE, DueNotification, Message, Settled, Where
 from protocol.identity import Principal
-from protocol.notify import REPEATABLE, DueNotification, Message, Settled, Where
 from protocol.timefmt import iso, parse_iso
 
 __all__ = ["NotifyStore", "pending_notifications"]
@@ -383,7 +383,7 @@ class NotifyStore:
         )
         return [dict(row) for row in rows]
 
-    # The outbox (protocol.notify.NotifyStore) --------------------------------------------------
+    # The outbox (integrations.notify.NotifyStore) ------------------------------------------------
 
     async def plan(self, now: datetime) -> int:
         """Queue due repeats and escalations, cancel what no longer applies; one transaction."""

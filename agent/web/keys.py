@@ -47,9 +47,9 @@ from agent.sync.runtime import SyncRuntime
 from agent.web.foreground import Foreground
 from integrations.home_assistant.live import HubStateStream
 from integrations.home_assistant.service import HomeAutomation
+from integrations.notify import NotifyDeliverer
 from integrations.webhooks import WebhookDeliverer
 from integrations.webhooks.agent_side.service import WebhookService
-from protocol.notify import NotifyDeliverer
 
 SETTINGS = web.AppKey("settings", AgentSettings)
 FOREGROUND = web.AppKey("foreground", Foreground)

@@ -26,8 +26,8 @@ from agent.wiring.mail import smtp_settings
 from farmkit.backoff import Backoff
 from farmkit.secretbox import SecretBox, derived_key
 from farmkit.tasks import cancel_and_wait
+from integrations.notify import AckLinks, ContactSender, NotifyDeliverer, NotifyPolicy
 from protocol.keyfile import load_or_create_private_key
-from protocol.notify import AckLinks, ContactSender, NotifyDeliverer, NotifyPolicy
 
 __all__ = ["notify_context", "notify_policy"]
 

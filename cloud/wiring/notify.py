@@ -13,7 +13,7 @@ from cloud.store.notify import CloudNotifyStore
 from cloud.web.keys import DATABASE, SILENCE_WATCH
 from cloud.wiring.mail import smtp_settings
 from farmkit.secretbox import SecretBox
-from protocol.notify import ContactSender
+from integrations.notify import ContactSender
 
 __all__ = ["notify_context"]
 

@@ -14,11 +14,8 @@ from agent.store.access import farm_grant
 from agent.store.db import Database
 from agent.store.events import EventStore
 from agent.store.notify import NotifyStore
-from protocol.access import Action, authorize, require_role
-from protocol.errors import Conflict, Forbidden, NotFound, ValidationFailed
-from protocol.identity import Principal, Role
-from protocol.notify import AckLinks, ContactSender, LinkRefused, service_of, test_message
-from protocol.schemas.notify import (
+from integrations.notify import AckLinks, ContactSender, LinkRefused, service_of, test_message
+from integrations.notify.schemas import (
     ContactPointBody,
     ContactPointCreate,
     ContactPointList,
@@ -33,6 +30,9 @@ from protocol.schemas.notify import (
     NotificationRuleView,
     NotificationView,
 )
+from protocol.access import Action, authorize, require_role
+from protocol.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from protocol.identity import Principal, Role
 from protocol.timefmt import iso, utcnow
 
 __all__ = ["NotifyService"]

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from cloud.store.notify import CloudNotifyStore, DueMessage, Silence
 from farmkit.backoff import Backoff
 from farmkit.tasks import cancel_and_wait
-from protocol.notify import ContactSender, Message
+from integrations.notify import ContactSender, Message
 
 __all__ = ["SilenceWatch", "WatchPolicy", "compose"]
 

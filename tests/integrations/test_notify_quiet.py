@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from protocol.notify import AckLinks, LinkRefused, parse_hhmm, quiet_until
+from integrations.notify import AckLinks, LinkRefused, parse_hhmm, quiet_until
 
 
 def at(text: str) -> datetime:

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import aiosmtplib
 
 from farmkit.smtp import SmtpSettings
-from protocol.notify.message import Message
+from integrations.notify.message import Message
 
 __all__ = ["ContactSender", "Outcome", "service_of", "url_problem"]
 

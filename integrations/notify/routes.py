@@ -8,9 +8,7 @@ from typing import Protocol
 
 from aiohttp import web
 
-from protocol.http.endpoints import Api, principal_of
-from protocol.identity import Principal
-from protocol.schemas.notify import (
+from integrations.notify.schemas import (
     AcknowledgeLinkQuery,
     ContactPointBody,
     ContactPointCreate,
@@ -26,6 +24,8 @@ from protocol.schemas.notify import (
     NotificationRuleView,
     NotificationView,
 )
+from protocol.http.endpoints import Api, principal_of
+from protocol.identity import Principal
 
 __all__ = ["NotifyManagement", "notify_api"]
 

@@ -23,10 +23,10 @@ from typing import Any, Literal, Protocol
 
 from farmkit.backoff import Backoff
 from farmkit.tasks import cancel_and_wait
-from protocol.notify.ack_links import AckLinks
-from protocol.notify.message import Message, Where, compose
-from protocol.notify.quiet import quiet_until
-from protocol.notify.sender import ContactSender, Outcome
+from integrations.notify.ack_links import AckLinks
+from integrations.notify.message import Message, Where, compose
+from integrations.notify.quiet import quiet_until
+from integrations.notify.sender import ContactSender, Outcome
 from protocol.timefmt import utcnow
 
 __all__ = [

@@ -8,18 +8,18 @@
   :class:`NotifyStore`.
 """
 
-from protocol.notify.ack_links import AckLinks, LinkRefused
-from protocol.notify.catalogue import REPEATABLE, SEVERITIES, NotifyKind
-from protocol.notify.deliverer import (
+from integrations.notify.ack_links import AckLinks, LinkRefused
+from integrations.notify.catalogue import REPEATABLE, SEVERITIES, NotifyKind
+from integrations.notify.deliverer import (
     DueNotification,
     NotifyDeliverer,
     NotifyPolicy,
     NotifyStore,
     Settled,
 )
-from protocol.notify.message import Message, Where, compose, test_message
-from protocol.notify.quiet import parse_hhmm, quiet_until
-from protocol.notify.sender import ContactSender, Outcome, service_of, url_problem
+from integrations.notify.message import Message, Where, compose, test_message
+from integrations.notify.quiet import parse_hhmm, quiet_until
+from integrations.notify.sender import ContactSender, Outcome, service_of, url_problem
 
 __all__ = [
     "REPEATABLE",

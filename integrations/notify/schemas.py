@@ -7,9 +7,9 @@ from uuid import UUID
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from protocol.notify.catalogue import NotifyKind
-from protocol.notify.quiet import parse_hhmm
-from protocol.notify.sender import url_problem
+from integrations.notify.catalogue import NotifyKind
+from integrations.notify.quiet import parse_hhmm
+from integrations.notify.sender import url_problem
 from protocol.schemas.common import ApiModel, PageQuery, Schema, Timestamp, Uuid
 
 __all__ = [
