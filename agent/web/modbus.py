@@ -1,12 +1,14 @@
-"""/api/v1/modbus/scans: ask a Modbus bus which devices answer (a thin handler over scan_bus)."""
+"""/api/v1/modbus/scans: ask a Modbus bus which devices answer (a thin handler over scan_bus);
+each one is also listed under Found, where a person adds it to a place."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from agent.devices.found import Candidate
 from agent.devices.modbus.bus import BusAddress, ModbusBus, ModbusFailure
-from agent.devices.modbus.scan import scan_bus
-from agent.web.keys import DEVICE_RUNTIME, DEVICES
+from agent.devices.modbus.scan import ModbusCandidate, scan_bus
+from agent.web.keys import DEVICE_RUNTIME, DEVICES, FOUND
 from protocol.access import require_role
 from protocol.errors import ValidationFailed
 from protocol.http.endpoints import Api, principal_of
@@ -64,7 +66,31 @@ async def create_scan(request: web.Request, body: ModbusScanCreate) -> ModbusSca
             address=ModbusAddress.model_validate(c.address),
             readings=c.readings,
             other_profiles=list(c.other_profiles),
+            found_id=await _list_under_found(request, c),
         )
         for c in found
     ]
     return ModbusScanResult(candidates=candidates, scanned=len(units))
+
+
+async def _list_under_found(request: web.Request, candidate: ModbusCandidate) -> str | None:
+    """List a device that answered under Found (as devices that announce themselves are)."""
+    found = request.app.get(FOUND)
+    if found is None:
+        return None
+    profile = request.app[DEVICES].profiles[candidate.profile_id]
+    return await found.announce(
+        Candidate(
+            source=candidate.source,
+            key=candidate.key,
+            profile_id=candidate.profile_id,
+            address=candidate.address,
+            name=f"{profile.name} #{candidate.unit}",
+            readings={
+                name: value
+                for name, value in candidate.readings.items()
+                if isinstance(value, int | float) and not isinstance(value, bool)
+            },
+            model=profile.name,
+        )
+    )

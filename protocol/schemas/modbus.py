@@ -54,6 +54,11 @@ class ModbusCandidateView(ApiModel):
     address: ModbusAddress = Field(description="Proposed registration address")
     readings: dict[str, float | bool | int]
     other_profiles: list[str] = Field(description="Other profiles that also answered sensibly")
+    found_id: str | None = Field(
+        None,
+        description="Its entry under Found (/api/v1/discovered-devices), to add it from there;"
+        " null when it was ignored or is registered already",
+    )
 
 
 class ModbusScanResult(ApiModel):

@@ -193,10 +193,26 @@ async def test_a_scan_over_the_api_proposes_profiles_and_addresses(
     assert (found["unit"], found["profile"], found["source"]) == (1, "modbus-xy-md02", "modbus")
     assert found["key"] == f"modbus:{rtu.path}:1"
     assert found["readings"] == {"temperature": 22.0, "humidity": 55.0}
-    # The proposed address registers the device as it is.
+    # It waits under Found, like a device that announces itself, and is added from there.
+    resp = await modbus_agent.client.get("/api/v1/discovered-devices", headers=modbus_agent.auth())
+    (listed,) = [
+        d for d in (await resp.json())["discovered_devices"] if d["id"] == found["found_id"]
+    ]
+    assert (listed["profile"], listed["address"]) == (found["profile"], found["address"])
     farm_id = await create_farm(modbus_agent)
-    body = on_bus(farm_id, found["profile"], "", 0) | {"address": found["address"]}
-    await register(modbus_agent, body)
+    resp = await modbus_agent.client.post(
+        f"/api/v1/discovered-devices/{found['found_id']}/accept",
+        json={"farm_id": farm_id, "name": "Rack 1 climate", "location": "Row 1"},
+        headers=modbus_agent.auth(),
+    )
+    assert resp.status == 201, await resp.text()
+    assert (await resp.json())["address"] == found["address"]
+    # A second scan finds it registered: no longer listed under Found.
+    resp = await modbus_agent.client.post(
+        "/api/v1/modbus/scans", json=body, headers=modbus_agent.auth()
+    )
+    (again,) = (await resp.json())["candidates"]
+    assert again["found_id"] is None
 
 
 async def test_a_scan_of_a_missing_port_or_a_bad_range_is_a_422(
