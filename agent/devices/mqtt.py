@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import aiomqtt
-import paho.mqtt.client as mqtt
 from paho.mqtt.reasoncodes import ReasonCode
 
 from agent.devices import paho_internals
@@ -73,8 +72,6 @@ PUBLISH_POLICY: dict[MessageKind, tuple[int, bool]] = {
 }
 
 _SUBSCRIBE_CHUNK = 50
-# Packets read from the broker's socket in one event-loop turn at most.
-_READ_BURST = 64
 # The longest the dispatcher handles messages before it lets the rest of the agent run.
 _DISPATCH_SLICE_S = 0.005
 # The share of the event loop a backlog of telemetry may take: after each slice the dispatcher
@@ -403,7 +400,7 @@ class MqttClient:
         except BaseException:
             paho_internals.abandon(client)
             raise
-        paho_internals.read_in_bursts(client, _READ_BURST)
+        paho_internals.read_in_bursts(client, self._receiver(client))
         self._receiving = client
         try:
             self.stats.connects += 1
@@ -477,26 +474,27 @@ class MqttClient:
             chunk = foreign[start : start + _SUBSCRIBE_CHUNK]
             await client.unsubscribe(chunk, timeout=self.settings.timeout)
 
-    def _receiver(self, client: aiomqtt.Client) -> Callable[[mqtt.MQTTMessage], None]:
-        """What receives ``client``'s messages from paho: each into our queue."""
+    def _receiver(self, client: aiomqtt.Client) -> paho_internals.Receiver:
+        """What receives ``client``'s messages: each into our queue."""
         enqueue = self._enqueue
 
-        def handle_on_message(message: mqtt.MQTTMessage) -> None:
-            enqueue(client, message)
+        def receive(topic: str, payload: bytes, qos: int, retain: bool, mid: int) -> None:
+            enqueue(client, topic, payload, qos, retain, mid)
 
-        return handle_on_message
+        return receive
 
-    def _enqueue(self, client: aiomqtt.Client, message: mqtt.MQTTMessage) -> None:
+    def _enqueue(
+        self, client: aiomqtt.Client, topic: str, payload: bytes, qos: int, retain: bool, mid: int
+    ) -> None:
         self.stats.received += 1
-        qos = message.qos
         if qos == 0 and len(self._pending) + len(self._urgent) >= self.settings.queue_size:
             self.stats.dropped += 1
             self._problems.warning("queue-full", "MQTT handler is behind; dropping QoS 0 messages")
             return
-        inbound = InboundMessage(message.topic, bytes(message.payload), qos, bool(message.retain))
+        inbound = InboundMessage(topic, payload, qos, retain)
         # QoS 0: nothing to acknowledge.
-        delivery = _Delivery(inbound, client, message.mid, None if qos > 0 else True)
-        urgent = self.prioritize is not None and self.prioritize(inbound.topic)
+        delivery = _Delivery(inbound, client, mid, None if qos > 0 else True)
+        urgent = self.prioritize is not None and self.prioritize(topic)
         (self._urgent if urgent else self._pending).append(delivery)
         if qos > 0:
             self._acks.append(delivery)

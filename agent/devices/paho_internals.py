@@ -41,12 +41,14 @@ from typing import Any
 
 import aiomqtt
 import paho.mqtt.client as mqtt
+from paho.mqtt import MQTTException
 from paho.mqtt.enums import MQTTErrorCode, MQTTProtocolVersion
 
 from agent.devices.codec import OutgoingMessage
 
 __all__ = [
     "CHECKED_PAHO_VERSIONS",
+    "Receiver",
     "abandon",
     "disconnect",
     "ignore_late_acknowledgements",
@@ -67,6 +69,8 @@ _RETAIN = 0x01
 _TOPIC_LENGTH = struct.Struct("!H")
 # A PUBLISH's remaining length: at most four 7-bit groups (MQTT 3.1.1 section 2.2.3).
 _MAX_REMAINING = 268_435_455
+# Bytes taken from the socket in one event-loop turn at most (some hundred telemetry messages).
+_RECV_BYTES = 16 * 1024
 
 
 def manual_acks(client: aiomqtt.Client) -> None:
@@ -75,48 +79,162 @@ def manual_acks(client: aiomqtt.Client) -> None:
     client._client.manual_ack_set(True)
 
 
-def receive_with(client: aiomqtt.Client, receive: Callable[[mqtt.MQTTMessage], None]) -> None:
-    """Hand every PUBLISH that ``client`` receives to ``receive``, in place of paho's
-    ``_handle_on_message``. An exception still ends the connection, as paho's does with
-    ``suppress_exceptions`` off."""
-    client._client._handle_on_message = receive  # type: ignore[method-assign,assignment]
+Receiver = Callable[[str, bytes, int, bool, int], None]
+"""What takes a received PUBLISH: topic, payload, QoS, retain flag, packet id."""
 
 
-def read_in_bursts(client: aiomqtt.Client, burst: int) -> None:
-    """Read what the socket holds, up to ``burst`` packets, each time it is readable.
+def receive_with(client: aiomqtt.Client, receive: Receiver) -> None:
+    """Hand every PUBLISH that paho's own reader decodes for ``client`` to ``receive``, in place
+    of paho's ``_handle_on_message`` (until :func:`read_in_bursts` takes over the socket, and for
+    QoS 2). An exception still ends the connection, as paho's does with ``suppress_exceptions``
+    off."""
 
-    aiomqtt's reader has paho read one packet per event-loop turn, so a backlog of telemetry
-    took one turn a message, and a command's PUBACK or the state report confirming it waited
-    behind all of it in the socket. Replaces aiomqtt's reader for this connection (same
-    error handling: a failed read ends the connection); aiomqtt removes it when the socket
-    closes.
+    def handle_on_message(message: mqtt.MQTTMessage) -> None:
+        receive(message.topic, bytes(message.payload), message.qos, message.retain, message.mid)
 
-    Packets are read with paho's ``_packet_read`` (what its ``loop_read`` runs, one packet a
-    call, errors handed to its ``_loop_rc_handle`` the same way) until it finds the socket
-    drained: one failed ``recv`` a burst, not a ``FIONREAD`` per packet.
+    client._client._handle_on_message = handle_on_message  # type: ignore[method-assign]
+
+
+def read_in_bursts(client: aiomqtt.Client, receive: Receiver) -> None:
+    """Read what the socket holds, up to ``_RECV_BYTES`` a time, each time it is readable, and
+    hand each QoS 0 or 1 PUBLISH in it to ``receive``; every other packet to paho.
+
+    aiomqtt's reader has paho read one packet per event-loop turn, and paho reads a packet with
+    a ``recv`` for its type, one per byte of its length and one for the rest, then builds an
+    ``MQTTMessage`` (its properties, a debug log line, a lock for its time): at a farm's pace
+    that was most of the agent's CPU on the network side. Here a PUBLISH is parsed where it
+    lies in the buffer (MQTT 3.1.1 and 5 section 3.3: its topic, the packet id at QoS 1, in 5
+    the properties, skipped, then the payload) and nothing else is made of it. Every other
+    packet (acknowledgements of the agent's own publishes and subscriptions, PINGRESP,
+    DISCONNECT, and a QoS 2 PUBLISH with its handshake) goes to paho's ``_packet_handle`` in
+    ``_in_packet``, as paho's ``_packet_read`` leaves it, and the time paho's keep-alive
+    watches is set as its reader sets it. A packet paho's reader began before this one took
+    over is finished by paho. Replaces aiomqtt's reader for this connection (same error
+    handling: a failed read ends the connection); aiomqtt removes it when the socket closes.
     """
     paho = client._client
     sock = paho.socket()
     if not isinstance(sock, socket.socket):
         return  # a WebSocket transport wraps the socket: keep aiomqtt's own reader
+    raw: socket.socket = sock
+    v5 = paho._protocol == MQTTProtocolVersion.MQTTv5
+    # paho 2.1 keeps the time of the last packet in, 2.2 of the last bytes in.
+    stamp = "_last_bytes_received" if hasattr(paho, "_last_bytes_received") else "_last_msg_in"
+    buffer = bytearray()
     again = MQTTErrorCode.MQTT_ERR_AGAIN
+    lost = MQTTErrorCode.MQTT_ERR_CONN_LOST
+
+    def handle(command: int, body: bytearray, start: int, end: int) -> int:
+        """One whole packet, ``body[start:end]`` after its fixed header; paho's return code."""
+        if command & 0xF0 == _PUBLISH_TYPE and (qos := (command >> 1) & 3) < 2:
+            at = start + 2 + ((body[start] << 8) | body[start + 1])
+            topic = body[start + 2 : at].decode("utf-8", "replace")
+            mid = 0
+            if qos:
+                mid = (body[at] << 8) | body[at + 1]
+                at += 2
+            if v5:
+                length, at = _varint(body, at, end)
+                if at < 0:
+                    raise ValueError("malformed PUBLISH properties")
+                at += length
+            receive(topic, bytes(body[at:end]), qos, bool(command & _RETAIN), mid)
+            return MQTTErrorCode.MQTT_ERR_SUCCESS
+        paho._in_packet = {
+            "command": command,
+            "have_remaining": 1,
+            "remaining_count": [],
+            "remaining_mult": 1,
+            "remaining_length": end - start,
+            "packet": body[start:end],
+            "to_process": 0,
+            "pos": 0,
+        }
+        try:
+            return int(paho._packet_handle())
+        except MQTTException:  # paho 2.2's MalformedPacket, as its reader treats it
+            return MQTTErrorCode.MQTT_ERR_PROTOCOL
+        finally:
+            paho._in_packet = _fresh_in_packet()
 
     def read() -> None:
         try:
-            for _ in range(burst):
-                if paho.socket() is not sock:
-                    return
+            if paho.socket() is not sock:
+                return
+            while paho._in_packet["command"]:
                 rc = paho._packet_read()
                 if rc == again:
                     return
                 if rc > 0:
                     paho._loop_rc_handle(rc)
                     return
+            try:
+                data = raw.recv(_RECV_BYTES)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if not data:
+                paho._loop_rc_handle(lost)
+                return
+            buffer.extend(data)
+            with paho._msgtime_mutex:
+                setattr(paho, stamp, mqtt.time_func())
+            at, size = 0, len(buffer)
+            while (header := _fixed_header(buffer, at, size)) is not None:
+                start, end = header
+                code = handle(buffer[at], buffer, start, end)
+                at = end
+                if code > 0:
+                    paho._loop_rc_handle(MQTTErrorCode(code))
+                    return
+            del buffer[:at]
         except Exception as exc:
             if not client._disconnected.done():
                 client._disconnected.set_exception(exc)
 
     asyncio.get_running_loop().add_reader(sock.fileno(), read)
+
+
+def _fixed_header(buffer: bytearray, at: int, size: int) -> tuple[int, int] | None:
+    """Where the packet at ``at`` continues after its fixed header and where it ends, or None
+    while it is not all in ``buffer``; ValueError for a length of more than four bytes."""
+    if at + 2 > size:
+        return None
+    length, start = _varint(buffer, at + 1, size)
+    if start < 0 or start + length > size:
+        return None
+    return start, start + length
+
+
+def _varint(buffer: bytearray, at: int, size: int | None = None) -> tuple[int, int]:
+    """A variable byte integer at ``at`` (MQTT section 1.5.5) and where it ends; (0, -1) when
+    ``buffer`` ends before it does (up to ``size``)."""
+    end = len(buffer) if size is None else size
+    value, shift = 0, 0
+    for index in range(at, min(at + 4, end)):
+        byte = buffer[index]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, index + 1
+        shift += 7
+    if end - at >= 4:
+        raise ValueError("malformed remaining length")
+    return 0, -1
+
+
+def _fresh_in_packet() -> Any:
+    """paho's ``_in_packet`` between packets, as its reader leaves it."""
+    return {
+        "command": 0,
+        "have_remaining": 0,
+        "remaining_count": [],
+        "remaining_mult": 1,
+        "remaining_length": 0,
+        "packet": bytearray(b""),
+        "to_process": 0,
+        "pos": 0,
+    }
 
 
 def send_pubacks(client: aiomqtt.Client, mids: Iterable[int]) -> None:
