@@ -102,6 +102,40 @@ async def test_joined_publishes_arrive_in_order_with_their_retain_flags(
     }
 
 
+@pytest.mark.parametrize(
+    "protocol", [MQTTProtocolVersion.MQTTv311, MQTTProtocolVersion.MQTTv5], ids=["3.1.1", "5"]
+)
+async def test_the_reader_takes_whole_publishes_across_reads_and_leaves_the_rest_to_paho(
+    broker: Mosquitto, protocol: MQTTProtocolVersion
+) -> None:
+    got: list[tuple[str, bytes, int, bool, int]] = []
+    by_paho: list[tuple[str, bytes, int, bool, int]] = []
+    # Larger than one read of the socket, and many small ones in one.
+    sent = [(f"in/{n % 4}", f"{n}:".encode() + b"y" * (n % 7), n % 2) for n in range(300)]
+    sent.insert(150, ("in/big", b"z" * 70_000, 1))
+    async with (
+        aiomqtt.Client(broker.host, broker.port, identifier="reader", protocol=protocol) as agent,
+        aiomqtt.Client(broker.host, broker.port, identifier="device", protocol=protocol) as device,
+    ):
+        await device.publish("in/kept", b"retained", qos=1, retain=True)
+        # paho's own reader would hand them here.
+        paho_internals.receive_with(agent, lambda *message: by_paho.append(message))
+        paho_internals.read_in_bursts(agent, lambda *message: got.append(message))
+        # The SUBACK goes to paho through the reader: the subscribe returns.
+        await agent.subscribe("in/#", qos=1)
+        for topic, payload, qos in sent:
+            await device.publish(topic, payload, qos=qos)
+        async with asyncio.timeout(WAIT):
+            while len(got) < len(sent) + 1:  # noqa: ASYNC110 (appended by the reader)
+                await asyncio.sleep(0.01)
+        paho_internals.send_pubacks(agent, [mid for *_, qos, _, mid in got if qos])
+    assert not by_paho
+    assert got[0][:4] == ("in/kept", b"retained", 1, True)
+    assert [(topic, payload, qos) for topic, payload, qos, _, _ in got[1:]] == sent
+    assert not any(retain for *_, retain, _ in got[1:])
+    assert all(mid > 0 for _, _, qos, _, mid in got if qos)
+
+
 async def test_a_joined_publish_refuses_what_is_not_qos_0_and_publishes_nothing(
     broker: Mosquitto,
 ) -> None:
