@@ -8,9 +8,13 @@ agent needs and neither offers is done here, and only here, with paho's own inte
   per-filter callbacks (none here) under two locks, then calls aiomqtt's ``on_message``, which
   builds a message of its own for ``client.messages``. The agent takes paho's message straight
   into its queue.
-- ``_packet_read()`` and ``_loop_rc_handle(rc)``: what paho's ``loop_read`` runs, one packet a
-  call and its error handling (:func:`read_in_bursts`). aiomqtt's reader has paho read one
-  packet per event-loop turn; the agent reads what the socket holds, up to a burst, per turn.
+- ``_packet_handle()`` with ``_in_packet``, ``_loop_rc_handle(rc)``, ``_msgtime_mutex`` and
+  ``_last_bytes_received`` (2.2; ``_last_msg_in`` in 2.1), and ``_packet_read()``: what paho's
+  ``loop_read`` runs (:func:`read_in_bursts`). The agent reads what the socket holds per
+  event-loop turn and parses QoS 0 and 1 PUBLISH packets itself; every other packet is handed
+  to ``_packet_handle`` in ``_in_packet`` as ``_packet_read`` hands it over, errors go to
+  ``_loop_rc_handle``, and the keep-alive's clock is set as ``_packet_read`` sets it. A packet
+  paho's reader began before is finished by ``_packet_read``.
 - ``_packet_queue(command, packet, mid, qos, info=None)`` and the ``_out_packet`` entries it
   makes (:func:`send_pubacks`, :func:`send_publishes`): bytes queued on the connection as one
   write. paho queues (and writes, a ``send`` each) one packet per PUBACK or PUBLISH; a commit
@@ -26,8 +30,8 @@ agent needs and neither offers is done here, and only here, with paho's own inte
 paho-mqtt is pinned to the minor versions below in pyproject.toml; ``CHECKED_PAHO_VERSIONS`` are
 the releases these internals were read in, and tests/agent/devices/test_paho_internals.py fails
 on any other, and when an internal is gone or its signature changed. A new paho release is read
-against this list (its ``client.py``: the methods above and ``_packet_write``) before it is
-added.
+against this list (its ``client.py``: the methods above, ``_packet_write`` and
+``_handle_publish``) before it is added.
 """
 
 from __future__ import annotations

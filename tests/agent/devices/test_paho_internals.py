@@ -24,6 +24,7 @@ from tests.support.mosquitto import Mosquitto
 _PAHO_METHODS = {
     "_handle_on_message": ["self", "message"],
     "_packet_read": ["self"],
+    "_packet_handle": ["self"],
     "_loop_rc_handle": ["self", "rc"],
     "_packet_queue": ["self", "command", "packet", "mid", "qos", "info"],
     "_packet_write": ["self"],
@@ -49,6 +50,19 @@ def test_paho_s_private_methods_are_there_with_the_parameters_used() -> None:
     assert queue["info"].default is None
     client = mqtt.Client(CallbackAPIVersion.VERSION2)
     assert isinstance(client._out_packet, collections.deque)
+    assert set(client._in_packet) == {
+        "command",
+        "have_remaining",
+        "remaining_count",
+        "remaining_mult",
+        "remaining_length",
+        "packet",
+        "to_process",
+        "pos",
+    }
+    assert hasattr(client, "_last_bytes_received") or hasattr(client, "_last_msg_in")
+    with client._msgtime_mutex:
+        assert callable(mqtt.time_func)
     assert client._protocol == MQTTProtocolVersion.MQTTv311
     assert inspect.signature(mqtt.MQTTMessageInfo).parameters.keys() == {"mid"}
 
