@@ -192,6 +192,8 @@ def read_in_bursts(client: aiomqtt.Client, receive: Receiver) -> None:
                 if code > 0:
                     paho._loop_rc_handle(MQTTErrorCode(code))
                     return
+                if paho.socket() is not sock:
+                    return  # the packet ended the connection (a DISCONNECT)
             del buffer[:at]
         except Exception as exc:
             if not client._disconnected.done():
