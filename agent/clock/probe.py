@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -65,16 +66,28 @@ class _Timex(ctypes.Structure):
     )
 
 
-def kernel_synchronized() -> bool | None:
-    """The kernel's view (``adjtimex`` with no modes: a read); ``None`` where it cannot say."""
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, looked up once: ``find_library`` runs ``ldconfig -p`` (a process) per call,
+    and the clock is looked at every few seconds."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
     try:
-        libc = ctypes.CDLL(name, use_errno=True)
+        return ctypes.CDLL(name, use_errno=True)
+    except OSError:
+        return None
+
+
+def kernel_synchronized() -> bool | None:
+    """The kernel's view (``adjtimex`` with no modes: a read); ``None`` where it cannot say."""
+    libc = _libc()
+    if libc is None:
+        return None
+    try:
         timex = _Timex()
         state = libc.adjtimex(ctypes.byref(timex))
-    except (OSError, AttributeError):
+    except AttributeError:
         return None
     if state < 0:
         return None

@@ -29,17 +29,15 @@ import contextlib
 import logging
 import random
 import socket
-import struct
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import aiomqtt
-import paho.mqtt.client as mqtt
-from paho.mqtt.enums import MQTTErrorCode
 from paho.mqtt.reasoncodes import ReasonCode
 
+from agent.devices import paho_internals
 from agent.devices.codec import OutgoingMessage
 from agent.devices.errors import DeviceUnavailable
 from protocol.backoff import Backoff, Retry
@@ -74,10 +72,6 @@ PUBLISH_POLICY: dict[MessageKind, tuple[int, bool]] = {
 }
 
 _SUBSCRIBE_CHUNK = 50
-_PUBACK = struct.Struct("!BBH")
-_PUBACK_TYPE = 0x40
-# Packets read from the broker's socket in one event-loop turn at most.
-_READ_BURST = 64
 # The longest the dispatcher handles messages before it lets the rest of the agent run.
 _DISPATCH_SLICE_S = 0.005
 # The share of the event loop a backlog of telemetry may take: after each slice the dispatcher
@@ -340,6 +334,24 @@ class MqttClient:
             raise DeviceUnavailable(f"MQTT publish to {message.topic} failed: {err}") from err
         self.stats.published += 1
 
+    def publish_now(self, messages: Sequence[OutgoingMessage]) -> None:
+        """Publish QoS 0 ``messages``, in order, as one write on the connection, without
+        waiting (a QoS 0 publish has no acknowledgement to wait for).
+
+        One ``send`` for the lot instead of one each: for a relay of many states at once, the
+        system calls (and on loopback the broker's wake-ups) were most of the cost. Raises
+        ValueError for a message that is not QoS 0 (nothing is published then), and
+        DeviceUnavailable when not connected.
+        """
+        client = self._client
+        if client is None:
+            raise DeviceUnavailable("MQTT broker not connected")
+        try:
+            paho_internals.send_publishes(client, messages)
+        except aiomqtt.MqttError as err:
+            raise DeviceUnavailable(f"MQTT publish failed: {err}") from err
+        self.stats.published += len(messages)
+
     async def _supervise(self) -> None:
         while True:
             try:
@@ -376,24 +388,19 @@ class MqttClient:
             ),
             socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
         )
-        # aiomqtt 2.5 has no option for it; paho's own switch (paho-mqtt >= 2.0): QoS 1 messages
-        # are acknowledged by _acknowledge, after their readings are committed.
-        client._client.manual_ack_set(True)
-        # Messages come to our queue straight from paho's receive path, in place of its
-        # ``_handle_on_message`` (which matches each topic against per-filter callbacks, none
-        # here, under two locks, then calls aiomqtt's ``on_message``, which builds a message of
-        # its own for ``client.messages``). An exception still ends the connection, as paho's
-        # does with ``suppress_exceptions`` off. The connection a message came on is what
-        # acknowledging it needs.
-        client._client._handle_on_message = self._receiver(client)  # type: ignore[method-assign,assignment]
-        _ignore_late_acknowledgements(client)
+        # QoS 1 messages are acknowledged by _acknowledge, after their readings are committed.
+        paho_internals.manual_acks(client)
+        # Messages come to our queue straight from paho's receive path; the connection a
+        # message came on is what acknowledging it needs.
+        paho_internals.receive_with(client, self._receiver(client))
+        paho_internals.ignore_late_acknowledgements(client)
         try:
             async with asyncio.timeout(settings.timeout + 1):
                 await client.__aenter__()
         except BaseException:
-            _abandon(client)
+            paho_internals.abandon(client)
             raise
-        _read_in_bursts(client)
+        paho_internals.read_in_bursts(client, self._receiver(client))
         self._receiving = client
         try:
             self.stats.connects += 1
@@ -467,26 +474,27 @@ class MqttClient:
             chunk = foreign[start : start + _SUBSCRIBE_CHUNK]
             await client.unsubscribe(chunk, timeout=self.settings.timeout)
 
-    def _receiver(self, client: aiomqtt.Client) -> Callable[[mqtt.MQTTMessage], None]:
-        """paho's ``_handle_on_message`` for ``client``: each message into our queue."""
+    def _receiver(self, client: aiomqtt.Client) -> paho_internals.Receiver:
+        """What receives ``client``'s messages: each into our queue."""
         enqueue = self._enqueue
 
-        def handle_on_message(message: mqtt.MQTTMessage) -> None:
-            enqueue(client, message)
+        def receive(topic: str, payload: bytes, qos: int, retain: bool, mid: int) -> None:
+            enqueue(client, topic, payload, qos, retain, mid)
 
-        return handle_on_message
+        return receive
 
-    def _enqueue(self, client: aiomqtt.Client, message: mqtt.MQTTMessage) -> None:
+    def _enqueue(
+        self, client: aiomqtt.Client, topic: str, payload: bytes, qos: int, retain: bool, mid: int
+    ) -> None:
         self.stats.received += 1
-        qos = message.qos
         if qos == 0 and len(self._pending) + len(self._urgent) >= self.settings.queue_size:
             self.stats.dropped += 1
             self._problems.warning("queue-full", "MQTT handler is behind; dropping QoS 0 messages")
             return
-        inbound = InboundMessage(message.topic, bytes(message.payload), qos, bool(message.retain))
+        inbound = InboundMessage(topic, payload, qos, retain)
         # QoS 0: nothing to acknowledge.
-        delivery = _Delivery(inbound, client, message.mid, None if qos > 0 else True)
-        urgent = self.prioritize is not None and self.prioritize(inbound.topic)
+        delivery = _Delivery(inbound, client, mid, None if qos > 0 else True)
+        urgent = self.prioritize is not None and self.prioritize(topic)
         (self._urgent if urgent else self._pending).append(delivery)
         if qos > 0:
             self._acks.append(delivery)
@@ -636,7 +644,7 @@ class MqttClient:
                     left = left or live
             receiving = self._receiving
             if mids and receiving is not None:
-                _send_pubacks(receiving, mids)
+                paho_internals.send_pubacks(receiving, mids)
             if left and receiving is not None:
                 self._redeliver(receiving)
             if self._acks and self._acks[0].commit is not None:
@@ -655,7 +663,7 @@ class MqttClient:
         )
         # A clean DISCONNECT: the session stays (and the will is not sent); the supervisor
         # connects again at once.
-        client._client.disconnect()
+        paho_internals.disconnect(client)
 
     def _committed(self, delivery: _Delivery) -> bool | None:
         """Whether a QoS 1 message's readings are committed (None: not known yet)."""
@@ -664,83 +672,3 @@ class MqttClient:
             return commit
         assert self._barrier is not None
         return self._barrier.outcome(*commit)
-
-
-def _send_pubacks(client: aiomqtt.Client, mids: list[int]) -> None:
-    """Queue the PUBACKs of ``mids``, in order, as one write on the connection.
-
-    The bytes are what paho's own ``ack`` queues for each (MQTT 3.1.1 and 5: type 4, length
-    2, the packet id; in 5 a missing reason code means success), joined.
-    """
-    packets = b"".join(_PUBACK.pack(_PUBACK_TYPE, 2, mid) for mid in mids)
-    client._client._packet_queue(_PUBACK_TYPE, packets, 0, 1)
-
-
-def _read_in_bursts(client: aiomqtt.Client) -> None:
-    """Read what the socket holds, up to ``_READ_BURST`` packets, each time it is readable.
-
-    aiomqtt's reader has paho read one packet per event-loop turn, so a backlog of telemetry
-    took one turn a message, and a command's PUBACK or the state report confirming it waited
-    behind all of it in the socket. Replaces aiomqtt's reader for this connection (same
-    error handling: a failed read ends the connection); aiomqtt removes it when the socket
-    closes.
-
-    Packets are read with paho's ``_packet_read`` (what its ``loop_read`` runs, one packet a
-    call, errors handed to its ``_loop_rc_handle`` the same way) until it finds the socket
-    drained: one failed ``recv`` a burst, not a ``FIONREAD`` per packet.
-    """
-    paho = client._client
-    sock = paho.socket()
-    if not isinstance(sock, socket.socket):
-        return  # a WebSocket transport wraps the socket: keep aiomqtt's own reader
-    again = MQTTErrorCode.MQTT_ERR_AGAIN
-
-    def read() -> None:
-        try:
-            for _ in range(_READ_BURST):
-                if paho.socket() is not sock:
-                    return
-                rc = paho._packet_read()
-                if rc == again:
-                    return
-                if rc > 0:
-                    paho._loop_rc_handle(rc)
-                    return
-        except Exception as exc:
-            if not client._disconnected.done():
-                client._disconnected.set_exception(exc)
-
-    asyncio.get_running_loop().add_reader(sock.fileno(), read)
-
-
-def _ignore_late_acknowledgements(client: aiomqtt.Client) -> None:
-    """Drop a SUBACK or UNSUBACK nobody waits for any more.
-
-    A subscribe whose caller was cancelled (a stop while a device is being bound) still gets its
-    acknowledgement; aiomqtt 2.5 logs that as an error with a traceback ("Unexpected message
-    ID"), though nothing went wrong.
-    """
-    paho = client._client
-    for waiting, attribute in (
-        (client._pending_subscribes, "on_subscribe"),
-        (client._pending_unsubscribes, "on_unsubscribe"),
-    ):
-        callback = getattr(paho, attribute)
-
-        def acknowledged(
-            *args: Any, _waiting: dict[int, Any] = waiting, _callback: Any = callback
-        ) -> None:
-            if args[2] in _waiting:  # (client, userdata, mid, ...)
-                _callback(*args)
-
-        setattr(paho, attribute, acknowledged)
-
-
-def _abandon(client: aiomqtt.Client) -> None:
-    """Forget a connect that did not finish (a stop, a time-out): as aiomqtt 2.5 does after a
-    refused one, its connect future is made new and the connection dropped. Left cancelled, the
-    later disconnect callback raised out of it ("Exception in callback" with a traceback)."""
-    if client._connected.done():
-        client._connected = asyncio.get_running_loop().create_future()
-    with contextlib.suppress(Exception):
-        client._client.disconnect()

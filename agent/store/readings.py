@@ -411,24 +411,13 @@ class ReadingStore:
             series_ids = await self._db.fetch_all(
                 "SELECT id FROM series WHERE device_id = ?", (device_id,)
             )
-        deleted = 0
-        async with self._db.transaction() as conn:
-            for (series_id,) in series_ids:
-                if deleted >= limit:
-                    break
-                # The row at offset `room` is the first one to keep: delete everything below it.
-                cursor = await conn.execute(
-                    f"""
-                    DELETE FROM {table} WHERE series_id = ?1 AND ts < coalesce(
-                        (SELECT ts FROM {table} WHERE series_id = ?1 AND ts < ?2
-                            ORDER BY ts LIMIT 1 OFFSET ?3),
-                        ?2)
-                    """,
-                    (series_id, min(before, _TS_MAX), limit - deleted),
-                )
-                deleted += max(cursor.rowcount, 0)
-                await cursor.close()
-        return deleted
+        bounded = min(before, _TS_MAX)
+        ids = [series_id for (series_id,) in series_ids]
+        # One hop to the writer's thread for the whole chunk: a farm has thousands of series,
+        # and a statement each from the event loop was a round trip between the threads each.
+        return await self._db.write(
+            functools.partial(_delete_chunk, table, ids, bounded, limit), hot=True, bulk=True
+        )
 
     async def shift_receive_stamps(self, shifts: Sequence[StampShift]) -> int:
         """Move readings stamped on receipt while the agent's clock was wrong to where they
@@ -821,6 +810,30 @@ def _end_fold(upto: int, conn: sqlite3.Connection) -> None:
 
 def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
     return conn.execute(sql, params).fetchall()
+
+
+def _delete_chunk(
+    table: str, series_ids: list[int], before: int, limit: int, conn: sqlite3.Connection
+) -> int:
+    """On the writer's thread: delete at most ``limit`` rows of ``table`` older than ``before``,
+    series by series along the primary key; the number deleted."""
+    deleted = 0
+    for series_id in series_ids:
+        if deleted >= limit:
+            break
+        # The row at offset `room` is the first one to keep: delete everything below it.
+        cursor = conn.execute(
+            f"""
+            DELETE FROM {table} WHERE series_id = ?1 AND ts < coalesce(
+                (SELECT ts FROM {table} WHERE series_id = ?1 AND ts < ?2
+                    ORDER BY ts LIMIT 1 OFFSET ?3),
+                ?2)
+            """,
+            (series_id, before, limit - deleted),
+        )
+        deleted += max(cursor.rowcount, 0)
+        cursor.close()
+    return deleted
 
 
 def _shift(conn: sqlite3.Connection, shifts: Sequence[StampShift]) -> int:

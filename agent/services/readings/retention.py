@@ -119,8 +119,8 @@ class ReadingRetention:
     ) -> int:
         total = 0
         while True:
-            # Each chunk is its own transaction; the database's write lock is fair, so a waiting
-            # ingest commit goes in between two chunks.
+            # Each chunk is one write of its own: requests' writes queued meanwhile commit first,
+            # and ingest goes on between two chunks.
             deleted = await self._store.delete_chunk(resolution, before, self._chunk, device_id)
             total += deleted
             if deleted < self._chunk:

@@ -220,6 +220,10 @@ class ReadingWriter:
         # time, for every reading).
         self._queue: collections.deque[NewReading | _Marker] = collections.deque()
         self._arrived = asyncio.Event()
+        # The commit task is woken once this many items are queued (or a marker is): while a
+        # batch waits for ``commit_rows`` readings, not by every reading on the way.
+        self._wake_len = 1
+        self._markers = 0
         self._queued = 0
         # Every reading offered takes a position. Queued ones are committed in position order
         # (``_finished`` is the last one done); refused ones (queue full, writer stopped) and
@@ -270,7 +274,8 @@ class ReadingWriter:
         if self._queued + _ROOM > self._max_queue:
             self._has_room.clear()
         self._queue.append(prepared)
-        self._arrived.set()
+        if len(self._queue) >= self._wake_len:
+            self._arrived.set()
         self.stats.accepted += 1
         return True
 
@@ -436,9 +441,7 @@ class ReadingWriter:
         task, self._task = self._task, None
         if task is None:
             return
-        marker = _Marker(asyncio.get_running_loop().create_future(), stop=True)
-        self._queue.append(marker)
-        self._arrived.set()
+        self._mark(_Marker(asyncio.get_running_loop().create_future(), stop=True))
         try:
             done, _ = await asyncio.wait({task}, timeout=self._stop_timeout)
         except asyncio.CancelledError:
@@ -457,10 +460,14 @@ class ReadingWriter:
         if self._task is None:
             raise RuntimeError("reading writer is not running")
         marker = _Marker(asyncio.get_running_loop().create_future())
-        self._queue.append(marker)
-        self._arrived.set()
+        self._mark(marker)
         async with asyncio.timeout(timeout):
             await marker.done
+
+    def _mark(self, marker: _Marker) -> None:
+        self._queue.append(marker)
+        self._markers += 1
+        self._arrived.set()
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -492,6 +499,10 @@ class ReadingWriter:
         ``min_commit_interval`` has passed since the previous commit began, or
         ``batch_interval`` after its first reading at the latest,
         or when it is full, or at a flush or stop marker.
+
+        While it waits, it is woken when what is queued could close it (``commit_rows``
+        readings, a full batch, a marker), not by each reading: at a farm's pace a batch
+        gathers a few dozen messages' readings.
         """
         loop = asyncio.get_running_loop()
         batch: list[NewReading] = []
@@ -501,6 +512,7 @@ class ReadingWriter:
         due = min(last_commit + self._min_interval, latest)
         while True:
             if isinstance(item, _Marker):
+                self._markers -= 1
                 markers.append(item)
                 return batch, markers  # a flush or stop commits what came before it, now
             batch.append(item)
@@ -509,21 +521,41 @@ class ReadingWriter:
                 return batch, markers
             if self._queue:
                 item = self._queue.popleft()
-            else:
-                # Fewer than commit_rows: wait for more, up to batch_interval.
-                remaining = (due if len(batch) >= self._commit_rows else latest) - loop.time()
-                if remaining <= 0:
-                    return batch, markers
-                try:
-                    async with asyncio.timeout(remaining):
-                        item = await self._next()
-                except TimeoutError:
-                    return batch, markers
+                continue
+            # Fewer than commit_rows: wait for more, up to batch_interval.
+            enough = len(batch) >= self._commit_rows
+            remaining = (due if enough else latest) - loop.time()
+            if remaining <= 0:
+                return batch, markers
+            limit = self._batch_limit()
+            closes = limit if enough else min(self._commit_rows, limit)
+            try:
+                async with asyncio.timeout(remaining):
+                    item = await self._next(closes - len(batch))
+            except TimeoutError:
+                # What came meanwhile joins the batch, as if each had woken it.
+                while self._queue:
+                    item = self._queue.popleft()
+                    if isinstance(item, _Marker):
+                        self._markers -= 1
+                        markers.append(item)
+                        break
+                    batch.append(item)
+                    if len(batch) >= self._busy_batch and len(batch) >= self._batch_limit():
+                        break
+                return batch, markers
 
-    async def _next(self) -> NewReading | _Marker:
-        while not self._queue:
-            self._arrived.clear()
-            await self._arrived.wait()
+    async def _next(self, wanted: int = 1) -> NewReading | _Marker:
+        """The next queued item, once ``wanted`` items (at least one) or a marker are
+        queued."""
+        wanted = max(wanted, 1)
+        self._wake_len = wanted
+        try:
+            while len(self._queue) < wanted and not self._markers:
+                self._arrived.clear()
+                await self._arrived.wait()
+        finally:
+            self._wake_len = 1
         return self._queue.popleft()
 
     def _wait(self) -> float:

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -49,14 +49,18 @@ MAX_COMMANDS_IN_FLIGHT = 32
 PUBLISH_TIMEOUT_S = 5.0
 #: The shortest time between two relayed readings on one state topic (the newest one wins).
 READING_RELAY_INTERVAL_S = 1.0
-# Relayed readings published in one event-loop step at most.
-_RELAY_PUBLISHES_PER_STEP = 16
+# Relayed states published (as one write) in one event-loop step at most.
+RELAY_PUBLISHES_PER_STEP = 256
 
 
 class Publisher(Protocol):
     """The agent's MQTT client, as far as publishing goes."""
 
     async def publish(self, message: OutgoingMessage, timeout: float | None = None) -> None: ...  # noqa: ASYNC109
+
+    def publish_now(self, messages: Sequence[OutgoingMessage]) -> None:
+        """QoS 0 messages, in order, in one write, without waiting."""
+        ...
 
 
 class MqttSide(Protocol):
@@ -232,8 +236,7 @@ class HaDiscovery:
                     continue
                 for field, value in _state_values(event.type, event.data).items():
                     states[self.topics.state(event.device_id, field)] = value
-            for topic, value in states.items():
-                await self._publish(OutgoingMessage(topic, value, qos=0, retain=True))
+            await self._publish_states(states)
 
     async def _relay_readings(self, readings: ReadingSubscription) -> None:
         """Relay committed readings to the entities' state topics.
@@ -248,26 +251,40 @@ class HaDiscovery:
         loop = asyncio.get_running_loop()
         latest: dict[str, str] = {}
         flush_at = loop.time()
+        devices = self._devices
+        state = self.topics.state
         while True:
             reading: CommittedReading | None = None
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout_at(flush_at if latest else None):
                     reading = await readings.get()
             while reading is not None:
-                if reading.device_id in self._devices:
-                    topic = self.topics.state(reading.device_id, reading.metric)
-                    latest[topic] = str(reading.value)
+                if reading.device_id in devices:
+                    latest[state(reading.device_id, reading.metric)] = str(reading.value)
                 reading = readings.get_nowait()
             if latest and loop.time() >= flush_at:
                 due, latest = latest, {}
-                for count, (topic, value) in enumerate(due.items(), 1):
-                    await self._publish(OutgoingMessage(topic, value, qos=0, retain=True))
-                    # A QoS 0 publish is written at once and never suspends: a farm's thousand
-                    # series would hold the event loop for tens of milliseconds in one step,
-                    # and a person's request arriving then would wait it out.
-                    if count % _RELAY_PUBLISHES_PER_STEP == 0:
-                        await asyncio.sleep(0)
+                await self._publish_states(due)
                 flush_at = loop.time() + READING_RELAY_INTERVAL_S
+
+    async def _publish_states(self, states: Mapping[str, str]) -> None:
+        """Publish retained QoS 0 states, ``RELAY_PUBLISHES_PER_STEP`` to a write.
+
+        Each write is one event-loop step: a farm's thousands of series in one would hold the
+        event loop for milliseconds, and a person's request arriving then would wait it out.
+        """
+        messages = [
+            OutgoingMessage(topic, value, qos=0, retain=True) for topic, value in states.items()
+        ]
+        for start in range(0, len(messages), RELAY_PUBLISHES_PER_STEP):
+            if start:
+                await asyncio.sleep(0)
+            try:
+                self._publisher.publish_now(messages[start : start + RELAY_PUBLISHES_PER_STEP])
+            except DeviceUnavailable as err:
+                # Dropped: the next flush publishes newer values.
+                self._problems.warning("publish", "Home Assistant state not published: %s", err)
+                return
 
     # Commands from Home Assistant ----------------------------------------------------------------
 

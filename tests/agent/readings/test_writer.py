@@ -183,6 +183,33 @@ async def test_batches_wait_longer_while_nobody_watches_and_not_once_a_tablet_do
     assert len(await stored(farm, farm.sensor)) == 2
 
 
+async def test_a_batch_commits_once_commit_rows_readings_came_one_by_one(
+    farm: Farm, make_writer: Any
+) -> None:
+    # The interval is far beyond the wait: only the count can close the batch.
+    writer = await make_writer(batch_interval=600.0, commit_rows=10)
+    with writer.subscribe() as listener:
+        for i in range(10):
+            writer.submit(reading(farm.sensor, 6.0, T0 + i))
+            await asyncio.sleep(0)  # each arrives on its own, as messages do
+        got = [await asyncio.wait_for(listener.get(), WAIT) for _ in range(10)]
+    assert [r.ts for r in got] == [T0 + i for i in range(10)]
+    assert writer.stats.commits == 1
+
+
+async def test_readings_that_come_while_a_batch_waits_all_join_it(
+    farm: Farm, make_writer: Any
+) -> None:
+    writer = await make_writer(batch_interval=0.2, commit_rows=1000)
+    with writer.subscribe() as listener:
+        for i in range(7):
+            writer.submit(reading(farm.sensor, 6.0, T0 + i))
+            await asyncio.sleep(0)
+        got = [await asyncio.wait_for(listener.get(), WAIT) for _ in range(7)]
+    assert [r.ts for r in got] == [T0 + i for i in range(7)]
+    assert writer.stats.commits == 1 and writer.stats.committed == 7
+
+
 @pytest.mark.parametrize(
     ("value", "valid_range", "reason"),
     [
