@@ -1,5 +1,5 @@
 """The agent process's memory: glibc malloc tuning and periodic trimming (its start-up heap is
-frozen by protocol/startup_heap.py, as the cloud's is).
+frozen by farmkit/startup_heap.py, as the cloud's is).
 
 A Raspberry Pi with 1 GB runs the agent beside other services, so memory the agent has freed
 should go back to the system rather than stay resident. Everything here is a no-op where the C
@@ -41,7 +41,7 @@ def tune_malloc(arenas: int = 2, mmap_threshold: int = 1024 * 1024) -> None:
     - Arenas: each SQLite worker thread would otherwise get its own 64 MiB arena, and their partly
       used pages cost over 20 MB of resident memory under load (MALLOC_ARENA_MAX).
     - A fixed mmap threshold: glibc raises the threshold to the size of any large block freed, so
-      after the first Argon2id hash (19 MiB, protocol/passwords.py) every later one came from the
+      after the first Argon2id hash (19 MiB, farmkit/passwords.py) every later one came from the
       heap and stayed resident: about 19 MB for each thread that ever hashed a password. Fixed at
       1 MiB (MALLOC_MMAP_THRESHOLD_), each hash's memory goes back to the system when freed.
     """

@@ -16,6 +16,7 @@ from pydantic_settings import (
 )
 
 from integrations.home_assistant.settings import HubSettings
+from integrations.webhooks.settings import WebhookSettings
 
 __all__ = ["AgentSettings"]
 
@@ -24,7 +25,7 @@ DEFAULT_CONFIG_FILE = Path("/etc/farm-agent/agent.toml")
 DEFAULT_PROFILES_DIR = Path(__file__).resolve().parent / "firmware_profiles"
 
 
-class AgentSettings(HubSettings, BaseSettings):
+class AgentSettings(HubSettings, WebhookSettings, BaseSettings):
     """Everything the agent can be configured with; see README "Configuration"."""
 
     model_config = SettingsConfigDict(
@@ -326,27 +327,6 @@ class AgentSettings(HubSettings, BaseSettings):
     smtp_timeout_s: float = Field(15.0, gt=0, description="One message's time limit")
 
     # Outgoing webhooks (issue 11): any address is allowed, the LAN is the agent's job
-    webhook_timeout_s: float = Field(10.0, gt=0, le=60, description="Time limit of one delivery")
-    webhook_workers: int = Field(4, ge=1, le=64, description="Delivery loops running at once")
-    webhook_batch: int = Field(
-        50, ge=1, le=500, description="Deliveries one loop posts at once at most"
-    )
-    webhook_poll_s: float = Field(
-        1.0, gt=0, le=60, description="Seconds between looks for due deliveries"
-    )
-    webhook_retry_initial_s: float = Field(
-        10.0, gt=0, description="First retry after this many seconds, doubling (with jitter)"
-    )
-    webhook_retry_max_s: float = Field(3600.0, gt=0, description="Longest wait between retries")
-    webhook_retry_window_s: float = Field(
-        86_400.0, ge=0, description="A delivery is retried this long before it is failed"
-    )
-    webhook_disable_after_s: float = Field(
-        86_400.0, ge=0, description="A webhook whose every delivery failed this long is disabled"
-    )
-    webhook_delivery_retention_days: float | None = Field(
-        30, gt=0, description="Delivered and failed deliveries are kept this long; unset: forever"
-    )
 
     # Notifications to people (contact points through Apprise; docs/operations.md)
     notify_public_url: str | None = Field(

@@ -68,6 +68,8 @@ def start_agent(admin_password: str, extra_env: dict[str, str] | None = None) ->
             "FARM_ADMIN_PASSWORD": admin_password,
             "FARM_RATE_LIMIT_PER_PREMIUM_USER": "0",
             "FARM_LOG_LEVEL": "WARNING",
+            # As a deployed agent finds its clock (the tests assume a set one).
+            "FARM_CLOCK_SYNC_SOURCE": "auto",
             **(extra_env or {}),
         },
     )

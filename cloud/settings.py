@@ -9,12 +9,13 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from integrations.home_assistant.settings import HubSettings
+from integrations.webhooks.settings import WebhookSettings
 from protocol.http.forwarded import TrustedProxies
 
 __all__ = ["CloudSettings"]
 
 
-class CloudSettings(HubSettings, BaseSettings):
+class CloudSettings(HubSettings, WebhookSettings, BaseSettings):
     """Everything the cloud service can be configured with; DSNs and keys are secrets."""
 
     model_config = SettingsConfigDict(env_prefix="CLOUD_", extra="forbid")
@@ -181,28 +182,8 @@ class CloudSettings(HubSettings, BaseSettings):
         False,
         description="Let webhooks reach loopback, private and link-local addresses",
     )
-    webhook_timeout_s: float = Field(10.0, gt=0, le=60, description="Time limit of one delivery")
     webhook_workers: int = Field(
         4, ge=0, le=64, description="Delivery loops of this process; 0: this process sends none"
-    )
-    webhook_batch: int = Field(
-        50, ge=1, le=500, description="Deliveries one loop posts at once at most"
-    )
-    webhook_poll_s: float = Field(
-        1.0, gt=0, le=60, description="Seconds between looks for due deliveries"
-    )
-    webhook_retry_initial_s: float = Field(
-        10.0, gt=0, description="First retry after this many seconds, doubling (with jitter)"
-    )
-    webhook_retry_max_s: float = Field(3600.0, gt=0, description="Longest wait between retries")
-    webhook_retry_window_s: float = Field(
-        86_400.0, ge=0, description="A delivery is retried this long before it is failed"
-    )
-    webhook_disable_after_s: float = Field(
-        86_400.0, ge=0, description="A webhook whose every delivery failed this long is disabled"
-    )
-    webhook_delivery_retention_days: float | None = Field(
-        30, gt=0, description="Delivered and failed deliveries are kept this long; unset: forever"
     )
     # Notifications to people: farms whose agent went silent (docs/operations.md)
     notify_silent_after_s: float = Field(

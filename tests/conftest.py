@@ -12,9 +12,8 @@ from aiohttp.test_utils import TestClient
 
 from agent.app import create_app
 from agent.settings import AgentSettings
-
-ADMIN_EMAIL = "admin@farm.test"
-ADMIN_PASSWORD = "correct horse battery staple"
+from tests.support.accounts import ADMIN_EMAIL as ADMIN_EMAIL
+from tests.support.accounts import ADMIN_PASSWORD as ADMIN_PASSWORD
 
 
 def agent_settings(state_dir: Path, **overrides: Any) -> AgentSettings:

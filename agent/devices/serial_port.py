@@ -33,7 +33,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _OPEN_ERRORS = (serial.SerialException, OSError, ValueError, TimeoutError)
-# Jittered (protocol/backoff.py): ports that lost power together do not hammer the USB hub in step.
+# Jittered (farmkit/backoff.py): ports that lost power together do not hammer the USB hub in step.
 _REOPEN_BACKOFF = Backoff(initial=0.5, maximum=30.0)
 
 

@@ -2,9 +2,9 @@
 on the event loop's thread.
 
 The parts have their own modules: connections.py (how each connection is opened),
-group_commit.py (the batches on the writer's thread), integrity.py (the check at open),
-migrate.py (the schema migrations), db_size.py (the file's size and cap); this module runs them
-as one :class:`Database`."""
+group_commit.py (the batches on the writer's thread), reads.py (the reads), integrity.py (the
+check at open), migrate.py (the schema migrations), db_size.py (the file's size and cap); this
+module runs them as one :class:`Database`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import logging
 import sqlite3
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from functools import partial
 from pathlib import Path
@@ -36,6 +36,7 @@ from agent.store.group_commit import (
 from agent.store.integrity import StoreCorrupted, check_integrity
 from agent.store.migrate import migrate
 from agent.store.outbox_sequence import OutboxSequence
+from agent.store.reads import Reads
 from agent.store.space import out_of_space
 
 __all__ = ["Database", "DatabaseSize", "StoreCorrupted"]
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 _READERS = 2
 
 
-class Database:
+class Database(Reads):
     """An SQLite file opened for one writer and a few reader connections.
 
     Writes go through :meth:`transaction`. Concurrent write transactions are committed together
@@ -64,9 +65,7 @@ class Database:
         self._check_on_open = check_integrity
         self._max_bytes = max_bytes
         self._writer: aiosqlite.Connection | None = None
-        self._readers: list[aiosqlite.Connection] = []
-        self._inline: sqlite3.Connection | None = None
-        self._next_reader = 0
+        super().__init__()
         self._write_lock = asyncio.Lock()
         self._group: Group | None = None
         self._commits: set[asyncio.Task[None]] = set()
@@ -198,13 +197,6 @@ class Database:
         if self._writer is None:
             raise RuntimeError("database is not open")
         return self._writer
-
-    @property
-    def _read_conn(self) -> aiosqlite.Connection:
-        if not self._readers:
-            raise RuntimeError("database is not open")
-        self._next_reader = (self._next_reader + 1) % len(self._readers)
-        return self._readers[self._next_reader]
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -510,61 +502,3 @@ class Database:
                 group.committed.set_result(None)
             finally:  # even a failed COMMIT may have landed: invalidate caches regardless
                 self.generation += 1
-
-    async def lookup(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
-        """The first row of a point read (a primary or unique key: a few pages), run right here
-        on the event loop's thread.
-
-        A hop to a reader thread costs far more than such a read: the request waits for that
-        thread's queue and then for the GIL, held by the busy loop, once per statement. Under
-        WAL a reader never waits for the writer; should the database still be busy (recovery
-        after a crash), the read goes to a reader thread instead of blocking the loop. Reads
-        that scan or return many rows belong in :meth:`fetch_all` and the like.
-        """
-        if self._inline is None:
-            raise RuntimeError("database is not open")
-        try:
-            cursor = self._inline.execute(sql, params)
-            try:
-                row: sqlite3.Row | None = cursor.fetchone()
-            finally:
-                cursor.close()  # end the read transaction: an open one would hold back checkpoints
-            return row
-        except sqlite3.OperationalError as err:
-            if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
-                raise
-        return await self.fetch_one(sql, params)
-
-    async def fetch_all(self, sql: str, params: Params = ()) -> Iterable[sqlite3.Row]:
-        """Run a read query and return all rows."""
-        return await self._read_conn.execute_fetchall(sql, params)
-
-    async def fetch_one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
-        """Run a read query and return its first row, if any."""
-        rows = await self._read_conn.execute_fetchall(sql, params)
-        return next(iter(rows), None)
-
-    async def fetch_page(
-        self,
-        source: str,
-        where: str,
-        params: Sequence[Any],
-        *,
-        order: str,
-        limit: int,
-        offset: int,
-        columns: str = "*",
-    ) -> tuple[list[sqlite3.Row], int]:
-        """One page of ``SELECT columns FROM source WHERE where ORDER BY order``, and the total
-        number of matching rows before paging (every list endpoint answers both)."""
-        total = await self.fetch_value(f"SELECT count(*) FROM {source} WHERE {where}", params)
-        rows = await self.fetch_all(
-            f"SELECT {columns} FROM {source} WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
-            [*params, limit, offset],
-        )
-        return list(rows), int(total)
-
-    async def fetch_value(self, sql: str, params: Params = ()) -> Any:
-        """Run a read query and return the first column of its first row (or ``None``)."""
-        row = await self.fetch_one(sql, params)
-        return None if row is None else row[0]

@@ -2,7 +2,7 @@
 
 Every request carries ``Authorization: Bearer <token>`` and ``Square-Version``, has a time
 limit, and is retried on 429 (no Retry-After is sent), 5xx, timeouts and broken connections with
-the project's capped, jittered exponential back-off (``protocol/backoff.py``). A 401 raises
+the project's capped, jittered exponential back-off (``farmkit/backoff.py``). A 401 raises
 :class:`ProviderAuthError` at once; another 4xx raises :class:`ProviderRequestError`. The token
 never appears in an exception or log.
 """

@@ -6,7 +6,7 @@ Each method is the store operation a flow names (protocol/identity_flows/: ``Log
 transaction on the path docs/cloud-rls.md gives it: the flows that act before anyone is logged
 in (mailed tokens, the MFA challenge) on the system path, everything else as the caller, so
 row-level security decides what they may read and write. Secrets are stored as bytes of their
-hash, and the TOTP seed encrypted (protocol/secretbox.py), bound to its user's id.
+hash, and the TOTP seed encrypted (farmkit/secretbox.py), bound to its user's id.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ is in an area: only explicit assignments give non-admins anything, never more.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -21,7 +22,15 @@ from protocol.access import Action, authorize
 from protocol.errors import NotFound
 from protocol.identity import PermissionType, Principal
 
-__all__ = ["AssignmentStore", "EntityAccess", "FarmGrant", "HubAssignments"]
+__all__ = [
+    "AREA_TABLE",
+    "ENTITY_TABLE",
+    "AssignmentStore",
+    "AssignmentTables",
+    "EntityAccess",
+    "FarmGrant",
+    "HubAssignments",
+]
 
 FarmGrant = Callable[[Principal, str], Awaitable[PermissionType | None]]
 """The caller's grant on a farm; ``None`` when it is absent or invisible to them."""
@@ -64,6 +73,40 @@ class AssignmentStore(Protocol):
     async def clear_entity(self, entity_id: str) -> bool:
         """Remove an entity's assignment; ``False`` if it had none."""
         ...
+
+
+#: The table and key column of area mappings and of entity assignments, on both sides.
+AREA_TABLE = ("hub_area_farms", "area_id")
+ENTITY_TABLE = ("hub_entity_farms", "entity_id")
+
+
+class AssignmentTables(ABC):
+    """The admin changes of an :class:`AssignmentStore`, over its two tables; each side writes
+    one row (``_set``) and deletes one (``_clear``) in its database."""
+
+    async def set_area(self, area_id: str, farm_id: str, by: Principal) -> None:
+        """Map an area to a farm."""
+        await self._set(AREA_TABLE, area_id, farm_id, by)
+
+    async def clear_area(self, area_id: str) -> bool:
+        """Unmap an area."""
+        return await self._clear(AREA_TABLE, area_id)
+
+    async def set_entity(self, entity_id: str, farm_id: str, by: Principal) -> None:
+        """Assign an entity to a farm."""
+        await self._set(ENTITY_TABLE, entity_id, farm_id, by)
+
+    async def clear_entity(self, entity_id: str) -> bool:
+        """Remove an entity's assignment."""
+        return await self._clear(ENTITY_TABLE, entity_id)
+
+    @abstractmethod
+    async def _set(self, kind: tuple[str, str], key: str, farm_id: str, by: Principal) -> None:
+        """Map ``key`` of the table ``kind`` to ``farm_id`` (NotFound for an unknown farm)."""
+
+    @abstractmethod
+    async def _clear(self, kind: tuple[str, str], key: str) -> bool:
+        """Remove ``key``'s row of the table ``kind``; whether there was one."""
 
 
 class EntityAccess:

@@ -5,7 +5,10 @@
 - :mod:`.targets`: the URL's form and the address policy (SSRF) applied where posts connect.
 - :mod:`.sender`: one signed POST with a time limit and no redirects, as an :class:`Attempt`.
 - :mod:`.deliverer`: the loops that claim, post and settle deliveries of a
-  :class:`DeliveryStore`, with retry and disable rules.
+  :class:`DeliveryStore`, with retry and disable rules; :mod:`.health` a batch's verdicts as
+  each webhook's health; :mod:`.settings` the delivery settings both sides inherit.
+- :mod:`.routes` and :mod:`.schemas`: the API; ``agent_side`` and ``cloud_side`` each side's
+  service, store, wiring and handlers.
 
 Errors: :class:`SecretError` (a malformed secret, a ``ValueError``) and
 :class:`TargetRefused` (an address the policy refuses, an ``OSError``); a receiver's failure is

@@ -8,7 +8,7 @@ at once. A delivery is marked delivered only after the receiver's 2xx: a crash i
 sends it again with the same ``webhook-id``, which is how Standard Webhooks receivers dedupe.
 
 Policy (docs/adr/0051-outgoing-webhooks.md): a failed delivery is retried after
-``retry.delay(attempt)`` (exponential, jittered; protocol/backoff.py) until ``retry_window_s``
+``retry.delay(attempt)`` (exponential, jittered; farmkit/backoff.py) until ``retry_window_s``
 has passed since it was queued, then it is failed for good. A webhook whose every attempt has
 failed for ``disable_after_s`` is disabled by the store, which records a ``webhook_disabled``
 event. Each loop has at most ``batch`` posts in flight, ``workers`` loops run, and every post

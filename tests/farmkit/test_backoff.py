@@ -1,4 +1,4 @@
-"""The one back-off rule every retry loop follows (protocol/backoff.py)."""
+"""The one back-off rule every retry loop follows (farmkit/backoff.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Ending owned tasks (protocol/tasks.py): every one is cancelled and has finished on return."""
+"""Ending owned tasks (farmkit/tasks.py): every one is cancelled and has finished on return."""
 
 from __future__ import annotations
 

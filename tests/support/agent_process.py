@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD
+from tests.support.accounts import ADMIN_EMAIL, ADMIN_PASSWORD
 from tests.support.mosquitto import free_port
 
 __all__ = ["AgentProcess"]

@@ -1,1 +1,2 @@
-"""Home Assistant: MQTT discovery of the farm's devices."""
+"""The Home Assistant integration in the agent: MQTT discovery of the farm's devices, the SQLite
+stores of assignments and closes, the wiring and the handlers."""

@@ -10,18 +10,16 @@ from uuid import UUID
 import asyncpg
 
 from cloud.store.db import Database
-from integrations.home_assistant.ownership import HubAssignments
+from integrations.home_assistant.ownership import AssignmentTables, HubAssignments
 from protocol.errors import NotFound
 from protocol.identity import Principal
 
 __all__ = ["PgAssignmentStore"]
 
 # Table and key column per kind; names never come from a request.
-_AREA = ("hub_area_farms", "area_id")
-_ENTITY = ("hub_entity_farms", "entity_id")
 
 
-class PgAssignmentStore:
+class PgAssignmentStore(AssignmentTables):
     """Reads and writes ``hub_area_farms`` and ``hub_entity_farms``."""
 
     def __init__(self, db: Database) -> None:
@@ -36,22 +34,6 @@ class PgAssignmentStore:
             areas={row["area_id"]: str(row["farm_id"]) for row in areas},
             entities={row["entity_id"]: str(row["farm_id"]) for row in entities},
         )
-
-    async def set_area(self, area_id: str, farm_id: str, by: Principal) -> None:
-        """Map an area to a farm."""
-        await self._set(_AREA, area_id, farm_id, by)
-
-    async def clear_area(self, area_id: str) -> bool:
-        """Unmap an area."""
-        return await self._clear(_AREA, area_id)
-
-    async def set_entity(self, entity_id: str, farm_id: str, by: Principal) -> None:
-        """Assign an entity to a farm."""
-        await self._set(_ENTITY, entity_id, farm_id, by)
-
-    async def clear_entity(self, entity_id: str) -> bool:
-        """Remove an entity's assignment."""
-        return await self._clear(_ENTITY, entity_id)
 
     async def _set(self, kind: tuple[str, str], key: str, farm_id: str, by: Principal) -> None:
         table, column = kind

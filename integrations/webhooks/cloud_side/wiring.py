@@ -10,11 +10,9 @@ from aiohttp import web
 
 from cloud.settings import CloudSettings
 from cloud.web.keys import DATABASE, WEBHOOK_DELIVERER, WEBHOOKS
-from farmkit.backoff import Backoff
 from farmkit.secretbox import SecretBox
 from integrations.webhooks import (
     AddressPolicy,
-    DeliveryPolicy,
     WebhookDeliverer,
     WebhookSender,
     open_session,
@@ -32,17 +30,7 @@ def webhooks_context(
     """Serve webhooks and deliver the outbox for the application's lifetime."""
 
     async def context(app: web.Application) -> AsyncIterator[None]:
-        keep_days = settings.webhook_delivery_retention_days
-        policy = DeliveryPolicy(
-            timeout_s=settings.webhook_timeout_s,
-            batch=settings.webhook_batch,
-            workers=settings.webhook_workers,
-            poll_s=settings.webhook_poll_s,
-            retry=Backoff(settings.webhook_retry_initial_s, settings.webhook_retry_max_s),
-            retry_window_s=settings.webhook_retry_window_s,
-            disable_after_s=settings.webhook_disable_after_s,
-            keep_s=None if keep_days is None else keep_days * 86_400.0,
-        )
+        policy = settings.delivery_policy()
         addresses = AddressPolicy(allow_private=settings.webhook_allow_private_targets)
         secrets = WebhookSecrets(secret_box())
         db = app[DATABASE]
