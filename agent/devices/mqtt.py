@@ -40,10 +40,10 @@ from paho.mqtt.reasoncodes import ReasonCode
 from agent.devices import paho_internals
 from agent.devices.codec import OutgoingMessage
 from agent.devices.errors import DeviceUnavailable
-from protocol.backoff import Backoff, Retry
+from farmkit.backoff import Backoff, Retry
+from farmkit.tasks import cancel_and_wait
+from farmkit.throttled_log import ThrottledLog
 from protocol.records import record
-from protocol.tasks import cancel_and_wait
-from protocol.throttled_log import ThrottledLog
 
 __all__ = [
     "PUBLISH_POLICY",

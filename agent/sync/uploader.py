@@ -43,7 +43,7 @@ from agent.sync.batcher import Series, build_records, now_ms, series_ids
 from agent.sync.link import CloudLink
 from agent.sync.outbox import OutboxStore, Selection
 from agent.sync.replica import IdentityReplica
-from protocol.backoff import Backoff
+from farmkit.backoff import Backoff
 from protocol.sync import (
     AGENT_HEADER,
     MAX_BATCH_BYTES,

@@ -28,8 +28,8 @@ from agent.devices.codec import Command, Decoded, Measurement, StateUpdate
 from agent.devices.errors import DeviceError, DeviceUnavailable
 from agent.devices.gateway import CommandResult
 from agent.devices.modbus.codec import ModbusCodec, ReadBlock, Write
-from protocol.tasks import cancel_and_wait
-from protocol.throttled_log import ThrottledLog
+from farmkit.tasks import cancel_and_wait
+from farmkit.throttled_log import ThrottledLog
 
 __all__ = [
     "BusAddress",

@@ -20,7 +20,7 @@ from agent.devices.errors import DeviceUnavailable, PayloadError
 from agent.devices.found import Announce, Candidate
 from agent.devices.mqtt import InboundMessage, MqttClient, MqttSettings
 from agent.devices.profiles import ProfileRegistry
-from protocol.tasks import cancel_and_wait
+from farmkit.tasks import cancel_and_wait
 
 __all__ = ["DiscoveryListener"]
 

@@ -42,9 +42,9 @@ from agent.devices.codec import Measurement
 from agent.services.readings.listeners import CommittedReading, ListenerSet, ReadingSubscription
 from agent.store.readings import NewReading, ReadingStore, WriteOutcome
 from agent.store.space import SPACE_RETRY, out_of_space
-from protocol.backoff import Backoff
+from farmkit.backoff import Backoff
+from farmkit.throttled_log import ThrottledLog
 from protocol.records import record
-from protocol.throttled_log import ThrottledLog
 
 __all__ = [
     "CalibrationProvider",
