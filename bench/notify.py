@@ -54,15 +54,15 @@ from bench.measure import Failures, Run, percentile
 from bench.support import free_port, wait_http
 from integrations.notify import ContactSender, Message
 from protocol.tokens import private_key_pem
-from tests.cloud.conftest import (
+from tests.support.agent_process import AgentProcess
+from tests.support.cloud_database import (
     APP_PASSWORD,
     OWNER_PASSWORD,
     OWNER_ROLE,
     SYSTEM_PASSWORD,
     TEMPLATE,
-    _build_template,
+    build_template,
 )
-from tests.support.agent_process import AgentProcess
 from tests.support.ntfy_receiver import NtfyReceiver
 from tests.support.postgres import PostgresCluster
 from tests.support.sim_agent import SimAgent
@@ -174,7 +174,7 @@ async def _silent_farm(
     cluster = PostgresCluster.start()
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        await _build_template(cluster)
+        await build_template(cluster)
         conn = await asyncpg.connect(cluster.dsn(), timeout=30)
         try:
             await conn.execute(f'CREATE DATABASE "notify" TEMPLATE "{TEMPLATE}"')

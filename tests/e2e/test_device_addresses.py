@@ -37,6 +37,13 @@ def registrations(farm_id: str) -> list[dict[str, Any]]:
                     "port": f"/dev/serial/by-id/usb-e2e-{n}-{kind}",
                     **{key: line.get(key, default) for key, default in LINE.items()},
                 }
+            elif profile["transport"] == "modbus":
+                address = {
+                    "transport": "modbus",
+                    "port": f"/dev/serial/by-id/usb-e2e-rs485-{n}-{kind}",
+                    "unit": n + 1,
+                    **LINE,
+                }
             else:
                 address = {
                     "transport": "mqtt",
@@ -71,7 +78,7 @@ async def test_every_profiles_devices_sync_and_read_back_through_the_cloud(
     farm_id = (await resp.json())["id"]
     on_agent: dict[str, dict[str, Any]] = {}
     bodies = registrations(farm_id)
-    assert {b["address"]["transport"] for b in bodies} == {"mqtt", "serial"}
+    assert {b["address"]["transport"] for b in bodies} == {"mqtt", "serial", "modbus"}
     for body in bodies:
         resp = await agent.client.post("/api/v1/devices", json=body, headers=agent.auth())
         created = await resp.json()
