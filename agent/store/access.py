@@ -8,6 +8,7 @@ farm-scoped query in the store takes its filter from here.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from agent.store.db import Database
@@ -19,6 +20,7 @@ __all__ = [
     "visible_farm_filter",
     "visible_permission_filter",
     "writable_farm_filter",
+    "writable_page",
 ]
 
 
@@ -41,6 +43,27 @@ def writable_farm_filter(principal: Principal, farm_id_column: str) -> tuple[str
         " WHERE user_id = ? AND permission_type = ?)",
         [principal.user_id, PermissionType.READ_WRITE.value],
     )
+
+
+async def writable_page(
+    db: Database,
+    table: str,
+    columns: str,
+    principal: Principal,
+    farm_id: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[sqlite3.Row], int]:
+    """A page of a farm-scoped table's rows on farms the caller may write (``farm_id``: that
+    farm's only), oldest first, and their total."""
+    condition, params = writable_farm_filter(principal, "farm_id")
+    if farm_id is not None:
+        condition += " AND farm_id = ?"
+        params.append(farm_id)
+    return await db.fetch_page(
+        table, condition, params, order="created_at, id", limit=limit, offset=offset,
+        columns=columns,
+    )  # fmt: skip
 
 
 def visible_permission_filter(principal: Principal, alias: str) -> tuple[str, list[Any]]:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from agent.store.access import visible_farm_filter, writable_farm_filter
+from agent.store.access import visible_farm_filter, writable_page
 from agent.store.db import Database
 from farmkit.secretbox import SecretBox
 from integrations.notify import REPEATABLE, DueNotification, Message, Settled, Where
@@ -181,18 +181,8 @@ class NotifyStore:
         self, principal: Principal, farm_id: str | None, limit: int, offset: int
     ) -> tuple[list[dict[str, Any]], int]:
         """Contact points of the farms the caller may write, oldest first, and their total."""
-        condition, params = writable_farm_filter(principal, "farm_id")
-        if farm_id is not None:
-            condition += " AND farm_id = ?"
-            params.append(farm_id)
-        rows, total = await self._db.fetch_page(
-            "contact_points",
-            condition,
-            params,
-            order="created_at, id",
-            limit=limit,
-            offset=offset,
-            columns=_CONTACT_COLUMNS,
+        rows, total = await writable_page(
+            self._db, "contact_points", _CONTACT_COLUMNS, principal, farm_id, limit, offset
         )
         return [_contact(row) for row in rows], total
 
@@ -280,18 +270,8 @@ class NotifyStore:
         self, principal: Principal, farm_id: str | None, limit: int, offset: int
     ) -> tuple[list[dict[str, Any]], int]:
         """Rules of the farms the caller may write, oldest first, and their total."""
-        condition, params = writable_farm_filter(principal, "farm_id")
-        if farm_id is not None:
-            condition += " AND farm_id = ?"
-            params.append(farm_id)
-        rows, total = await self._db.fetch_page(
-            "notification_rules",
-            condition,
-            params,
-            order="created_at, id",
-            limit=limit,
-            offset=offset,
-            columns=_RULE_COLUMNS,
+        rows, total = await writable_page(
+            self._db, "notification_rules", _RULE_COLUMNS, principal, farm_id, limit, offset
         )
         return [_rule(row) for row in rows], total
 

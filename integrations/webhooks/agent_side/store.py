@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from agent.store.access import writable_farm_filter
+from agent.store.access import writable_page
 from agent.store.db import Database
 from integrations.webhooks import DueDelivery, Verdict
 from integrations.webhooks.health import fold_health
@@ -95,18 +95,8 @@ class WebhookStore:
         self, principal: Principal, farm_id: str | None, limit: int, offset: int
     ) -> tuple[list[dict[str, Any]], int]:
         """Webhooks of the farms the caller may write, oldest first, and their total."""
-        condition, params = writable_farm_filter(principal, "farm_id")
-        if farm_id is not None:
-            condition += " AND farm_id = ?"
-            params.append(farm_id)
-        rows, total = await self._db.fetch_page(
-            "webhooks",
-            condition,
-            params,
-            order="created_at, id",
-            limit=limit,
-            offset=offset,
-            columns=_WEBHOOK_COLUMNS,
+        rows, total = await writable_page(
+            self._db, "webhooks", _WEBHOOK_COLUMNS, principal, farm_id, limit, offset
         )
         return [_webhook(row) for row in rows], total
 
