@@ -11,7 +11,14 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from agent.sync.outbox import HOUR_MS, MINUTE_MS, EntityRow, QueuedReading, QueuedRollup, Selection
+from agent.sync.outbox_rows import (
+    HOUR_MS,
+    MINUTE_MS,
+    EntityRow,
+    QueuedReading,
+    QueuedRollup,
+    Selection,
+)
 from protocol.sync import (
     ROLLUP_BLOCK,
     Lane,

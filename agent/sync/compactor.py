@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.store.space import out_of_space
-from agent.sync.outbox import COUNT_IN_ROWS, Compaction, OutboxStore
+from agent.sync.outbox import COUNT_IN_ROWS, OutboxStore
+from agent.sync.outbox_rows import Compaction
 from farmkit.throttled_log import ThrottledLog
 
 __all__ = ["Compactor", "OutboxBounds"]

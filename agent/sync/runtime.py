@@ -14,7 +14,8 @@ from agent.store.db import Database
 from agent.store.identity_replica import IdentityReplicaStore
 from agent.sync.compactor import Compactor, OutboxBounds
 from agent.sync.link import CloudLink, sync_key_path
-from agent.sync.outbox import OutboxFigures, OutboxStore
+from agent.sync.outbox import OutboxStore
+from agent.sync.outbox_rows import OutboxFigures
 from agent.sync.replica import IdentityReplica
 from agent.sync.uploader import StuckAlert, SyncPolicy, SyncStatus, Uploader
 from farmkit.tasks import cancel_and_wait

@@ -41,7 +41,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from agent.clock import AgentClock
 from agent.sync.batcher import Series, build_records, now_ms, series_ids
 from agent.sync.link import CloudLink
-from agent.sync.outbox import OutboxStore, Selection
+from agent.sync.outbox import OutboxStore
+from agent.sync.outbox_rows import Selection
 from agent.sync.replica import IdentityReplica
 from farmkit.backoff import Backoff
 from protocol.sync import (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.sync.batcher import build_records
-from agent.sync.outbox import EntityRow, Selection
+from agent.sync.outbox_rows import EntityRow, Selection
 from cloud.services.sync import ROLLUPS
 from cloud.store.sync_mirror import ENTITIES
 from protocol.sync import ROLLUP_BLOCK

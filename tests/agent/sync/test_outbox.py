@@ -12,7 +12,8 @@ import pytest
 
 from agent.store.db import Database
 from agent.store.readings import NewReading, ReadingStore
-from agent.sync.outbox import HOUR_MS, MINUTE_MS, READING_BYTES, ROLLUP_BYTES, OutboxStore
+from agent.sync.outbox import OutboxStore
+from agent.sync.outbox_rows import HOUR_MS, MINUTE_MS, READING_BYTES, ROLLUP_BYTES
 from protocol.sync import advance
 from tests.support.reading_seed import add_device, add_farm, add_user
 
