@@ -70,7 +70,7 @@ def test_agent_conforms_to_its_openapi_document(
 
         @given(case=operation.as_strategy())
         @settings(
-            max_examples=25,
+            max_examples=12,
             deadline=None,
             suppress_health_check=list(HealthCheck),
             derandomize=True,

@@ -153,7 +153,7 @@ BENCHES = {
     ),
     "pace": (
         [
-            *("-m", "bench.pace", "--devices", "3", "--interval", "2", "--minutes", "0.2"),
+            *("-m", "bench.pace", "--devices", "3", "--interval", "2", "--minutes", "0.1"),
             *("--fan-every", "0.5"),
         ],
         [
