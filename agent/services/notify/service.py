@@ -85,16 +85,21 @@ class NotifyService:
         authorize(principal, Action.MANAGE, grant)
         return row
 
+    async def _listed_farm(self, principal: Principal, query: ContactPointListQuery) -> str | None:
+        """The farm a list asks for, once the caller may manage it (None: every farm managed)."""
+        require_role(principal, *_MANAGERS)
+        farm_id = None if query.farm_id is None else str(query.farm_id)
+        if farm_id is not None:
+            await self._manage_farm(principal, farm_id)
+        return farm_id
+
     # Contact points ----------------------------------------------------------------------------
 
     async def list_contacts(
         self, principal: Principal, query: ContactPointListQuery
     ) -> ContactPointList:
         """Contact points of the farms the caller manages."""
-        require_role(principal, *_MANAGERS)
-        farm_id = None if query.farm_id is None else str(query.farm_id)
-        if farm_id is not None:
-            await self._manage_farm(principal, farm_id)
+        farm_id = await self._listed_farm(principal, query)
         rows, total = await self._store.contact_page(principal, farm_id, query.limit, query.offset)
         return ContactPointList(
             contact_points=[ContactPointView(**row) for row in rows],
@@ -209,10 +214,7 @@ class NotifyService:
         self, principal: Principal, query: ContactPointListQuery
     ) -> NotificationRuleList:
         """Rules of the farms the caller manages."""
-        require_role(principal, *_MANAGERS)
-        farm_id = None if query.farm_id is None else str(query.farm_id)
-        if farm_id is not None:
-            await self._manage_farm(principal, farm_id)
+        farm_id = await self._listed_farm(principal, query)
         rows, total = await self._store.rule_page(principal, farm_id, query.limit, query.offset)
         return NotificationRuleList(
             notification_rules=[NotificationRuleView(**row) for row in rows],
