@@ -25,11 +25,16 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["OutboxSequence"]
+__all__ = ["HIGHEST_COMMITTED", "OutboxSequence"]
 
 _STORED = "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'"
 _SYNC = "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'outbox' AND seq < ?1"
-_HIGHEST = (
+# The highest number a reader's snapshot shows handed out: the stored counter or a queued row.
+# Not :attr:`OutboxSequence.given`, which includes numbers of a reading commit still open: a
+# batch that claimed up to those would let the cloud acknowledge them before their readings
+# exist, and skip them when they come (a number handed out and acknowledged since is at most
+# the stored counter: an acknowledgement is a write, which syncs it first).
+HIGHEST_COMMITTED = (
     "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0),"
     " coalesce((SELECT max(seq) FROM outbox), 0),"
     " coalesce((SELECT max(seq) FROM outbox_readings), 0),"
@@ -45,7 +50,7 @@ class OutboxSequence:
 
     def load(self, conn: sqlite3.Connection) -> None:
         """Start above every number stored or held by a queued row."""
-        row = conn.execute(_HIGHEST).fetchone()
+        row = conn.execute(HIGHEST_COMMITTED).fetchone()
         self.given = max(self.given, int(row[0] or 0))
 
     def reserve(self, conn: sqlite3.Connection, count: int) -> int:

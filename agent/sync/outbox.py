@@ -17,12 +17,14 @@ twice). While one batch waits for its answer the uploader may take the next besi
 each in a short transaction.
 
 Sequence ranges: a batch claims, for each of its rows, ``(prev, next - 1]`` where ``prev`` is
-the highest number still queued below it and ``next`` the lowest above it (or the next number
-to be given). A number no longer queued was either committed in the cloud or folded into a
+the highest number still queued below it and ``next`` the lowest above it (or the one above
+the highest number committed writes show handed out: a reading commit still open holds
+numbers of its own). A number no longer queued was either committed in the cloud or folded into a
 rollup that took the lowest number of what it replaced (so a queued row at or below it holds
 its content, and that row's own number stays unclaimed until it is sent). So the cloud's
 contiguous acknowledgement always advances, even when a row above was sent before compaction
-folded the rows below it, and it never passes a number whose content is still queued.
+folded the rows below it, and it never passes a number whose content is still queued or
+not yet committed.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 import aiosqlite
 
 from agent.store.db import Database
+from agent.store.outbox_sequence import HIGHEST_COMMITTED
 from agent.sync.outbox_rows import (
     HOUR_MS,
     MINUTE_MS,
@@ -293,9 +296,9 @@ class OutboxStore:
             prev = _PREV.replace("?1", "j.value")
             upto = _NEXT.replace("?1", "j.value").replace("?2", "n.given + 1")
             rows = await self._db.fetch_all(
-                f"SELECT {prev}, {upto} - 1 FROM json_each(?) AS j, (SELECT max(?, coalesce(("
-                "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0)) AS given) AS n",
-                (f"[{','.join(map(str, chunk))}]", self._db.sequence.given),
+                f"SELECT {prev}, {upto} - 1 FROM json_each(?) AS j,"
+                f" (SELECT ({HIGHEST_COMMITTED}) AS given) AS n",
+                (f"[{','.join(map(str, chunk))}]",),
             )
             ranges.extend((int(r[0]), int(r[1])) for r in rows)
         return merge_ranges(ranges)

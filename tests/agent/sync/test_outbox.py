@@ -3,8 +3,10 @@ in tiers without losing or doubling a reading, and which sequence ranges a batch
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -355,3 +357,31 @@ async def test_staged_readings_and_later_changes_share_one_rising_sequence_acros
         assert (figures.records, figures.bytes) == (0, 0)
     finally:
         await reopened.close()
+
+
+async def test_a_batch_claims_no_number_of_a_reading_commit_still_open(db: Database) -> None:
+    """Readings numbered while a batch is taken: the cloud's acknowledgement of that batch
+    must not pass their numbers before they are committed, or it would skip them."""
+    farm = await add_farm(db, await add_user(db))
+    device = await add_device(db, farm)
+    outbox = OutboxStore(db)
+    sent = await outbox.take(100)  # the device's change
+    opened, go_on = threading.Event(), threading.Event()
+
+    def open_commit(conn: sqlite3.Connection) -> int:
+        held = db.sequence.reserve(conn, 2)  # a reading batch numbering its copies...
+        opened.set()
+        go_on.wait(10)  # ...and not committed yet
+        return held
+
+    commit = asyncio.create_task(db.write(open_commit, sequenced=True))
+    await asyncio.to_thread(opened.wait, 10)
+    try:
+        cloud, _ = advance(0, await outbox.claims(sent.seqs))
+    finally:
+        go_on.set()
+    below_held = await commit
+    assert cloud == max(sent.seqs) <= below_held
+    await _stage(db, device, [T0])
+    readings = await outbox.take(100)
+    assert advance(cloud, await outbox.claims(readings.seqs))[0] == max(readings.seqs)
