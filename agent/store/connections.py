@@ -26,6 +26,8 @@ T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], T]
 OPEN_TIMEOUT_S = 30.0
 BUSY_TIMEOUT_MS = 5000
+PAGE_SIZE = 1024
+WAL_CHECKPOINT_BYTES = 4 * 2**20
 
 
 async def connect(path: Path, *, check_same_thread: bool = True) -> aiosqlite.Connection:
@@ -36,6 +38,12 @@ async def connect(path: Path, *, check_same_thread: bool = True) -> aiosqlite.Co
     )
     conn.row_factory = sqlite3.Row
     for pragma in (
+        # A new database gets 1 KiB pages (an existing one keeps its own): at a farm's pace
+        # a commit appends a few readings to the ends of two tables and every page it changes
+        # is written whole to the WAL and again at the checkpoint; with 4 KiB pages that was
+        # 423 B handed to write() per reading, with 1 KiB pages 235 B (bench/pace.py, ADR 0062).
+        # It must come before journal_mode, which writes the file's first page.
+        f"PRAGMA page_size={PAGE_SIZE}",
         "PRAGMA journal_mode=WAL",
         "PRAGMA synchronous=FULL",
         "PRAGMA foreign_keys=ON",
@@ -52,6 +60,13 @@ async def connect(path: Path, *, check_same_thread: bool = True) -> aiosqlite.Co
         "PRAGMA secure_delete=FAST",
     ):
         await conn.execute(pragma)
+    # SQLite checkpoints once the WAL holds 1,000 pages: 4 MiB of 4 KiB pages, 1 MiB of 1 KiB
+    # ones. A page rewritten by many commits in between is copied into the database once per
+    # checkpoint, so the WAL keeps its 4 MiB (bench/pace.py: 349 B written per reading at
+    # 1,000 1 KiB pages, 314 B at 4,096).
+    rows = await conn.execute_fetchall("PRAGMA page_size")
+    pages = WAL_CHECKPOINT_BYTES // int(next(iter(rows))[0])
+    await conn.execute(f"PRAGMA wal_autocheckpoint={pages}")
     return conn
 
 

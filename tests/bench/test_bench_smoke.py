@@ -67,8 +67,8 @@ BENCHES = {
     ),
     "full_card": (
         [
-            *("-m", "bench.full_card", "--sensors", "5", "--rate", "300", "--fs-mib", "4"),
-            *("--full-for-s", "2", "--after", "50"),
+            *("-m", "bench.full_card", "--sensors", "5", "--rate", "600", "--fs-mib", "2"),
+            *("--full-for-s", "3", "--after", "50"),
         ],
         [
             r"full after \d+ s and [\d,]+ messages",
