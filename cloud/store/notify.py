@@ -19,12 +19,15 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from cloud.store.db import Connection, Database
+from farmkit.sealing import open_sealed
 from farmkit.secretbox import SecretBox
 
 __all__ = [
     "CloudNotifyStore",
+    "ContactKeys",
     "DueMessage",
     "Silence",
     "apply_contact_point",
@@ -37,13 +40,31 @@ _MINE = "(SELECT f.id FROM farms AS f WHERE f.agent_id = $1)"
 _WATCH_LOCK = 0x6E6F7469  # "noti"
 
 
+@dataclass(frozen=True, slots=True)
+class ContactKeys:
+    """The keys of a contact point's URL in the cloud: the private half of the sealing key the
+    agent seals it to on the way, and the box the cloud keeps it in."""
+
+    opener: X25519PrivateKey
+    box: SecretBox
+
+    def url_of(self, data: dict[str, Any]) -> str:
+        """The URL a synced contact point carries, opened (``SecretBoxError`` if it does not
+        open: sealed to another key, or for another contact point). An agent of an earlier
+        version sends it in clear."""
+        sealed = data.get("url_sealed")
+        if sealed is None:
+            return str(data["url"])
+        return open_sealed(self.opener, str(sealed), str(data["id"]))
+
+
 async def apply_contact_point(
-    conn: Connection, agent_id: UUID, data: dict[str, Any], box: SecretBox
+    conn: Connection, agent_id: UUID, data: dict[str, Any], keys: ContactKeys
 ) -> bool | None:
-    """Mirror one of the agent's contact points, its URL sealed under the cloud's key; None if
-    its farm is not one of the agent's."""
+    """Mirror one of the agent's contact points, its URL opened and sealed under the cloud's
+    own key; None if its farm is not one of the agent's."""
     contact_id = UUID(str(data["id"]))
-    sealed = box.seal(str(data["url"]), str(contact_id))
+    sealed = keys.box.seal(keys.url_of(data), str(contact_id))
     inserted: bool | None = await conn.fetchval(
         "INSERT INTO contact_points AS t (id, farm_id, name, service, url_sealed, quiet_start,"
         " quiet_end, enabled, updated_at)"
