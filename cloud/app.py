@@ -18,6 +18,7 @@ from cloud.services.events import EventService
 from cloud.services.farms import FarmService
 from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
+from cloud.services.notify.history import NotificationHistory
 from cloud.services.overview import OverviewService
 from cloud.services.pairing import PairingService
 from cloud.services.rate_limits import SharedRateLimiter
@@ -39,6 +40,7 @@ from cloud.web import (
     farms,
     grow_plans,
     mfa,
+    notify,
     overview,
     pos,
     sensors,
@@ -58,6 +60,7 @@ from cloud.web.keys import (
     HEALTH,
     IDENTITY,
     JWKS,
+    NOTIFY_HISTORY,
     OVERVIEW,
     PAIRING,
     READINGS,
@@ -130,6 +133,7 @@ def api_of_cloud() -> Api:
         pos,
         home_automation,
         webhooks,
+        notify,
     ):
         api.extend(module.api)
     return api
@@ -239,6 +243,7 @@ def create_app(
         app[GROW_PLANS] = GrowPlanService(db)
         app[READINGS] = ReadingService(db, retention_policy(settings))
         app[EVENTS] = EventService(db)
+        app[NOTIFY_HISTORY] = NotificationHistory(db)
         app[SENSORS] = SensorService(db)
         app[ALERTS] = AlertService(db)
         app[CLIMATE] = ClimateService(db, clock)

@@ -37,13 +37,15 @@ _RULE_COLUMNS = (
 )
 _RULE_LISTS = ("event_kinds", "severities", "contact_point_ids", "escalate_to")
 _NOTIFICATION_COLUMNS = (
-    "n.id, n.farm_id, n.contact_point_id, c.name AS contact_point_name, n.rule_id, n.event_id,"
+    "n.id, n.farm_id, f.name AS farm_name, n.contact_point_id, c.name AS contact_point_name,"
+    " n.rule_id, n.event_id,"
     " n.step, n.round, n.kind, n.severity, json_extract(n.event, '$.message') AS message,"
     " n.status, n.attempts, n.answer, n.last_attempt_at, n.next_attempt_at, n.created_at,"
     " n.sent_at, e.acknowledged_at, e.acknowledged_by, u.email AS acknowledged_by_email"
 )
 _NOTIFICATION_SOURCE = (
     "notifications AS n LEFT JOIN contact_points AS c ON c.id = n.contact_point_id"
+    " LEFT JOIN farms AS f ON f.id = n.farm_id"
     " LEFT JOIN events AS e ON e.id = n.event_id LEFT JOIN users AS u ON u.id = e.acknowledged_by"
 )
 # What the cloud's mirror of a contact point holds (with its URL, sealed to the cloud).
