@@ -189,6 +189,16 @@ class NotifyStore:
         )
         return None if row is None else row["who"]
 
+    async def may_own(self, user_id: str, farm_id: str) -> bool:
+        """Whether ``user_id`` is an active user who sees ``farm_id`` (an admin, or granted)."""
+        row = await self._db.fetch_one(
+            "SELECT 1 FROM users AS u WHERE u.id = ? AND u.status = 'active'"
+            " AND (u.role = 'admin' OR EXISTS (SELECT 1 FROM permissions AS p"
+            "      WHERE p.user_id = u.id AND p.farm_id = ?))",
+            (user_id, farm_id),
+        )
+        return row is not None
+
     async def contact_url(self, contact_id: str) -> str | None:
         """A contact point's URL, opened; None if it is gone."""
         row = await self._db.fetch_one(

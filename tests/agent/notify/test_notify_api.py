@@ -325,3 +325,46 @@ async def test_an_unpaired_agent_queues_no_contact_point_for_the_cloud(
         "SELECT 1 FROM outbox WHERE entity = 'contact_points'"
     )
     assert list(rows) == []  # they go, sealed, once the agent knows the cloud's key
+
+
+async def test_a_contact_point_reaches_a_user_of_its_farm_and_no_one_else(
+    agent: Agent, ntfy: NtfyReceiver
+) -> None:
+    farm_id, other_farm = await create_farm(agent), await create_farm(agent, "South")
+    db = agent.client.app[DATABASE]
+
+    async def user_of(farm: str | None, role: str = "operator") -> str:
+        token = await login_as(agent, role, farm)
+        resp = await agent.client.get("/api/v1/users/profile", headers=agent.auth(token))
+        return str((await resp.json())["id"])
+
+    grower, stranger = await user_of(farm_id), await user_of(other_farm)
+    admin = await user_of(None, "admin")
+    created = await add_contact(agent, farm_id, ntfy.url(), owner_id=grower)
+    assert created["owner_id"] == grower
+    body = {"name": "night shift", "owner_id": admin}
+    resp = await agent.client.put(
+        f"/api/v1/contact-points/{created['id']}", json=body, headers=agent.auth()
+    )
+    assert resp.status == 200 and (await resp.json())["owner_id"] == admin
+
+    before = await table_counts(agent)
+    for owner in (stranger, "5f0c6f5e-8a47-4c8e-9d3b-2b1f0a9e7c11"):
+        resp = await agent.client.post(
+            "/api/v1/contact-points",
+            json={"farm_id": farm_id, "name": "x", "url": ntfy.url(), "owner_id": owner},
+            headers=agent.auth(),
+        )
+        error = await error_of(resp, 422)
+        assert error["details"]["errors"] == [
+            {"field": "owner_id", "issue": "not an active user who may see this farm"}
+        ], error
+        resp = await agent.client.put(
+            f"/api/v1/contact-points/{created['id']}",
+            json={"name": "x", "owner_id": owner},
+            headers=agent.auth(),
+        )
+        assert (await error_of(resp, 422))["code"] == "VALIDATION_ERROR"
+    assert await table_counts(agent) == before
+    row = await db.fetch_one("SELECT owner_id, name FROM contact_points")
+    assert row is not None and (row["owner_id"], row["name"]) == (admin, "night shift")
