@@ -6,7 +6,6 @@ farm goes silent."""
 from __future__ import annotations
 
 import gzip
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +26,6 @@ from tests.support.ntfy_receiver import NtfyReceiver
 def cloud_overrides() -> dict[str, Any]:
     """The watch looks only when the test makes it."""
     return {"notify_poll_s": 300.0, "notify_silent_after_s": 600.0}
-
-
-@pytest.fixture
-async def ntfy() -> AsyncIterator[NtfyReceiver]:
-    receiver = NtfyReceiver()
-    await receiver.start()
-    yield receiver
-    await receiver.stop()
 
 
 def _state_bytes(state: Path) -> bytes:
