@@ -52,7 +52,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bench.measure import Failures, Run, percentile
 from bench.support import free_port, wait_http
+from farmkit.sealing import seal_to, verified_sealing_key
 from integrations.notify import ContactSender, Message
+from protocol.jwk import public_key_from_jwk
 from protocol.tokens import private_key_pem
 from tests.support.agent_process import AgentProcess
 from tests.support.cloud_database import (
@@ -217,14 +219,22 @@ async def _silent_farm(
             ) as resp:
                 code = (await resp.json())["pairing_code"]
             agent = await SimAgent.pair(session, urls[0], code)
+            async with session.get(urls[0] + "/api/v1/agents/sealing-key") as resp:
+                sealing = await resp.json()
+            async with session.get(urls[0] + "/.well-known/jwks.json") as resp:
+                [jwk] = (await resp.json())["keys"]
+            cloud_key = verified_sealing_key(
+                sealing["key"], sealing["signature"], public_key_from_jwk(jwk)
+            )
             contact_id = str(uuid.uuid4())
+            sealed = seal_to(cloud_key, receiver.url("silent"), contact_id)
             records = [
                 *agent.farm_records(1),
                 agent.record(
                     "contact_points",
                     contact_id,
                     {"id": contact_id, "farm_id": agent.farm_id, "name": "night",
-                     "service": "ntfy", "url": receiver.url("silent"), "enabled": True},
+                     "service": "ntfy", "url_sealed": sealed, "enabled": True},
                 ),
             ]  # fmt: skip
             status, ack = await agent.post(session, urls[1], agent.sign(records))

@@ -18,6 +18,7 @@ from cloud.services.events import EventService
 from cloud.services.farms import FarmService
 from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
+from cloud.services.notify.history import NotificationHistory
 from cloud.services.overview import OverviewService
 from cloud.services.pairing import PairingService
 from cloud.services.rate_limits import SharedRateLimiter
@@ -28,6 +29,7 @@ from cloud.services.sync_delta import IdentityDeltaSource
 from cloud.settings import CloudSettings
 from cloud.signing import signing_key
 from cloud.store.db import Database
+from cloud.store.notify import ContactKeys
 from cloud.web import (
     agents,
     alerts,
@@ -38,6 +40,7 @@ from cloud.web import (
     farms,
     grow_plans,
     mfa,
+    notify,
     overview,
     pos,
     sensors,
@@ -57,6 +60,7 @@ from cloud.web.keys import (
     HEALTH,
     IDENTITY,
     JWKS,
+    NOTIFY_HISTORY,
     OVERVIEW,
     PAIRING,
     READINGS,
@@ -74,6 +78,7 @@ from cloud.wiring.pos import pos_context
 from cloud.wiring.streams import streams_context
 from cloud.wiring.users import user_services
 from farmkit.mail import MailSender
+from farmkit.sealing import public_key_text, sealing_private_key, sign_sealing_key
 from farmkit.secretbox import SecretBox
 from farmkit.smtp import mail_check
 from integrations.home_assistant.cloud_side import web as home_automation
@@ -96,6 +101,7 @@ from protocol.http.streams import install_streams
 from protocol.http.streams_doc import streams_document
 from protocol.identity import Principal
 from protocol.jwk import key_id, public_jwk
+from protocol.schemas.agents import SealingKey
 from protocol.schemas.jwks import Jwk, JwkSet
 from protocol.tokens import TokenSigner, TokenVerifier
 from protocol.version import distribution_version
@@ -127,6 +133,7 @@ def api_of_cloud() -> Api:
         pos,
         home_automation,
         webhooks,
+        notify,
     ):
         api.extend(module.api)
     return api
@@ -236,6 +243,7 @@ def create_app(
         app[GROW_PLANS] = GrowPlanService(db)
         app[READINGS] = ReadingService(db, retention_policy(settings))
         app[EVENTS] = EventService(db)
+        app[NOTIFY_HISTORY] = NotificationHistory(db)
         app[SENSORS] = SensorService(db)
         app[ALERTS] = AlertService(db)
         app[CLIMATE] = ClimateService(db, clock)
@@ -247,8 +255,16 @@ def create_app(
                 " verification messages are not sent"
             )
         app[HEALTH] = HealthService(db, version, mail=mail_check(smtp))
+        sealing = sealing_private_key(key)
         app[PAIRING] = PairingService(
-            db, settings.issuer, signer.public_key, settings.pairing_code_ttl_s
+            db,
+            settings.issuer,
+            signer.public_key,
+            settings.pairing_code_ttl_s,
+            SealingKey(
+                key=public_key_text(sealing.public_key()),
+                signature=sign_sealing_key(key, sealing.public_key()),
+            ),
         )
         delta = IdentityDeltaSource(
             db, settings.issuer, signer.public_key, settings.sync_revoked_session_window_s
@@ -259,7 +275,7 @@ def create_app(
             max_skew_s=settings.sync_max_skew_s,
             max_body_bytes=settings.max_body_bytes,
             clock=clock,
-            contact_box=SecretBox(secret_key(settings, key)),
+            contact_keys=ContactKeys(sealing, SecretBox(secret_key(settings, key))),
         )
         app[SYNC_TURNS] = asyncio.Semaphore(settings.sync_apply_concurrency)
         if settings.admin_email is not None:

@@ -4,7 +4,9 @@
 The agent is one process with one sending loop: what it sends is held in memory (the ``busy``
 ids) until its outcome is committed. After a crash nothing is held and every pending
 notification is due again. A contact point's Apprise URL is stored sealed (AES-GCM,
-protocol/secretbox.py) and bound to the contact point's id; it is opened only to send.
+farmkit/secretbox.py) and bound to the contact point's id; it is opened only to send, or to
+seal it to the cloud (farmkit/sealing.py) for the sync outbox: the outbox never holds it in
+clear, and until the agent knows the cloud's sealing key contact points wait for it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sqlite3
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from agent.store.access import visible_farm_filter, writable_page
 from agent.store.db import Database
@@ -23,7 +25,7 @@ from integrations.notify import REPEATABLE, DueNotification, Message, Settled, W
 from protocol.identity import Principal
 from protocol.timefmt import iso, parse_iso
 
-__all__ = ["NotifyStore", "pending_notifications"]
+__all__ = ["CloudSeal", "NotifyStore", "pending_notifications"]
 
 _CONTACT_COLUMNS = (
     "id, farm_id, name, service, owner_id, quiet_start, quiet_end, enabled, failing_since,"
@@ -35,16 +37,18 @@ _RULE_COLUMNS = (
 )
 _RULE_LISTS = ("event_kinds", "severities", "contact_point_ids", "escalate_to")
 _NOTIFICATION_COLUMNS = (
-    "n.id, n.farm_id, n.contact_point_id, c.name AS contact_point_name, n.rule_id, n.event_id,"
+    "n.id, n.farm_id, f.name AS farm_name, n.contact_point_id, c.name AS contact_point_name,"
+    " n.rule_id, n.event_id,"
     " n.step, n.round, n.kind, n.severity, json_extract(n.event, '$.message') AS message,"
     " n.status, n.attempts, n.answer, n.last_attempt_at, n.next_attempt_at, n.created_at,"
     " n.sent_at, e.acknowledged_at, e.acknowledged_by, u.email AS acknowledged_by_email"
 )
 _NOTIFICATION_SOURCE = (
     "notifications AS n LEFT JOIN contact_points AS c ON c.id = n.contact_point_id"
+    " LEFT JOIN farms AS f ON f.id = n.farm_id"
     " LEFT JOIN events AS e ON e.id = n.event_id LEFT JOIN users AS u ON u.id = e.acknowledged_by"
 )
-# What the cloud's mirror of a contact point holds (with its URL).
+# What the cloud's mirror of a contact point holds (with its URL, sealed to the cloud).
 _SYNCED_CONTACT = ("id", "farm_id", "name", "service", "quiet_start", "quiet_end", "enabled")
 # History the planner looks back over for repeats and escalations.
 _PLAN_WINDOW = timedelta(days=30)
@@ -99,12 +103,22 @@ async def pending_notifications(db: Database) -> int:
     return int(count)
 
 
+class CloudSeal(Protocol):
+    """Seals a secret so that only the cloud opens it (agent/sync/sealing.py)."""
+
+    def seal(self, plaintext: str, context: str) -> str | None:
+        """``plaintext`` sealed to the cloud, bound to ``context``; None while the cloud's key
+        is unknown (unpaired, or not fetched yet)."""
+        ...
+
+
 class NotifyStore:
     """Reads and writes ``contact_points``, ``notification_rules`` and ``notifications``."""
 
-    def __init__(self, db: Database, box: SecretBox) -> None:
+    def __init__(self, db: Database, box: SecretBox, cloud: CloudSeal | None = None) -> None:
         self._db = db
         self._box = box
+        self._cloud = cloud
 
     # Contact points ----------------------------------------------------------------------------
 
@@ -121,8 +135,10 @@ class NotifyStore:
 
     async def _queue_sync(self, conn: Any, contact_id: str) -> None:
         """The contact point for the cloud's mirror, in the sync outbox of this transaction
-        (docs/design.md section 8). It carries the URL: the cloud seals it under its own key
-        and tells these contact points when the farm goes silent."""
+        (docs/design.md section 8). It carries the URL sealed to the cloud, which keeps it
+        under its own key and tells these contact points when the farm goes silent. Nothing is
+        queued while the cloud's key is unknown: :meth:`queue_all_for_cloud` sends them all
+        once it is."""
         cursor = await conn.execute(
             "SELECT id, farm_id, name, service, url_sealed, quiet_start, quiet_end, enabled"
             " FROM contact_points WHERE id = ?",
@@ -132,20 +148,14 @@ class NotifyStore:
         if row is None:
             op, payload = "delete", json.dumps({"id": contact_id})
         else:
+            sealed = None
+            if self._cloud is not None:
+                sealed = self._cloud.seal(self._box.open(row["url_sealed"], contact_id), contact_id)
+            if sealed is None:
+                return
             op = "upsert"
-            data = {
-                key: row[key]
-                for key in (
-                    "id",
-                    "farm_id",
-                    "name",
-                    "service",
-                    "quiet_start",
-                    "quiet_end",
-                    "enabled",
-                )
-            }
-            data["url"] = self._box.open(row["url_sealed"], contact_id)
+            data = {key: row[key] for key in _SYNCED_CONTACT}
+            data["url_sealed"] = sealed
             data["enabled"] = bool(data["enabled"])
             payload = json.dumps(data, separators=(",", ":"))
         await conn.execute(
@@ -154,6 +164,15 @@ class NotifyStore:
             " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
             (contact_id, op, payload, len(payload)),
         )
+
+    async def queue_all_for_cloud(self) -> int:
+        """Every contact point in the sync outbox (the cloud's key just became known); how
+        many."""
+        rows = list(await self._db.fetch_all("SELECT id FROM contact_points ORDER BY created_at"))
+        for row in rows:
+            async with self._db.transaction() as conn:
+                await self._queue_sync(conn, row["id"])
+        return len(rows)
 
     async def contact(self, contact_id: str) -> dict[str, Any] | None:
         """One contact point without its URL, visible or not (the service authorizes)."""
@@ -169,6 +188,16 @@ class NotifyStore:
             (contact_id,),
         )
         return None if row is None else row["who"]
+
+    async def may_own(self, user_id: str, farm_id: str) -> bool:
+        """Whether ``user_id`` is an active user who sees ``farm_id`` (an admin, or granted)."""
+        row = await self._db.fetch_one(
+            "SELECT 1 FROM users AS u WHERE u.id = ? AND u.status = 'active'"
+            " AND (u.role = 'admin' OR EXISTS (SELECT 1 FROM permissions AS p"
+            "      WHERE p.user_id = u.id AND p.farm_id = ?))",
+            (user_id, farm_id),
+        )
+        return row is not None
 
     async def contact_url(self, contact_id: str) -> str | None:
         """A contact point's URL, opened; None if it is gone."""

@@ -1,5 +1,6 @@
 """The agent's link to its cloud, written at pairing: cloud URL, agent id, the cloud's token
-issuer and key; and the agent's own Ed25519 sync key, both in the state directory."""
+issuer and key (and, once fetched, its sealing key); and the agent's own Ed25519 sync key, both
+in the state directory."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ class CloudLink:
     agent_id: str
     cloud_issuer: str
     cloud_public_key: str
+    cloud_sealing_key: str | None = None
+    """The cloud's X25519 key contact point URLs are sealed to, once fetched and verified."""
 
     @property
     def cloud_key(self) -> Ed25519PublicKey:

@@ -17,7 +17,9 @@ from agent.sync.link import CloudLink, sync_key_path
 from agent.sync.outbox import OutboxStore
 from agent.sync.outbox_rows import OutboxFigures
 from agent.sync.replica import IdentityReplica
+from agent.sync.sealing import CloudSealing
 from agent.sync.uploader import StuckAlert, SyncPolicy, SyncStatus, Uploader
+from farmkit.backoff import Backoff
 from farmkit.tasks import cancel_and_wait
 from protocol.keyfile import load_or_create_private_key
 from protocol.tokens import TokenVerifier
@@ -96,12 +98,17 @@ class SyncRuntime:
         self._compactor = Compactor(self._outbox, bounds_of(settings), settings.state_dir)
         self._compaction: asyncio.Task[None] | None = None
         self._before_catch_up: Callable[[], Awaitable[object]] | None = None
+        self._link: CloudLink | None = None
+        self._sealing_task: asyncio.Task[None] | None = None
+        self.sealing = CloudSealing(link)
+        """The cloud's sealing key (contact point URLs go up sealed to it)."""
         if link is not None:
             self._attach(link)
 
     def _attach(self, link: CloudLink) -> None:
         if not self._settings.sync_enabled:
             return
+        self._link = link
         state_dir = self._settings.state_dir
         replica = IdentityReplica(IdentityReplicaStore(self._db), self._verifier, link, state_dir)
         key = load_or_create_private_key(sync_key_path(state_dir))
@@ -135,6 +142,7 @@ class SyncRuntime:
             self._compaction = asyncio.create_task(self._compactor.run(), name="sync-compactor")
         if self._uploader is not None:
             self._task = asyncio.create_task(self._uploader.run(), name="sync-uploader")
+            self._fetch_sealing_key()
             log.info("sync uploader started")
         elif self._settings.sync_enabled:
             self._task = asyncio.create_task(self._await_pairing(), name="sync-await-pairing")
@@ -157,13 +165,24 @@ class SyncRuntime:
             self._verifier.trust(link.cloud_issuer, key)
             log.info("paired with %s as agent %s: sync starts", link.cloud_url, link.agent_id)
             assert self._uploader is not None  # sync_enabled, or this task would not run
+            self._fetch_sealing_key()
             await self._uploader.run()
             return
 
+    def _fetch_sealing_key(self) -> None:
+        """Learn the cloud's sealing key beside the uploads, unless it is known."""
+        if self.sealing.known or self._link is None:
+            return
+        backoff = Backoff(self._settings.sync_backoff_initial_s, self._settings.sync_backoff_max_s)
+        self._sealing_task = asyncio.create_task(
+            self.sealing.fetch(self._link, self._settings.state_dir, backoff),
+            name="sync-sealing-key",
+        )
+
     async def stop(self) -> None:
         """Cancel the uploader and the compactor and wait for them."""
-        await cancel_and_wait(self._task, self._compaction)
-        self._task = self._compaction = None
+        await cancel_and_wait(self._task, self._compaction, self._sealing_task)
+        self._task = self._compaction = self._sealing_task = None
 
     async def report(self) -> SyncReport:
         """Figures of the link and the outbox."""

@@ -57,13 +57,19 @@ def notify_context(settings: AgentSettings) -> CleanupContext:
     async def notify(app: web.Application) -> AsyncIterator[None]:
         db = app[DATABASE]
         signing = load_or_create_private_key(settings.signing_key_path)
-        store = NotifyStore(db, SecretBox(derived_key(signing, _KEY_PURPOSE)))
+        sync = app.get(SYNC)
+        store = NotifyStore(
+            db,
+            SecretBox(derived_key(signing, _KEY_PURPOSE)),
+            None if sync is None else sync.sealing,
+        )
+        if sync is not None:  # paired before the cloud's key was known: send them all then
+            sync.sealing.when_learned(store.queue_all_for_cloud)
         links = AckLinks(derived_key(signing, _LINK_PURPOSE))
         policy = notify_policy(settings)
         sender = ContactSender(smtp_settings(settings), concurrency=policy.batch)
         deliverer = NotifyDeliverer(store, sender, policy, ack_links=links)
-        if SYNC in app:
-            sync = app[SYNC]
+        if sync is not None:
             deliverer.can_hand_over = lambda: sync.uploading
         app[NOTIFY_DELIVERER] = deliverer
         if EVENT_LOG in app:  # an event's first messages are due the moment it is written

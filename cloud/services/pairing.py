@@ -28,6 +28,7 @@ from protocol.schemas.agents import (
     DeadLetterList,
     PairRequest,
     PairResult,
+    SealingKey,
 )
 from protocol.schemas.common import PageQuery
 from protocol.timefmt import iso
@@ -46,9 +47,15 @@ class PairingService:
     """Creates agents, pairs them, lists and revokes them."""
 
     def __init__(
-        self, db: Database, issuer: str, cloud_key: Ed25519PublicKey, code_ttl_s: int
+        self,
+        db: Database,
+        issuer: str,
+        cloud_key: Ed25519PublicKey,
+        code_ttl_s: int,
+        sealing: SealingKey,
     ) -> None:
         self._db = db
+        self._sealing = sealing
         self._issuer = issuer
         self._cloud_key_x = public_jwk(cloud_key)["x"]
         self._ttl = timedelta(seconds=code_ttl_s)
@@ -90,6 +97,10 @@ class PairingService:
         return PairResult(
             agent_id=str(agent_id), cloud_issuer=self._issuer, cloud_public_key=self._cloud_key_x
         )
+
+    def sealing_key(self) -> SealingKey:
+        """The cloud's signed sealing key (contact point URLs are sealed to it)."""
+        return self._sealing
 
     async def list(self, principal: Principal, query: AgentListQuery) -> AgentList:
         """Agents newest first: every one for admins, their own for owners (row-level security)."""

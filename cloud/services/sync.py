@@ -33,7 +33,8 @@ from cloud.services.sync_delta import IdentityDeltaSource
 from cloud.store import live_feed, stream_connections, sync_agents, sync_mirror
 from cloud.store import notify as notify_store
 from cloud.store.db import Connection, Database
-from farmkit.secretbox import SecretBox
+from cloud.store.notify import ContactKeys
+from farmkit.secretbox import SecretBoxError
 from protocol import sync_kinds
 from protocol.errors import BadRequest, Conflict, Forbidden, PayloadTooLarge, Unauthorized
 from protocol.sync import (
@@ -76,10 +77,10 @@ class SyncService:
         max_skew_s: float,
         max_body_bytes: int,
         clock: Callable[[], float] = time.time,
-        contact_box: SecretBox | None = None,
+        contact_keys: ContactKeys | None = None,
     ) -> None:
         self._db = db
-        self._contact_box = contact_box
+        self._contact_keys = contact_keys
         self._max_body_bytes = max_body_bytes
         self._delta = delta
         self._max_skew_s = max_skew_s
@@ -148,7 +149,7 @@ class SyncService:
                 int(agent["acked_seq"]),
                 batch.records,
                 live,
-                self._contact_box,
+                self._contact_keys,
             )
             if refused:
                 await sync_mirror.dead_letter(
@@ -196,7 +197,7 @@ async def _apply_records(
     acked_seq: int,
     records: tuple[Record, ...],
     live: LiveBatch,
-    contact_box: SecretBox | None = None,
+    contact_keys: ContactKeys | None = None,
 ) -> Refused:
     """Apply a batch kind by kind, each in a savepoint: a record that cannot be applied is
     refused alone (with its reason) and the rest commits. What changed is told to ``live``."""
@@ -238,7 +239,7 @@ async def _apply_records(
             except (KeyError, TypeError, ValueError) as err:
                 refuse(record, f"malformed rollup: {err!r}")
         elif record.kind in ("contact_points", "notifications"):
-            reason = await _apply_contact_point(conn, agent_id, record, contact_box)
+            reason = await _apply_contact_point(conn, agent_id, record, contact_keys)
             if reason is not None:
                 refuse(record, reason)
         else:
@@ -456,11 +457,11 @@ async def _apply_entity(
 
 
 async def _apply_contact_point(
-    conn: Connection, agent_id: UUID, record: Record, box: SecretBox | None
+    conn: Connection, agent_id: UUID, record: Record, keys: ContactKeys | None
 ) -> str | None:
-    """A contact point of the agent's (its URL sealed under the cloud's key), or a message it
-    handed over; why not."""
-    if box is None:
+    """A contact point of the agent's (its URL, sealed to the cloud, opened and sealed under
+    the cloud's own key), or a message it handed over; why not."""
+    if keys is None:
         return "this cloud keeps no contact points"
     try:
         async with conn.transaction():
@@ -471,9 +472,9 @@ async def _apply_contact_point(
             if record.op == "delete":
                 await notify_store.delete_contact_point(conn, agent_id, record.key)
                 return None
-            if await notify_store.apply_contact_point(conn, agent_id, record.data, box) is None:
+            if await notify_store.apply_contact_point(conn, agent_id, record.data, keys) is None:
                 return "not one of the agent's farms"
-    except (asyncpg.PostgresError, KeyError, TypeError, ValueError) as err:
+    except (asyncpg.PostgresError, KeyError, TypeError, ValueError, SecretBoxError) as err:
         return f"{type(err).__name__}: {err}"
     return None
 

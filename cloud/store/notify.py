@@ -1,6 +1,7 @@
 """The farms' contact points as their agents sync them, the watch of silent agents, and the
 outbox of what the cloud sends (migration 0112), all on the system path: an agent is no user,
-and the watch acts for nobody (docs/cloud-rls.md).
+and the watch acts for nobody (docs/cloud-rls.md). People read the history of what was sent
+on the user path (:func:`history_page`, migration 0113).
 
 Several cloud processes share the work safely: the watch runs under a transaction-scoped
 advisory lock (one process at a time notices silences), each message is queued at most once
@@ -12,24 +13,27 @@ lease ends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import asyncpg
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from cloud.store.db import Connection, Database
+from farmkit.sealing import open_sealed
 from farmkit.secretbox import SecretBox
 
 __all__ = [
     "CloudNotifyStore",
+    "ContactKeys",
     "DueMessage",
     "Silence",
     "apply_contact_point",
     "apply_handover",
     "delete_contact_point",
+    "history_page",
 ]
 
 _MINE = "(SELECT f.id FROM farms AS f WHERE f.agent_id = $1)"
@@ -37,13 +41,31 @@ _MINE = "(SELECT f.id FROM farms AS f WHERE f.agent_id = $1)"
 _WATCH_LOCK = 0x6E6F7469  # "noti"
 
 
+@dataclass(frozen=True, slots=True)
+class ContactKeys:
+    """The keys of a contact point's URL in the cloud: the private half of the sealing key the
+    agent seals it to on the way, and the box the cloud keeps it in."""
+
+    opener: X25519PrivateKey
+    box: SecretBox
+
+    def url_of(self, data: dict[str, Any]) -> str:
+        """The URL a synced contact point carries, opened (``SecretBoxError`` if it does not
+        open: sealed to another key, or for another contact point). An agent of an earlier
+        version sends it in clear."""
+        sealed = data.get("url_sealed")
+        if sealed is None:
+            return str(data["url"])
+        return open_sealed(self.opener, str(sealed), str(data["id"]))
+
+
 async def apply_contact_point(
-    conn: Connection, agent_id: UUID, data: dict[str, Any], box: SecretBox
+    conn: Connection, agent_id: UUID, data: dict[str, Any], keys: ContactKeys
 ) -> bool | None:
-    """Mirror one of the agent's contact points, its URL sealed under the cloud's key; None if
-    its farm is not one of the agent's."""
+    """Mirror one of the agent's contact points, its URL opened and sealed under the cloud's
+    own key; None if its farm is not one of the agent's."""
     contact_id = UUID(str(data["id"]))
-    sealed = box.seal(str(data["url"]), str(contact_id))
+    sealed = keys.box.seal(keys.url_of(data), str(contact_id))
     inserted: bool | None = await conn.fetchval(
         "INSERT INTO contact_points AS t (id, farm_id, name, service, url_sealed, quiet_start,"
         " quiet_end, enabled, updated_at)"
@@ -230,11 +252,38 @@ class CloudNotifyStore:
                 retry_at,
             )
 
-    async def history(self, conn: Connection, farm_id: UUID) -> Sequence[asyncpg.Record]:
-        """What was sent for a farm, newest first (``conn`` on the user path: RLS decides)."""
-        rows: Sequence[asyncpg.Record] = await conn.fetch(
-            "SELECT id, kind, title, status, attempts, answer, created_at, sent_at"
-            " FROM cloud_notifications WHERE farm_id = $1 ORDER BY created_at DESC LIMIT 200",
-            farm_id,
-        )
-        return rows
+
+# What the cloud's messages look like in the history (integrations/notify/schemas.py): their
+# severity from their kind, or for a handed-over message the [SEVERITY] its title begins with.
+_HISTORY_COLUMNS = """
+    n.id, n.farm_id, f.name AS farm_name, n.contact_point_id, c.name AS contact_point_name,
+    n.kind, CASE n.kind WHEN 'farm_silent' THEN 'critical' WHEN 'farm_back' THEN 'info'
+      ELSE coalesce(lower(substring(n.title FROM '^\\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\\]')),
+                    'info') END AS severity,
+    n.title AS message, n.status, n.attempts, n.answer, n.last_attempt_at,
+    n.next_attempt_at, n.created_at, n.sent_at
+"""
+_HISTORY_SOURCE = (
+    "cloud_notifications AS n LEFT JOIN farms AS f ON f.id = n.farm_id"
+    " LEFT JOIN contact_points AS c ON c.id = n.contact_point_id"
+)
+_HISTORY_WHERE = "($1::uuid IS NULL OR n.farm_id = $1) AND ($2::text IS NULL OR n.status = $2)"
+
+
+async def history_page(
+    conn: Connection, farm_id: UUID | None, status: str | None, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
+    """What the cloud sent, newest first, and the total (``conn`` on the user path: row-level
+    security keeps it to the farms the caller may read)."""
+    total: int = await conn.fetchval(
+        f"SELECT count(*) FROM cloud_notifications AS n WHERE {_HISTORY_WHERE}", farm_id, status
+    )
+    rows = await conn.fetch(
+        f"SELECT {_HISTORY_COLUMNS} FROM {_HISTORY_SOURCE} WHERE {_HISTORY_WHERE}"
+        " ORDER BY n.created_at DESC, n.id LIMIT $3 OFFSET $4",
+        farm_id,
+        status,
+        limit,
+        offset,
+    )
+    return [dict(row) for row in rows], total

@@ -14,6 +14,7 @@ from protocol.schemas.agents import (
     DeadLetterList,
     PairRequest,
     PairResult,
+    SealingKey,
 )
 from protocol.schemas.common import PageQuery
 
@@ -49,6 +50,20 @@ async def create_agent(request: web.Request, body: AgentCreate) -> AgentCreated:
 async def pair(request: web.Request, body: PairRequest) -> PairResult:
     """Called by `farm-agent pair`; the code is consumed."""
     return await request.app[PAIRING].pair(body)
+
+
+@api.route(
+    "GET",
+    "/api/v1/agents/sealing-key",
+    summary="The cloud's public key an agent seals contact point URLs to",
+    tag=_TAG,
+    response=SealingKey,
+    auth=False,
+)
+async def sealing_key(request: web.Request) -> SealingKey:
+    """Signed with the cloud's token key: an agent trusts it only if the signature verifies
+    under the key it got at pairing."""
+    return request.app[PAIRING].sealing_key()
 
 
 @api.route(

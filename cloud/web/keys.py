@@ -23,6 +23,7 @@ from cloud.services.flows import (
 from cloud.services.grow_plans import GrowPlanService
 from cloud.services.health import HealthService
 from cloud.services.identity import IdentityService
+from cloud.services.notify.history import NotificationHistory
 from cloud.services.notify.watch import SilenceWatch
 from cloud.services.overview import OverviewService
 from cloud.services.pairing import PairingService
@@ -82,3 +83,4 @@ HUB_STATE_STREAM = web.AppKey("hub_state_stream", HubStateStream)
 WEBHOOKS = web.AppKey("webhooks", WebhookService)
 WEBHOOK_DELIVERER = web.AppKey("webhook_deliverer", WebhookDeliverer)
 SILENCE_WATCH = web.AppKey("silence_watch", SilenceWatch)
+NOTIFY_HISTORY = web.AppKey("notify_history", NotificationHistory)

@@ -1,5 +1,6 @@
 """/api/v1/contact-points, /notification-rules and /notifications, declared once for the agent
-and the cloud, each over its own notification service, which an app-specific getter finds."""
+and the cloud, each over its own notification service, which an app-specific getter finds. The
+agent serves them all; the cloud serves the history of what it sent (:func:`history_api`)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,20 @@ from integrations.notify.schemas import (
 from protocol.http.endpoints import Api, principal_of
 from protocol.identity import Principal
 
-__all__ = ["NotifyManagement", "notify_api"]
+__all__ = ["NotifyHistory", "NotifyManagement", "history_api", "notify_api"]
 
 _TAG = "Notifications"
 
 
-class NotifyManagement(Protocol):
+class NotifyHistory(Protocol):
+    """What the history endpoint needs of a notification service."""
+
+    async def history(
+        self, principal: Principal, query: NotificationListQuery
+    ) -> NotificationList: ...
+
+
+class NotifyManagement(NotifyHistory, Protocol):
     """What the notification endpoints need of a notification service."""
 
     async def list_contacts(
@@ -58,9 +67,6 @@ class NotifyManagement(Protocol):
         self, principal: Principal, rule_id: str, body: NotificationRuleBody
     ) -> NotificationRuleView: ...
     async def delete_rule(self, principal: Principal, rule_id: str) -> None: ...
-    async def history(
-        self, principal: Principal, query: NotificationListQuery
-    ) -> NotificationList: ...
     async def acknowledge(self, principal: Principal, notification_id: str) -> NotificationView: ...
     async def acknowledge_by_link(self, token: str) -> NotificationView: ...
 
@@ -218,20 +224,7 @@ def notify_api(service: Callable[[web.Application], NotifyManagement]) -> Api:
         """What it sent stays in the history."""
         await service(request.app).delete_rule(principal_of(request), rule_id)
 
-    @api.route(
-        "GET",
-        "/api/v1/notifications",
-        summary="Notification history: sent, failed, pending, acknowledged by whom",
-        tag=_TAG,
-        query=NotificationListQuery,
-        response=NotificationList,
-        errors=(404,),
-    )
-    async def list_notifications(
-        request: web.Request, query: NotificationListQuery
-    ) -> NotificationList:
-        """Newest first, of the farms the caller sees."""
-        return await service(request.app).history(principal_of(request), query)
+    api.extend(history_api(service))
 
     @api.route(
         "POST",
@@ -261,5 +254,27 @@ def notify_api(service: Callable[[web.Application], NotifyManagement]) -> Api:
         """No sign-in: the token is signed and names the notification. Recorded as the person
         the contact point reaches; a second use is a 409."""
         return await service(request.app).acknowledge_by_link(query.token)
+
+    return api
+
+
+def history_api(service: Callable[[web.Application], NotifyHistory]) -> Api:
+    """The notification history of the farms the caller sees."""
+    api = Api()
+
+    @api.route(
+        "GET",
+        "/api/v1/notifications",
+        summary="Notification history: sent, failed, pending, acknowledged by whom",
+        tag=_TAG,
+        query=NotificationListQuery,
+        response=NotificationList,
+        errors=(404,),
+    )
+    async def list_notifications(
+        request: web.Request, query: NotificationListQuery
+    ) -> NotificationList:
+        """Newest first, of the farms the caller sees."""
+        return await service(request.app).history(principal_of(request), query)
 
     return api

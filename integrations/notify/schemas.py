@@ -189,10 +189,12 @@ class NotificationRuleList(Schema):
 
 class NotificationView(Schema):
     """One message to one contact point: its state, what the service answered, and who
-    acknowledged the event behind it."""
+    acknowledged the event behind it. The cloud's messages (a farm silent or back, one its
+    agent handed over) have no rule nor event there, and are never acknowledged."""
 
     id: Uuid
     farm_id: Uuid
+    farm_name: str | None
     contact_point_id: Uuid
     contact_point_name: str | None
     rule_id: Uuid | None

@@ -19,6 +19,7 @@ __all__ = [
     "DeadLetterList",
     "PairRequest",
     "PairResult",
+    "SealingKey",
 ]
 
 
@@ -54,6 +55,14 @@ class PairResult(Schema):
     agent_id: Uuid
     cloud_issuer: str
     cloud_public_key: str = Field(description="JWK `x` of the cloud's token key")
+
+
+class SealingKey(Schema):
+    """The cloud's public key for secrets only it may read (a contact point's URL), signed
+    with its token key so that an agent checks it against the key it got at pairing."""
+
+    key: str = Field(description="Raw X25519 public key, base64url")
+    signature: str = Field(description="Ed25519 signature of the token key over the key, base64url")
 
 
 class Agent(Schema):

@@ -17,6 +17,7 @@ from aiohttp import web
 from cloud.app import create_app
 from cloud.settings import CloudSettings
 from farmkit.passwords import hash_password
+from tests.agent.notify.conftest import ntfy  # noqa: F401  (fixture: an ntfy receiver)
 from tests.cloud.conftest import (  # noqa: F401  (fixtures)
     CloudDatabase,
     cloud_db,

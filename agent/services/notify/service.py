@@ -95,6 +95,16 @@ class NotifyService:
 
     # Contact points ----------------------------------------------------------------------------
 
+    async def _check_owner(self, principal: Principal, farm_id: str, owner_id: Any) -> None:
+        """The person a contact point reaches must be an active user who sees its farm (an
+        Acknowledge button in its messages acknowledges as them)."""
+        if owner_id is None or str(owner_id) == principal.user_id:
+            return
+        if not await self._store.may_own(str(owner_id), farm_id):
+            raise ValidationFailed.of(
+                [("owner_id", "not an active user who may see this farm")], "Unknown owner"
+            )
+
     async def list_contacts(
         self, principal: Principal, query: ContactPointListQuery
     ) -> ContactPointList:
@@ -114,6 +124,7 @@ class NotifyService:
         """A contact point on a farm the caller manages; its URL is stored sealed."""
         farm_id = str(body.farm_id)
         await self._manage_farm(principal, farm_id)
+        await self._check_owner(principal, farm_id, body.owner_id)
         contact_id = str(uuid.uuid4())
         stamp = iso(self._now())
         await self._store.create_contact(
@@ -144,6 +155,7 @@ class NotifyService:
         """Replace the settings (the URL only when given); enabling one starts its health
         afresh."""
         current = await self._managed_contact(principal, contact_id)
+        await self._check_owner(principal, current["farm_id"], body.owner_id)
         changes: dict[str, Any] = {
             "name": body.name,
             "owner_id": current["owner_id"] if body.owner_id is None else str(body.owner_id),

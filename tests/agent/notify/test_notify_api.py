@@ -7,15 +7,22 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from agent.sync.link import CloudLink
 from agent.web.keys import DATABASE
+from farmkit.sealing import open_sealed, public_key_text
+from protocol.jwk import public_jwk
 from tests.agent.devices_api.conftest import create_farm, error_of, login_as
 from tests.agent.hierarchy_helpers import table_counts
 from tests.agent.notify.conftest import FAST, add_contact, add_rule, notifications
 from tests.conftest import Agent, AgentFactory
+from tests.support.mosquitto import free_port
 from tests.support.ntfy_receiver import NtfyReceiver
 
 TOKEN_URL = "ntfy://bearer-tk_s3cr3t0123456789@127.0.0.1:{port}/night?auth=token"
@@ -267,11 +274,22 @@ async def test_deleting_a_contact_point_takes_it_out_of_its_rules(
     assert resp.status == 404
 
 
-async def test_contact_points_go_to_the_cloud_in_the_sync_outbox_with_their_changes(
-    agent: Agent, ntfy: NtfyReceiver
+async def test_contact_points_go_to_the_cloud_in_the_sync_outbox_sealed_to_it(
+    make_agent: AgentFactory, ntfy: NtfyReceiver, tmp_path: Path
 ) -> None:
+    # Paired with a cloud (that is not there) whose sealing key the agent holds.
+    sealing = X25519PrivateKey.generate()
+    token_key = Ed25519PrivateKey.generate().public_key()
+    CloudLink(
+        cloud_url=f"http://127.0.0.1:{free_port()}",
+        agent_id="8d3e1d2c-5b7a-4f0e-9a43-1f6c2b9d0e11",
+        cloud_issuer="farm-cloud",
+        cloud_public_key=public_jwk(token_key)["x"],
+        cloud_sealing_key=public_key_text(sealing.public_key()),
+    ).save(tmp_path / "state")
+    agent = await make_agent()
     farm_id = await create_farm(agent)
-    created = await add_contact(agent, farm_id, ntfy.url("night"))
+    created = await add_contact(agent, farm_id, ntfy.url("topic-5e2b"))
     resp = await agent.client.put(
         f"/api/v1/contact-points/{created['id']}",
         json={"name": "renamed", "enabled": False},
@@ -287,7 +305,66 @@ async def test_contact_points_go_to_the_cloud_in_the_sync_outbox_with_their_chan
     )
     sent = [(row["op"], json.loads(row["payload"])) for row in rows]
     assert [op for op, _ in sent] == ["upsert", "upsert", "delete"]
-    assert sent[0][1]["url"] == ntfy.url("night") and sent[0][1]["farm_id"] == farm_id
+    assert all(
+        "url" not in data and "topic-5e2b" not in row["payload"]
+        for (_, data), row in zip(sent, rows, strict=True)
+    )
+    opened = [open_sealed(sealing, data["url_sealed"], created["id"]) for _, data in sent[:2]]
+    assert opened == [ntfy.url("topic-5e2b")] * 2  # kept when the change named none
+    assert sent[0][1]["farm_id"] == farm_id
     assert sent[1][1]["name"] == "renamed" and sent[1][1]["enabled"] is False
-    assert sent[1][1]["url"] == ntfy.url("night")  # kept when the change named none
     assert sent[2][1] == {"id": created["id"]}
+
+
+async def test_an_unpaired_agent_queues_no_contact_point_for_the_cloud(
+    agent: Agent, ntfy: NtfyReceiver
+) -> None:
+    farm_id = await create_farm(agent)
+    await add_contact(agent, farm_id, ntfy.url("night"))
+    rows = await agent.client.app[DATABASE].fetch_all(
+        "SELECT 1 FROM outbox WHERE entity = 'contact_points'"
+    )
+    assert list(rows) == []  # they go, sealed, once the agent knows the cloud's key
+
+
+async def test_a_contact_point_reaches_a_user_of_its_farm_and_no_one_else(
+    agent: Agent, ntfy: NtfyReceiver
+) -> None:
+    farm_id, other_farm = await create_farm(agent), await create_farm(agent, "South")
+    db = agent.client.app[DATABASE]
+
+    async def user_of(farm: str | None, role: str = "operator") -> str:
+        token = await login_as(agent, role, farm)
+        resp = await agent.client.get("/api/v1/users/profile", headers=agent.auth(token))
+        return str((await resp.json())["id"])
+
+    grower, stranger = await user_of(farm_id), await user_of(other_farm)
+    admin = await user_of(None, "admin")
+    created = await add_contact(agent, farm_id, ntfy.url(), owner_id=grower)
+    assert created["owner_id"] == grower
+    body = {"name": "night shift", "owner_id": admin}
+    resp = await agent.client.put(
+        f"/api/v1/contact-points/{created['id']}", json=body, headers=agent.auth()
+    )
+    assert resp.status == 200 and (await resp.json())["owner_id"] == admin
+
+    before = await table_counts(agent)
+    for owner in (stranger, "5f0c6f5e-8a47-4c8e-9d3b-2b1f0a9e7c11"):
+        resp = await agent.client.post(
+            "/api/v1/contact-points",
+            json={"farm_id": farm_id, "name": "x", "url": ntfy.url(), "owner_id": owner},
+            headers=agent.auth(),
+        )
+        error = await error_of(resp, 422)
+        assert error["details"]["errors"] == [
+            {"field": "owner_id", "issue": "not an active user who may see this farm"}
+        ], error
+        resp = await agent.client.put(
+            f"/api/v1/contact-points/{created['id']}",
+            json={"name": "x", "owner_id": owner},
+            headers=agent.auth(),
+        )
+        assert (await error_of(resp, 422))["code"] == "VALIDATION_ERROR"
+    assert await table_counts(agent) == before
+    row = await db.fetch_one("SELECT owner_id, name FROM contact_points")
+    assert row is not None and (row["owner_id"], row["name"]) == (admin, "night shift")

@@ -1,7 +1,8 @@
-"""The cloud's watch of silent farms: the contact points an agent syncs are kept with their URL
-sealed; when the agent has sent nothing for the configured time its farm's contact points are
-told once (however many cloud processes watch), and again when it is back, with how long it
-was gone."""
+"""The cloud's watch of silent farms: the contact points an agent syncs, their URL sealed to the
+cloud's sealing key, are kept with their URL sealed under the cloud's own key; when the agent
+has sent nothing for the configured time its farm's contact points are told once (however many
+cloud processes watch), and again when it is back, with how long it was gone. A URL that does
+not open for its contact point is refused."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from typing import Any
 
 import aiohttp
 import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from cloud.web.keys import SILENCE_WATCH
+from farmkit.sealing import seal_to, verified_sealing_key
+from protocol.jwk import public_key_from_jwk
 from tests.cloud.api.conftest import Cloud, Conn, World
 from tests.cloud.api.test_several_processes import _paired
 from tests.support.ntfy_receiver import NtfyReceiver
@@ -39,14 +43,23 @@ async def _send(cloud: Cloud, agent: SimAgent, records: list[Any]) -> dict[str, 
     return ack
 
 
-def _contact(agent: SimAgent, url: str, **fields: Any) -> Any:
+async def _sealing_key(cloud: Cloud) -> X25519PublicKey:
+    """The cloud's sealing key, checked as an agent checks it: signed by the token key."""
+    resp = await cloud.client.get("/api/v1/agents/sealing-key")
+    assert resp.status == 200, await resp.text()
+    answer = await resp.json()
+    [jwk] = (await (await cloud.client.get("/.well-known/jwks.json")).json())["keys"]
+    return verified_sealing_key(answer["key"], answer["signature"], public_key_from_jwk(jwk))
+
+
+def _contact(agent: SimAgent, url: str, key: X25519PublicKey, **fields: Any) -> Any:
     contact_id = str(uuid.uuid4())
     data = {
         "id": contact_id,
         "farm_id": agent.farm_id,
         "name": "night phone",
         "service": url.split(":", 1)[0],
-        "url": url,
+        "url_sealed": seal_to(key, url, fields.pop("sealed_for", contact_id)),
         "quiet_start": None,
         "quiet_end": None,
         "enabled": True,
@@ -61,7 +74,7 @@ async def test_a_silent_farm_is_told_once_by_several_processes_and_again_when_ba
     one = await make_cloud(**QUIET)
     two = await make_cloud(**QUIET)
     agent = await _paired(one, world)
-    await _send(one, agent, [_contact(agent, ntfy.url("grower"))])
+    await _send(one, agent, [_contact(agent, ntfy.url("grower"), await _sealing_key(two))])
     sealed = await system.fetchval("SELECT url_sealed FROM contact_points")
     assert sealed is not None and b"grower" not in bytes(sealed)
 
@@ -100,8 +113,9 @@ async def test_a_contact_point_deleted_or_disabled_on_the_agent_is_not_told(
 ) -> None:
     cloud = await make_cloud(**QUIET)
     agent = await _paired(cloud, world)
-    gone = _contact(agent, ntfy.url("gone"))
-    off = _contact(agent, ntfy.url("off"), enabled=False)
+    key = await _sealing_key(cloud)
+    gone = _contact(agent, ntfy.url("gone"), key)
+    off = _contact(agent, ntfy.url("off"), key, enabled=False)
     await _send(cloud, agent, [gone, off])
     assert await system.fetchval("SELECT count(*) FROM contact_points") == 2
     deleted = gone.__class__(
@@ -127,7 +141,7 @@ async def test_a_message_the_agent_handed_over_is_sent_once_by_the_cloud(
     one = await make_cloud(**QUIET)
     two = await make_cloud(**QUIET)
     agent = await _paired(one, world)
-    contact = _contact(agent, ntfy.url("grower"))
+    contact = _contact(agent, ntfy.url("grower"), await _sealing_key(one))
     notification_id = str(uuid.uuid4())
     handed = {
         "id": notification_id,
@@ -157,7 +171,7 @@ async def test_a_handed_over_message_for_another_agents_contact_point_is_refused
 ) -> None:
     cloud = await make_cloud(**QUIET)
     theirs = await _paired(cloud, world)
-    contact = _contact(theirs, ntfy.url("theirs"))
+    contact = _contact(theirs, ntfy.url("theirs"), await _sealing_key(cloud))
     await _send(cloud, theirs, [contact])
     mine = await _paired(cloud, world)
     notification_id = str(uuid.uuid4())
@@ -172,3 +186,20 @@ async def test_a_handed_over_message_for_another_agents_contact_point_is_refused
         status, ack = await mine.post(session, base, mine.sign([record]))
     assert status == 200 and ack["rejected"] == 1
     assert await system.fetchval("SELECT count(*) FROM cloud_notifications") == 0
+
+
+async def test_a_url_sealed_for_another_contact_point_or_key_is_refused(
+    make_cloud: Callable[..., Awaitable[Cloud]], world: World, system: Conn, ntfy: NtfyReceiver
+) -> None:
+    cloud = await make_cloud(**QUIET)
+    agent = await _paired(cloud, world)
+    moved = _contact(agent, ntfy.url("moved"), await _sealing_key(cloud), sealed_for="another")
+    forged = _contact(agent, ntfy.url("forged"), X25519PrivateKey.generate().public_key())
+    base = str(cloud.client.make_url("")).rstrip("/")
+    async with aiohttp.ClientSession() as session:
+        status, ack = await agent.post(session, base, agent.sign([moved, forged]))
+    assert status == 200 and ack["rejected"] == 2
+    letters = await system.fetch("SELECT kind, reason FROM sync_dead_letters ORDER BY seq")
+    assert [r["kind"] for r in letters] == ["contact_points", "contact_points"]
+    assert all("does not open" in r["reason"] for r in letters)
+    assert await system.fetchval("SELECT count(*) FROM contact_points") == 0

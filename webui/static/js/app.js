@@ -21,7 +21,7 @@ const ROUTES = [
   { path: "sensors/:id", label: null, load: () => import("./views/sensor.js") },
   { path: "plans", label: "Grow plans", load: () => import("./views/plans.js") },
   { path: "alerts", label: "Alerts", load: () => import("./views/alerts.js") },
-  { path: "notifications", label: service === "agent" ? "Notifications" : null, load: () => import("./views/notifications.js") },
+  { path: "notifications", label: "Notifications", load: () => import("./views/notifications.js") },
   { path: "calibrate", label: service === "agent" ? "Calibrate" : null, load: () => import("./views/calibrate.js") },
   { path: "admin", label: "Admin", load: () => import("./views/admin.js") },
 ];

@@ -1,9 +1,11 @@
 // Notifications to people: the farm's contact points (an Apprise URL or mailto:, never shown
-// back; a test button that shows what the service answered; quiet hours), the rules that send
-// events to them (kinds, severities, delay for devices offline, repeat, escalation), and the
-// history (sent, failed, waiting, acknowledged by whom) with Acknowledge.
+// back; the person each reaches; a test button that shows what the service answered; quiet
+// hours), the rules that send events to them (kinds, severities, delay for devices offline,
+// repeat, escalation), and the history (sent, failed, waiting, acknowledged by whom) with
+// Acknowledge. In the cloud the screen shows the history of what the cloud sent (a farm silent
+// or back, messages its agent handed over); contact points and rules are the agent's.
 
-import { ApiError, call, currentUser, get } from "../api.js";
+import { ApiError, all, call, currentUser, get } from "../api.js";
 import { field, h, mount, when } from "../dom.js";
 import { confirmDialog, messageOf, showError, toast } from "../notify.js";
 
@@ -35,27 +37,69 @@ export async function render(ctx) {
   let contacts = null;
   /** @type {any[]|null} */
   let rules = null;
+  /** @type {Map<string, string>} */
+  let people = new Map();
   if (manager) {
     try {
-      [contacts, rules] = await Promise.all([
+      [contacts, rules, people] = await Promise.all([
         get("/api/v1/contact-points", { farm_id: farm.id, limit: 500 }).then((r) => r.contact_points),
         get("/api/v1/notification-rules", { farm_id: farm.id, limit: 500 }).then((r) => r.notification_rules),
+        farmPeople(farm.id),
       ]);
     } catch (err) {
       if (!(err instanceof ApiError) || err.status !== 403) throw err;
     }
   }
-  const history = new History(farm.id, canAck);
+  const history = new History(farm.id, canAck, ctx.service === "cloud");
   await history.load();
   if (!ctx.isCurrent()) return;
   mount(
     ctx.main,
     h("h1", null, "Notifications"),
     contacts && rules
-      ? [contactsPanel(ctx, contacts), rulesPanel(ctx, rules, contacts)]
-      : h("p", { class: "panel" }, "Contact points and rules are managed by administrators and farm managers on the farm's own app."),
+      ? [contactsPanel(ctx, contacts, people), rulesPanel(ctx, rules, contacts)]
+      : h(
+          "p",
+          { class: "panel" },
+          ctx.service === "cloud"
+            ? "What the cloud sent: a farm gone silent and back, and messages its agent could not deliver. Contact points and rules are managed on the farm's own app."
+            : "Contact points and rules are managed by administrators and farm managers on the farm's own app.",
+        ),
     history.el,
   );
+}
+
+/**
+ * The people a contact point may reach, as the viewer may see them (id -> email): for an
+ * administrator every active user who may see the farm (administrators see every farm); for a
+ * farm manager, who may not list users, themselves.
+ * @param {string} farmId
+ */
+async function farmPeople(farmId) {
+  /** @type {Map<string, string>} */
+  const people = new Map();
+  const me = currentUser();
+  if (me?.role === "admin") {
+    const users = await all("/api/v1/users/", "users");
+    for (const u of users) {
+      if (u.status === "active" && (u.role === "admin" || u.farms_access.includes(farmId))) people.set(u.id, u.email);
+    }
+  }
+  if (me) people.set(me.id, me.email);
+  return people;
+}
+
+/** @param {Map<string, string>} people @param {string|null} owner */
+function ownerName(people, owner) {
+  if (!owner) return "–";
+  return people.get(owner) || "another user";
+}
+
+/** @param {Map<string, string>} people @param {string|null} selected @param {Record<string, any>} attrs */
+function ownerSelect(people, selected, attrs) {
+  const options = [...people].sort((a, b) => a[1].localeCompare(b[1]));
+  if (selected && !people.has(selected)) options.unshift([selected, "another user"]);
+  return h("select", attrs, options.map(([id, email]) => h("option", { value: id, selected: id === selected }, email)));
 }
 
 /** @param {string} id @param {string} title @param {...any} body */
@@ -70,8 +114,8 @@ function health(c) {
   return c.last_success_at ? `ok, last sent ${when(c.last_success_at)}` : "ok";
 }
 
-/** @param {any} ctx @param {any[]} contacts */
-function contactsPanel(ctx, contacts) {
+/** @param {any} ctx @param {any[]} contacts @param {Map<string, string>} people */
+function contactsPanel(ctx, contacts, people) {
   const answer = h("p", { class: "hint", "aria-live": "polite", "data-test-answer": "" });
   const rows = contacts.map((c) => {
     const test = h("button", { type: "button" }, "Test");
@@ -100,10 +144,29 @@ function contactsPanel(ctx, contacts) {
         showError(err);
       }
     });
+    const owner = ownerSelect(people, c.owner_id, { name: "owner_id", "aria-label": `Owner of ${c.name}` });
+    owner.addEventListener("change", async () => {
+      const chosen = /** @type {HTMLSelectElement} */ (owner).value;
+      try {
+        await call("PUT", `/api/v1/contact-points/${c.id}`, {
+          name: c.name,
+          owner_id: chosen,
+          quiet_start: c.quiet_start,
+          quiet_end: c.quiet_end,
+          enabled: c.enabled,
+        });
+        c.owner_id = chosen;
+        toast(`${c.name} now reaches ${ownerName(people, chosen)}`);
+      } catch (err) {
+        /** @type {HTMLSelectElement} */ (owner).value = c.owner_id || "";
+        showError(err);
+      }
+    });
     return h(
       "tr",
       { "data-contact": c.name },
       h("td", null, c.name),
+      h("td", { "data-owner": ownerName(people, c.owner_id) }, owner),
       h("td", null, c.service),
       h("td", null, c.quiet_start ? `${c.quiet_start}–${c.quiet_end}` : "none"),
       h("td", { "data-health": c.failing_since ? "failing" : "ok" }, health(c)),
@@ -114,6 +177,7 @@ function contactsPanel(ctx, contacts) {
   const url = h("input", { name: "url", type: "password", required: true, maxlength: 2000, autocomplete: "off", spellcheck: "false" });
   const quietStart = h("input", { name: "quiet_start", type: "time" });
   const quietEnd = h("input", { name: "quiet_end", type: "time" });
+  const owner = ownerSelect(people, currentUser()?.id || null, { name: "owner_id" });
   const error = h("p", { class: "form-error", role: "alert" });
   const form = h(
     "form",
@@ -123,6 +187,7 @@ function contactsPanel(ctx, contacts) {
       "div",
       { class: "form-grid" },
       field("Name", name),
+      field("Owner", owner, "The person it reaches: an Acknowledge button in a message acknowledges as them"),
       field("URL", url, "An Apprise URL (ntfy://…, tgram://…, pover://…, mailtos://…) or mailto:address for this farm's mail server. Kept secret."),
       field("Quiet from", quietStart, "Only critical messages between these times"),
       field("Quiet until", quietEnd),
@@ -138,6 +203,7 @@ function contactsPanel(ctx, contacts) {
         farm_id: ctx.farm.id,
         name: v(name),
         url: v(url),
+        owner_id: v(owner),
         quiet_start: v(quietStart),
         quiet_end: v(quietEnd),
       });
@@ -152,7 +218,7 @@ function contactsPanel(ctx, contacts) {
     "Contact points",
     contacts.length
       ? h("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Contact points table" }, h("table", null,
-          h("thead", null, h("tr", null, ["Name", "Service", "Quiet hours", "State", ""].map((t) => h("th", { scope: "col" }, t)))),
+          h("thead", null, h("tr", null, ["Name", "Owner", "Service", "Quiet hours", "State", ""].map((t) => h("th", { scope: "col" }, t)))),
           h("tbody", null, rows),
         ))
       : h("p", null, "No contact point yet: add the phone or mailbox of whoever should be told."),
@@ -270,10 +336,11 @@ function rulesPanel(ctx, rules, contacts) {
 }
 
 class History {
-  /** @param {string} farmId @param {boolean} canAck */
-  constructor(farmId, canAck) {
+  /** @param {string} farmId @param {boolean} canAck @param {boolean} cloud what the cloud sent (never acknowledged there) */
+  constructor(farmId, canAck, cloud) {
     this.farmId = farmId;
     this.canAck = canAck;
+    this.cloud = cloud;
     this.offset = 0;
     this.body = h("div");
     this.el = panel("history-title", "History", this.body);
@@ -313,11 +380,12 @@ class History {
         "tr",
         { "data-status": n.status },
         h("td", null, when(n.sent_at || n.created_at)),
+        h("td", null, n.farm_name || "–"),
         h("td", null, n.contact_point_name || "–"),
         h("td", null, n.message, n.step !== "first" ? h("small", null, ` (${n.step}${n.step === "repeat" ? ` ${n.round}` : ""})`) : null),
         h("td", { class: `severity-${n.severity}` }, n.severity),
         h("td", null, state, n.attempts > 1 ? h("small", null, ` after ${n.attempts} attempts`) : null, n.answer && n.status !== "sent" ? h("br") : null, n.answer && n.status !== "sent" ? h("small", null, n.answer) : null),
-        h("td", null, ack || "–"),
+        this.cloud ? null : h("td", null, ack || "–"),
       );
     });
     const more = [];
@@ -326,7 +394,7 @@ class History {
     mount(
       this.body,
       h("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Notification history" }, h("table", null,
-        h("thead", null, h("tr", null, ["When", "To", "What", "Severity", "State", "Acknowledged"].map((t) => h("th", { scope: "col" }, t)))),
+        h("thead", null, h("tr", null, ["When", "Farm", "To", "What", "Severity", "State", ...(this.cloud ? [] : ["Acknowledged"])].map((t) => h("th", { scope: "col" }, t)))),
         h("tbody", null, rows),
       )),
       more.length ? h("div", { class: "actions" }, more) : null,
