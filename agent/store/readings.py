@@ -65,6 +65,8 @@ _CHUNK = 400
 _MAX_CHUNKS = 64
 # Rows per multi-row INSERT: 6 variables each.
 _INSERT_ROWS = 500
+# Readings staged while a fold ran, between emptying the stage and putting them back.
+_KEEP_STAGED = "CREATE TEMP TABLE IF NOT EXISTS stage_kept AS SELECT * FROM readings_stage WHERE 0"
 # While readings are staged, devices' last_reading is stamped at most this often (and at each
 # fold): a stamp per commit rewrote a page of the devices table per device per commit, a stamp
 # per fold (30 min) left the API's last_reading that far behind.
@@ -796,7 +798,7 @@ def _end_fold(upto: int, conn: sqlite3.Connection) -> None:
     ).fetchall()
     if rows:
         stamp_last_readings(conn, {device: iso(from_ms(ts)) for device, ts in rows})
-    conn.execute("DELETE FROM readings_stage WHERE seq <= ?", (upto,))
+    _empty_stage(conn, upto)
     conn.execute("UPDATE readings_fold SET upto = 0, next_series = 0 WHERE id = 1")
     # The newest queued reading of each series (the state sent first after an outage): the
     # copies queued at the stage since the last fold, in sequence order, so the last wins. Not
@@ -806,6 +808,22 @@ def _end_fold(upto: int, conn: sqlite3.Connection) -> None:
         " WHERE seq > coalesce((SELECT max(seq) FROM outbox_latest), 0) ORDER BY seq"
         " ON CONFLICT (series_id) DO UPDATE SET seq = excluded.seq"
     )
+
+
+def _empty_stage(conn: sqlite3.Connection, upto: int) -> None:
+    """Drop the folded rows (``seq <= upto``) from the stage, keeping those staged since.
+
+    A ``DELETE`` with a ``WHERE`` empties the stage's pages row by row, so every one of them is
+    written (WAL and checkpoint) only to be freed: a quarter of what a fold wrote. A ``DELETE``
+    of a whole table without triggers frees its pages unread and unwritten
+    (https://www.sqlite.org/lang_delete.html#the_truncate_optimization). So the few rows staged
+    while the fold ran wait in memory, the stage is emptied whole and they go back, with their
+    numbers, in the same transaction."""
+    conn.execute(_KEEP_STAGED)
+    conn.execute("INSERT INTO temp.stage_kept SELECT * FROM readings_stage WHERE seq > ?", (upto,))
+    conn.execute("DELETE FROM readings_stage")
+    conn.execute("INSERT INTO readings_stage SELECT * FROM temp.stage_kept ORDER BY seq")
+    conn.execute("DELETE FROM temp.stage_kept")
 
 
 def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:

@@ -190,3 +190,33 @@ async def test_last_reading_moves_between_folds(farm: Farm) -> None:
     )
     assert last == "2024-01-01T00:01:00.000Z", "stamped with the next batch, no fold"
     assert await count(farm.db, "readings") == 0
+
+
+async def test_readings_staged_while_a_fold_runs_stay_staged_until_the_next(
+    staged: Farm, db: Database
+) -> None:
+    """The fold empties the stage whole (cheap on the card) and puts back what was committed
+    while it ran: each reading is seen once throughout and folded once, by the next fold."""
+    await staged.store.write(
+        readings(staged.sensor, [T0 + k * 1000 for k in range(30)], [1.0] * 30)
+    )
+    original = db.write
+    late = [T0 + 500_000 + k * 1000 for k in range(3)]
+
+    async def commit_meanwhile(work, **kwargs):  # type: ignore[no-untyped-def]
+        if late:
+            stamps = list(late)
+            late.clear()
+            await staged.store.write(readings(staged.other, stamps, [2.0] * 3))
+        return await original(work, **kwargs)
+
+    db.write = commit_meanwhile  # type: ignore[method-assign]
+    try:
+        assert await staged.store.fold() == 30
+    finally:
+        db.write = original  # type: ignore[method-assign]
+    assert await count(db, "readings_stage") == 3
+    assert await count(db, "readings_all") == 33
+    assert await staged.store.fold() == 3
+    assert await count(db, "readings") == 33
+    assert int(await db.fetch_value("SELECT sum(n) FROM readings_1h")) == 33
