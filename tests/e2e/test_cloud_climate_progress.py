@@ -22,9 +22,12 @@ from tests.conftest import Agent
 from tests.e2e.conftest import LiveCloud
 from tests.e2e.helpers import FAST_SYNC, eventually, paired_state
 
-# A zone whose date is not UTC's at the time the test runs (UTC+14 from 10:00 UTC, UTC-11
-# before 11:00 UTC): a cloud counting days in UTC would be a day off.
-ZONE = "Pacific/Kiritimati" if datetime.now(UTC).hour >= 11 else "Pacific/Pago_Pago"
+
+def _zone_off_utc_date() -> str:
+    """A zone whose date is not UTC's when the test runs (UTC+14 from 10:00 UTC, UTC-11 before
+    11:00 UTC): a cloud counting days in UTC would be a day off. Chosen when the test starts,
+    not at import: a suite running across midnight UTC would pick the wrong one."""
+    return "Pacific/Kiritimati" if datetime.now(UTC).hour >= 10 else "Pacific/Pago_Pago"
 
 
 async def _device(agent: Agent, farm_id: str, kind: str, device_type: str) -> str:
@@ -71,7 +74,8 @@ async def test_climate_state_history_and_plan_progress_match_the_agents(
     cloud: LiveCloud, make_agent: Any, tmp_path: Path
 ) -> None:
     _, owner_email = await paired_state(cloud, tmp_path / "state")
-    agent: Agent = await make_agent(**FAST_SYNC, timezone=ZONE, climate_interval_s=3600.0)
+    zone = _zone_off_utc_date()
+    agent: Agent = await make_agent(**FAST_SYNC, timezone=zone, climate_interval_s=3600.0)
     farm_id = (await farm(agent, "Climate house"))["id"]
     rack_id = (await rack(agent, (await row(agent, farm_id, 1))["id"], 1))["id"]
     shelves = [(await shelf(agent, rack_id, level, plant_capacity=40))["id"] for level in (1, 2)]
@@ -91,6 +95,7 @@ async def test_climate_state_history_and_plan_progress_match_the_agents(
         },
         expect=200,
     )
+    created = datetime.now(UTC)
     plans = {
         status: (
             await send(
@@ -136,7 +141,7 @@ async def test_climate_state_history_and_plan_progress_match_the_agents(
 
     async def all_in_the_cloud() -> bool:
         actions = await cloud.sql("SELECT count(*) FROM climate_history WHERE kind = 'action'")
-        zone = await cloud.sql("SELECT value FROM agent_settings WHERE key = 'timezone'")
+        zones = await cloud.sql("SELECT value FROM agent_settings WHERE key = 'timezone'")
         ended = await cloud.sql(
             "SELECT 1 FROM grow_plans WHERE id = $1::uuid AND ended_at IS NOT NULL",
             plans["cancelled"],
@@ -144,7 +149,7 @@ async def test_climate_state_history_and_plan_progress_match_the_agents(
         readings = await cloud.sql("SELECT count(*) FROM readings")
         return (
             actions[0][0] == 1
-            and [r[0] for r in zone] == [ZONE]
+            and [r[0] for r in zones] == [zone]
             and bool(ended)
             and readings[0][0] == 2
         )
@@ -189,8 +194,8 @@ async def test_climate_state_history_and_plan_progress_match_the_agents(
     same = ("day", "total_days", "current_stage", "stage_day", "days_to_harvest",
             "expected_harvest_date", "harvest_ready", "status")  # fmt: skip
     assert {k: active_cloud[k] for k in same} == {k: active_agent[k] for k in same}
-    local_today = datetime.now(UTC).astimezone(ZoneInfo(ZONE)).date()
-    assert local_today != datetime.now(UTC).date()
+    local_today = created.astimezone(ZoneInfo(zone)).date()
+    assert local_today != created.date()
     assert active_cloud["stages"][0]["start_date"] == local_today.isoformat()
 
     # A caller without the farm gets the same 404s as on the agent.
