@@ -65,6 +65,14 @@ BENCHES = {
             r"ratio add -> reading / broker round trip: [\d.]+x",
         ],
     ),
+    "fold": (
+        ["-m", "bench.fold", "--devices", "5", "--folds", "2", "--minutes", "2", "--census"],
+        [
+            r"fold 2: [\d,]+ readings; written per reading \d+ B write_bytes, \d+ B wchar;"
+            r" baseline .* ratio [\d.]+x write_bytes",
+            r"readings +\d+ +\d+",
+        ],
+    ),
     "full_card": (
         [
             *("-m", "bench.full_card", "--sensors", "5", "--rate", "600", "--fs-mib", "2"),

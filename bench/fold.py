@@ -1,0 +1,167 @@
+"""What a fold of staged readings writes to the card, fold after fold, as history builds up.
+
+Run: .venv/bin/python -m bench.fold [--devices 500] [--folds 6] [--minutes 30] [--interval 10]
+
+The agent's own store (agent/store) in a fresh database: every fold stages ``--minutes`` of
+``--devices`` x 3 metrics, one message per device every ``--interval`` s (as bench/pace.py
+sends them), then folds them into the series tables and checkpoints the WAL. Printed per fold:
+bytes written per reading (``write_bytes`` and ``wchar`` of /proc/self/io, the fold and its
+checkpoint), and which tables its WAL frames went to (bench/walpages.py). bench/pace.py
+measures the commits of a farm's pace without a fold in its window; this is the other half.
+
+Baseline, measured in the same run: the same rows appended in key order to a table of the
+same shape in a database of its own, and checkpointed: the least a B-tree store can write
+for them. The ratio is what the fold adds to it by inserting into each series' range of
+history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import sqlite3
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent.process_io import ProcessIo, process_io
+from agent.store.connections import PAGE_SIZE
+from agent.store.db import Database
+from agent.store.readings import NewReading, ReadingStore
+from bench.measure import Run
+from bench.walpages import WalTail, page_names, report
+from tests.support.reading_seed import add_device, add_farm, add_user
+
+_METRICS = ("co2", "temperature", "humidity")
+_T0 = 1_780_000_000_000
+
+
+def _io() -> ProcessIo:
+    io = process_io()
+    if io is None:
+        raise SystemExit("this benchmark needs Linux's /proc/self/io")
+    return io
+
+
+def _per(before: ProcessIo, after: ProcessIo, count: int) -> tuple[float, float]:
+    return (
+        (after.write_bytes - before.write_bytes) / count,
+        (after.wchar - before.wchar) / count,
+    )
+
+
+def _baseline(path: Path, rows: list[tuple[int, int, float]]) -> tuple[float, float]:
+    """The rows appended in key order to a fresh table of the readings' shape, checkpointed
+    (the file is deleted after)."""
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(
+            "CREATE TABLE readings (series_id INTEGER NOT NULL, ts INTEGER NOT NULL,"
+            " value REAL NOT NULL, raw REAL, received_ts INTEGER, device_ts INTEGER,"
+            " PRIMARY KEY (series_id, ts)) WITHOUT ROWID"
+        )
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        before = _io()
+        conn.execute("BEGIN")
+        conn.executemany("INSERT INTO readings (series_id, ts, value) VALUES (?, ?, ?)", rows)
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        figures = _per(before, _io(), len(rows))
+    for leftover in path.parent.glob(path.name + "*"):
+        leftover.unlink()
+    return figures
+
+
+@dataclass
+class _Census:
+    """The WAL's commits while a fold runs, read every 20 ms: SQLite checkpoints the WAL every
+    4 MiB and starts it over, which would hide the frames written before."""
+
+    tail: WalTail
+    commits: list[list[int]] = field(default_factory=list)
+
+    async def follow(self) -> None:
+        while True:
+            self.commits.extend(self.tail.commits())
+            await asyncio.sleep(0.02)
+
+
+async def _stage_span(
+    store: ReadingStore, devices: list[str], start_ms: int, args: argparse.Namespace
+) -> list[tuple[int, int, float]]:
+    """Stage one fold's span of readings, a message per device per interval, spread evenly."""
+    rng = random.Random(start_ms)
+    interval_ms = int(args.interval * 1000)
+    steps = int(args.minutes * 60 / args.interval)
+    staged: list[tuple[int, int, float]] = []
+    for step in range(steps):
+        batch = []
+        for index, device in enumerate(devices):
+            ts = start_ms + step * interval_ms + index * interval_ms // len(devices)
+            for metric in _METRICS:
+                value = round(rng.uniform(15, 30), 2)
+                batch.append(NewReading(device, metric, "", ts, value))
+                staged.append((index * len(_METRICS) + _METRICS.index(metric), ts, value))
+        await store.write(batch)
+    return staged
+
+
+async def _run(args: argparse.Namespace, tmp: Path, run: Run) -> None:
+    path = tmp / "agent.db"
+    db = Database(path)
+    await db.open()
+    try:
+        farm = await add_farm(db, await add_user(db))
+        devices = [await add_device(db, farm) for _ in range(args.devices)]
+        store = ReadingStore(db, staged=True)
+        span_ms = int(args.minutes * 60_000)
+        print(f"{args.devices} devices x {len(_METRICS)} metrics every {args.interval:g} s,"
+              f" a fold every {args.minutes:g} min; page size {PAGE_SIZE} B")  # fmt: skip
+        for fold in range(args.folds):
+            rows = await _stage_span(store, devices, _T0 + fold * span_ms, args)
+            await db.checkpoint()
+            census = _Census(WalTail(Path(f"{path}-wal")))
+            before = _io()
+            following = asyncio.create_task(census.follow())
+            folded = await store.fold()
+            following.cancel()
+            census.commits.extend(census.tail.commits())  # before the checkpoint truncates it
+            await db.checkpoint()
+            written, handed = _per(before, _io(), max(folded, 1))
+            base_written, base_handed = _baseline(tmp / f"baseline-{fold}.db", sorted(rows))
+            if folded != len(rows):
+                run.failures.add("reading not folded", abs(len(rows) - folded))
+            print(f"fold {fold + 1}: {folded:,} readings; written per reading {written:.0f} B"
+                  f" write_bytes, {handed:.0f} B wchar; baseline (the rows appended in key order)"
+                  f" {base_written:.0f} B, {base_handed:.0f} B;"
+                  f" ratio {written / max(base_written, 1):.2f}x write_bytes")  # fmt: skip
+            if args.census:
+                for line in report(census.commits, page_names(path), 1.0)[1:12]:
+                    print("   ", line)
+    finally:
+        await db.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", type=int, default=500)
+    parser.add_argument("--folds", type=int, default=6)
+    parser.add_argument("--minutes", type=float, default=30.0, help="staged between two folds")
+    parser.add_argument(
+        "--interval", type=float, default=10.0, help="s between a device's messages"
+    )
+    parser.add_argument("--census", action="store_true", help="print each fold's WAL frames")
+    args = parser.parse_args()
+    with Run().reported() as run, tempfile.TemporaryDirectory(prefix="bench-fold-") as tmp:
+        asyncio.run(_run(args, Path(tmp), run))
+
+
+if __name__ == "__main__":
+    main()
