@@ -4,30 +4,27 @@ and for a contact point that failed for good the service's answer (a real Chromi
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import pytest
 from axe_playwright_python.async_playwright import Axe
-from playwright.async_api import async_playwright, expect
+from playwright.async_api import expect
 
 from agent.web.keys import SYNC
 from cloud.web.keys import SILENCE_WATCH
 from tests.agent.devices_api.conftest import create_farm
 from tests.agent.notify.conftest import add_contact
 from tests.conftest import AgentFactory
-from tests.e2e.conftest import CLOUD_PASSWORD, LiveCloud
+from tests.e2e.cloud_browser import signed_in_pages
+from tests.e2e.conftest import LiveCloud
 from tests.e2e.helpers import FAST_SYNC, eventually, paired_state
 from tests.e2e.test_cloud_ui import cloud_app
 from tests.support.mosquitto import free_port
 from tests.support.ntfy_receiver import NtfyReceiver
 from tests.webui.conftest import (
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    PHONE,
-    TABLET,
-    WAIT_MS,
     assert_no_serious,
 )
 
@@ -69,45 +66,29 @@ async def test_the_cloud_ui_shows_what_the_cloud_sent_and_what_failed(
     answer: str = failed["answer"]
     assert answer
 
-    assert CHROMIUM.exists(), "apt-get install chromium (scripts/bootstrap does)"
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
-        )
-        try:
-            for size, viewport in (("tablet", TABLET), ("phone", PHONE)):
-                context = await browser.new_context(viewport=viewport)
-                page = await context.new_page()
-                page.set_default_timeout(WAIT_MS)
-                await page.goto(cloud.url + "/")
-                await page.get_by_label("Email").fill(owner_email)
-                await page.get_by_label("Password").fill(CLOUD_PASSWORD)
-                await page.get_by_role("button", name="Sign in").click()
-                await expect(page.locator('[data-farm="North site"]')).to_be_visible()
-                menu = page.locator("button.menu-toggle")
-                if await menu.is_visible():
-                    await menu.click()
-                nav = page.get_by_role("navigation", name="Screens")
-                await nav.get_by_role("link", name="Notifications", exact=True).click()
-                history = page.get_by_role("region", name="Notification history")
-                sent = history.locator('tr[data-status="sent"]')
-                await expect(sent).to_contain_text("North site")
-                await expect(sent).to_contain_text("Grower's phone")
-                await expect(sent).to_contain_text("North site: silent since")
-                await expect(sent).to_contain_text("critical")
-                gone = history.locator('tr[data-status="failed"]')
-                await expect(gone).to_contain_text("Old pager")
-                await expect(gone).to_contain_text("failed")
-                await expect(gone).to_contain_text(answer[:60])
-                main = page.locator("main")
-                await expect(main).to_contain_text("managed on the farm's own app")
-                await expect(main).not_to_contain_text("/gone")
-                await expect(history.locator("th")).not_to_contain_text(["Acknowledged"])
-                await page.screenshot(
-                    path=str(ARTIFACTS / f"cloud-notifications-{size}.png"), full_page=True
-                )
-                assert_no_serious((await Axe().run(page)).response, "cloud notifications")
-                await context.close()
-        finally:
-            await browser.close()
+    async with aclosing(signed_in_pages(cloud.url, owner_email)) as pages:
+        async for size, page in pages:
+            await expect(page.locator('[data-farm="North site"]')).to_be_visible()
+            menu = page.locator("button.menu-toggle")
+            if await menu.is_visible():
+                await menu.click()
+            nav = page.get_by_role("navigation", name="Screens")
+            await nav.get_by_role("link", name="Notifications", exact=True).click()
+            history = page.get_by_role("region", name="Notification history")
+            sent = history.locator('tr[data-status="sent"]')
+            await expect(sent).to_contain_text("North site")
+            await expect(sent).to_contain_text("Grower's phone")
+            await expect(sent).to_contain_text("North site: silent since")
+            await expect(sent).to_contain_text("critical")
+            gone = history.locator('tr[data-status="failed"]')
+            await expect(gone).to_contain_text("Old pager")
+            await expect(gone).to_contain_text("failed")
+            await expect(gone).to_contain_text(answer[:60])
+            main = page.locator("main")
+            await expect(main).to_contain_text("managed on the farm's own app")
+            await expect(main).not_to_contain_text("/gone")
+            await expect(history.locator("th")).not_to_contain_text(["Acknowledged"])
+            await page.screenshot(
+                path=str(ARTIFACTS / f"cloud-notifications-{size}.png"), full_page=True
+            )
+            assert_no_serious((await Axe().run(page)).response, "cloud notifications")

@@ -6,25 +6,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 from axe_playwright_python.async_playwright import Axe
-from playwright.async_api import async_playwright, expect
+from playwright.async_api import expect
 
 from agent.sync.pairing import pair
 from cloud.web.keys import STREAMS
 from tests.conftest import Agent
-from tests.e2e.conftest import CLOUD_PASSWORD, LiveCloud
+from tests.e2e.cloud_browser import signed_in_pages
+from tests.e2e.conftest import LiveCloud
 from tests.e2e.helpers import FAST_SYNC, add_readings, eventually, paired_state
 from tests.webui.conftest import (
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    PHONE,
-    TABLET,
     WAIT_MS,
     assert_no_serious,
 )
@@ -137,63 +135,47 @@ async def test_the_cloud_ui_shows_a_synced_farm_and_updates_it_live(
     ):
         assert resp.status == 201, await resp.text()
     streams = cloud_app(cloud)[STREAMS]
-    assert CHROMIUM.exists(), "apt-get install chromium (scripts/bootstrap does)"
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
-        )
-        try:
-            for size, viewport in (("tablet", TABLET), ("phone", PHONE)):
-                context = await browser.new_context(viewport=viewport)
-                page = await context.new_page()
-                page.set_default_timeout(WAIT_MS)
-                await page.goto(cloud.url + "/")
-                await page.get_by_label("Email").fill(owner_email)
-                await page.get_by_label("Password").fill(CLOUD_PASSWORD)
-                await page.get_by_role("button", name="Sign in").click()
-                # The cloud's first screen lists every farm the caller may see.
-                card = page.locator('[data-farm="North site"]')
-                await expect(card).to_contain_text("1 rows · 1 racks · 1 shelves", timeout=WAIT_MS)
-                await page.screenshot(path=str(ARTIFACTS / f"cloud-farms-{size}.png"))
-                assert_no_serious((await Axe().run(page)).response, "cloud farms")
-                await card.get_by_role("button", name="Open North site").click()
-                shelf = page.locator('[data-shelf="Top"]')
-                await expect(shelf).to_contain_text("Lettuce, butterhead", timeout=WAIT_MS)
-                await expect(shelf.locator('[data-metric="temperature"]')).to_be_visible(
-                    timeout=WAIT_MS
+    async with aclosing(signed_in_pages(cloud.url, owner_email)) as pages:
+        async for size, page in pages:
+            # The cloud's first screen lists every farm the caller may see.
+            card = page.locator('[data-farm="North site"]')
+            await expect(card).to_contain_text("1 rows · 1 racks · 1 shelves", timeout=WAIT_MS)
+            await page.screenshot(path=str(ARTIFACTS / f"cloud-farms-{size}.png"))
+            assert_no_serious((await Axe().run(page)).response, "cloud farms")
+            await card.get_by_role("button", name="Open North site").click()
+            shelf = page.locator('[data-shelf="Top"]')
+            await expect(shelf).to_contain_text("Lettuce, butterhead", timeout=WAIT_MS)
+            await expect(shelf.locator('[data-metric="temperature"]')).to_be_visible(
+                timeout=WAIT_MS
+            )
+            await expect(page.locator("#banner")).to_be_hidden()
+            if size == "tablet":
+                # A reading taken on the farm now shows up without a reload, once synced.
+                await eventually(
+                    _true_when(lambda: streams.connections >= 3), "the overview's streams"
                 )
-                await expect(page.locator("#banner")).to_be_hidden()
-                if size == "tablet":
-                    # A reading taken on the farm now shows up without a reload, once synced.
-                    await eventually(
-                        _true_when(lambda: streams.connections >= 3), "the overview's streams"
-                    )
-                    await add_readings(
-                        tmp_path / "state" / "agent.db", sensor, int(time.time() * 1000), 1,
-                        value=27.3,
-                    )  # fmt: skip
-                    await expect(shelf.locator('[data-metric="temperature"]')).to_contain_text(
-                        "27.3", timeout=WAIT_MS
-                    )
-                await page.screenshot(
-                    path=str(ARTIFACTS / f"cloud-overview-{size}.png"), full_page=True
+                await add_readings(
+                    tmp_path / "state" / "agent.db", sensor, int(time.time() * 1000), 1,
+                    value=27.3,
+                )  # fmt: skip
+                await expect(shelf.locator('[data-metric="temperature"]')).to_contain_text(
+                    "27.3", timeout=WAIT_MS
                 )
-                assert_no_serious((await Axe().run(page)).response, "cloud overview")
-                if size == "tablet":
-                    # Admin: the POS configuration and its (never run) sync; no hub here.
-                    await page.goto(cloud.url + "/#/admin")
-                    pos = page.locator('[data-panel="pos-title"]')
-                    await expect(pos.locator('[data-config="Farm shop"]')).to_contain_text(
-                        "never", timeout=WAIT_MS
-                    )
-                    hub = page.locator('[data-panel="hub-title"]')
-                    await expect(hub.locator('[data-state="not-configured"]')).to_be_visible()
-                    await page.screenshot(path=str(ARTIFACTS / "cloud-admin-tablet.png"))
-                    assert_no_serious((await Axe().run(page)).response, "cloud admin")
-                await context.close()
-        finally:
-            await browser.close()
+            await page.screenshot(
+                path=str(ARTIFACTS / f"cloud-overview-{size}.png"), full_page=True
+            )
+            assert_no_serious((await Axe().run(page)).response, "cloud overview")
+            if size == "tablet":
+                # Admin: the POS configuration and its (never run) sync; no hub here.
+                await page.goto(cloud.url + "/#/admin")
+                pos = page.locator('[data-panel="pos-title"]')
+                await expect(pos.locator('[data-config="Farm shop"]')).to_contain_text(
+                    "never", timeout=WAIT_MS
+                )
+                hub = page.locator('[data-panel="hub-title"]')
+                await expect(hub.locator('[data-state="not-configured"]')).to_be_visible()
+                await page.screenshot(path=str(ARTIFACTS / "cloud-admin-tablet.png"))
+                assert_no_serious((await Axe().run(page)).response, "cloud admin")
 
 
 async def test_an_admin_of_an_empty_cloud_is_shown_how_to_pair_an_agent(
@@ -201,35 +183,17 @@ async def test_an_admin_of_an_empty_cloud_is_shown_how_to_pair_an_agent(
 ) -> None:
     """The empty Farms screen makes a pairing code and shows the command; the code pairs."""
     await cloud.add_user("admin", "root@cloud.test")
-    assert CHROMIUM.exists(), "apt-get install chromium (scripts/bootstrap does)"
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     codes: list[str] = []
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
-        )
-        try:
-            for size, viewport in (("tablet", TABLET), ("phone", PHONE)):
-                context = await browser.new_context(viewport=viewport)
-                page = await context.new_page()
-                page.set_default_timeout(WAIT_MS)
-                await page.goto(cloud.url + "/")
-                await page.get_by_label("Email").fill("root@cloud.test")
-                await page.get_by_label("Password").fill(CLOUD_PASSWORD)
-                await page.get_by_role("button", name="Sign in").click()
-                await expect(
-                    page.get_by_role("heading", name="pair a farm's agent")
-                ).to_be_visible()
-                await page.get_by_label("Name of the farm's agent").fill(f"Site {size}")
-                await page.get_by_role("button", name="Make a pairing code").click()
-                command = page.locator("[data-pairing-code]")
-                await expect(command).to_contain_text(f"farm-agent pair --cloud {cloud.url}")
-                codes.append(str(await command.get_attribute("data-pairing-code")))
-                await page.screenshot(path=str(ARTIFACTS / f"cloud-pairing-{size}.png"))
-                assert_no_serious((await Axe().run(page)).response, "cloud pairing")
-                await context.close()
-        finally:
-            await browser.close()
+    async with aclosing(signed_in_pages(cloud.url, "root@cloud.test")) as pages:
+        async for size, page in pages:
+            await expect(page.get_by_role("heading", name="pair a farm's agent")).to_be_visible()
+            await page.get_by_label("Name of the farm's agent").fill(f"Site {size}")
+            await page.get_by_role("button", name="Make a pairing code").click()
+            command = page.locator("[data-pairing-code]")
+            await expect(command).to_contain_text(f"farm-agent pair --cloud {cloud.url}")
+            codes.append(str(await command.get_attribute("data-pairing-code")))
+            await page.screenshot(path=str(ARTIFACTS / f"cloud-pairing-{size}.png"))
+            assert_no_serious((await Axe().run(page)).response, "cloud pairing")
     await pair(cloud.url, codes[0], tmp_path / "state")  # what the command shown does
     agent: Agent = await make_agent(**FAST_SYNC)
     resp = await agent.client.post("/api/v1/farms/", json={"name": "Paired"}, headers=agent.auth())
