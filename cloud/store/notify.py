@@ -22,6 +22,7 @@ from uuid import UUID
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from cloud.store.db import Connection, Database
+from cloud.store.records import plain
 from farmkit.sealing import open_sealed
 from farmkit.secretbox import SecretBox
 
@@ -286,4 +287,4 @@ async def history_page(
         limit,
         offset,
     )
-    return [dict(row) for row in rows], total
+    return [plain(row) for row in rows], total

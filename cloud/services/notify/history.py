@@ -3,7 +3,6 @@ as people may read it: the farms they see, under row-level security."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from uuid import UUID
 
 from cloud.services.farms import authorize_farm
@@ -12,7 +11,6 @@ from cloud.store.db import Database
 from integrations.notify.schemas import NotificationList, NotificationListQuery, NotificationView
 from protocol.access import Action
 from protocol.identity import Principal
-from protocol.timefmt import iso
 
 __all__ = ["NotificationHistory"]
 
@@ -44,22 +42,16 @@ class NotificationHistory:
         )
 
 
-def _plain(value: object) -> object:
-    if isinstance(value, datetime):
-        return iso(value)
-    return str(value) if isinstance(value, UUID) else value
-
-
 def _view(row: dict[str, object]) -> NotificationView:
     pending = row["status"] == "pending"
     return NotificationView.model_validate(
         {
-            **{key: _plain(value) for key, value in row.items()},
+            **row,
             "rule_id": None,
             "event_id": None,
             "step": "first",
             "round": 0,
-            "next_attempt_at": _plain(row["next_attempt_at"]) if pending else None,
+            "next_attempt_at": row["next_attempt_at"] if pending else None,
             "acknowledged_at": None,
             "acknowledged_by": None,
             "acknowledged_by_email": None,
