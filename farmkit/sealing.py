@@ -22,6 +22,7 @@ from farmkit.secretbox import SecretBoxError, derived_key
 __all__ = [
     "SealingKeyRejected",
     "open_sealed",
+    "public_key_from_text",
     "public_key_text",
     "seal_to",
     "sealing_private_key",
@@ -59,6 +60,11 @@ def _raw(public: X25519PublicKey) -> bytes:
 def public_key_text(public: X25519PublicKey) -> str:
     """A sealing public key as unpadded URL-safe base64 of its raw bytes."""
     return _b64(_raw(public))
+
+
+def public_key_from_text(text: str) -> X25519PublicKey:
+    """The sealing public key :func:`public_key_text` wrote (``ValueError`` if malformed)."""
+    return X25519PublicKey.from_public_bytes(_unb64(text))
 
 
 def sign_sealing_key(signing_key: Ed25519PrivateKey, public: X25519PublicKey) -> str:

@@ -9,7 +9,6 @@ becomes known, those who asked (the notification store) queue every contact poin
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
@@ -20,7 +19,12 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from agent.sync.link import CloudLink
 from farmkit.backoff import Backoff
-from farmkit.sealing import SealingKeyRejected, seal_to, verified_sealing_key
+from farmkit.sealing import (
+    SealingKeyRejected,
+    public_key_from_text,
+    seal_to,
+    verified_sealing_key,
+)
 from protocol.schemas.agents import SealingKey
 
 __all__ = ["CloudSealing"]
@@ -38,7 +42,7 @@ class CloudSealing:
         self._learned: list[Callable[[], Awaitable[object]]] = []
         if link is not None and link.cloud_sealing_key is not None:
             try:
-                self._key = _public(link.cloud_sealing_key)
+                self._key = public_key_from_text(link.cloud_sealing_key)
             except ValueError:
                 log.warning("the cloud sealing key in the link is malformed: fetching it again")
 
@@ -70,19 +74,13 @@ class CloudSealing:
                 await asyncio.sleep(delay)
                 continue
             dataclasses.replace(link, cloud_sealing_key=key).save(state_dir)
-            self._key = _public(key)
+            self._key = public_key_from_text(key)
             log.info("cloud sealing key kept: contact points go to the cloud sealed")
             for work in self._learned:
                 try:
                     await work()
                 except Exception:
                     log.exception("after learning the cloud sealing key")
-
-
-def _public(text: str) -> X25519PublicKey:
-    return X25519PublicKey.from_public_bytes(
-        base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    )
 
 
 async def _fetch(link: CloudLink) -> str:
