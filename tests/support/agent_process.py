@@ -53,23 +53,46 @@ class AgentProcess:
         self._token: str | None = None
 
     async def start(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109
-        """Start the agent and wait until it answers /health."""
+        """Start the agent and wait until it answers /health on its own socket.
+
+        The port is one nothing listened on when it was chosen; another test's process may
+        take it before the agent binds it. The agent then exits at start-up ("cannot listen"),
+        and is started again on a new port; an answer on the port counts only once this
+        agent says it listens there."""
+        async with asyncio.timeout(timeout):
+            while not await self._started():
+                self.port = free_port()
+                self.url = f"http://127.0.0.1:{self.port}"
+
+    async def _started(self) -> bool:
+        """One start: True once it answers, False if its port was taken first."""
+        begun = self.log.stat().st_size if self.log.exists() else 0
         process = self._process = self._spawn()
+        listening = f"Farm agent listening on {self.url}/"
         try:
-            async with asyncio.timeout(timeout), aiohttp.ClientSession() as session:
+            async with aiohttp.ClientSession() as session:
                 while True:
                     if process.poll() is not None:
+                        if "cannot listen on" in self._logged_since(begun):
+                            self._process = None
+                            return False
                         raise RuntimeError(f"agent exited at start-up; see {self.log}")
-                    try:
-                        async with session.get(self.url + "/health") as resp:
-                            if resp.status == 200:
-                                return
-                    except aiohttp.ClientError:
-                        pass
+                    if listening in self._logged_since(begun):
+                        try:
+                            async with session.get(self.url + "/health") as resp:
+                                if resp.status == 200:
+                                    return True
+                        except aiohttp.ClientError:
+                            pass
                     await asyncio.sleep(0.1)
         except BaseException:
             self.stop()  # a start that failed or was cancelled leaves no process behind
             raise
+
+    def _logged_since(self, offset: int) -> str:
+        with self.log.open("rb") as out:
+            out.seek(offset)
+            return out.read().decode(errors="replace")
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         with self.log.open("ab") as out:
