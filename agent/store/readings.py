@@ -554,7 +554,7 @@ class ReadingStore:
         if not shifts:
             return 0
         if self._staged:
-            await self.fold()
+            await self.fold(whole_buckets=False)
         moved = await self._db.write(lambda conn: _shift(conn, shifts))
         self._stamps.clear()  # the runs of receive stamps given no longer hold
         self._staged_max = None  # reloaded from the stage at the next write

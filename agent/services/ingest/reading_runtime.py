@@ -162,14 +162,17 @@ class ReadingRuntime:
         while True:
             await asyncio.sleep(check)
             try:
-                await self._fold_due()
+                await self.fold_if_due()
             except Exception:  # supervised: the stage stays, the next check folds it
                 log.exception("folding staged readings failed")
 
     def _current_period(self) -> int:
         return (self._now_ms() - FOLD_GRACE_MS) // self._period_ms
 
-    async def _fold_due(self) -> None:
+    async def fold_if_due(self) -> None:
+        """One check of the fold loop: fold if a time bucket (or ``fold_interval_s`` of them)
+        ended a minute ago or more since the last fold, or ``fold_rows`` more readings were
+        staged since (the first check always folds: what a previous run staged)."""
         if self._current_period() != self._period or (
             await self.staged() - self._left >= self._fold_rows
         ):
