@@ -79,11 +79,12 @@ def fill(path: Path, days: int) -> tuple[str, str]:
     )
     conn.execute("INSERT INTO readings_1m_buckets SELECT DISTINCT bucket FROM readings_1m")
     conn.execute(
-        "INSERT INTO readings_1h (series_id, ts, vmin, vmax, vsum, n)"
-        " SELECT series_id, ts - ts % ?, min(vmin), max(vmax), sum(vsum), sum(n)"
-        " FROM readings_1m GROUP BY series_id, ts - ts % ?",
-        (HOUR_MS, HOUR_MS),
+        "INSERT INTO readings_1h (bucket, series_id, ts, vmin, vmax, vsum, n)"
+        " SELECT (ts - ts % ?1) / ?2, series_id, ts - ts % ?1, min(vmin), max(vmax), sum(vsum),"
+        " sum(n) FROM readings_1m GROUP BY series_id, ts - ts % ?1",
+        (HOUR_MS, BUCKET_MS),
     )
+    conn.execute("INSERT INTO readings_1h_buckets SELECT DISTINCT bucket FROM readings_1h")
     conn.execute("COMMIT")
     conn.close()
     return user, device

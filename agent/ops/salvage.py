@@ -58,6 +58,7 @@ LARGE_TABLES = (
     "readings_1h",
     "readings_by_series",
     "readings_1m_by_series",
+    "readings_1h_by_series",
 )
 """Checked after start-up, in the background: their quick_check takes seconds at 10 million
 readings, and start-up must not (agent/ops/integrity.py)."""

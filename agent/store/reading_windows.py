@@ -1,9 +1,9 @@
 """Aggregates of many series over a time window, and their latest readings (farm metrics).
 
-Whole hours come from ``readings_1h`` (keyed by series); the partial hours at either end from
-the 1-minute rollups, ``readings_1m`` (keyed by time bucket first: the window's few buckets
-are listed, each sought with every chosen series) and ``readings_1m_by_series`` (from before
-migration 0117); staged readings from the stage. A series' latest reading is its row of
+Whole hours come from the hourly rollups and the partial hours at either end from the 1-minute
+rollups: ``readings_1h`` and ``readings_1m``, keyed by time bucket first (the window's buckets
+are listed, each sought with every chosen series), and the series-ordered tables from before
+migration 0117; staged readings from the stage. A series' latest reading is its row of
 ``readings_latest`` (kept by the trigger of ``readings``), or a newer staged one: never a search
 through the buckets, which for a series that stopped a month ago would walk a month of them.
 See ``agent/store/readings.py`` for the layout.
@@ -83,6 +83,11 @@ class ReadingWindows:
             ),
             parts AS (
                 SELECT series_id, vmin, vmax, vsum, n FROM readings_1h
+                WHERE bucket IN (SELECT bucket FROM readings_1h_buckets
+                        WHERE bucket BETWEEN ? AND ?)
+                    AND series_id IN (SELECT id FROM chosen) AND ts >= ? AND ts < ?
+                UNION ALL
+                SELECT series_id, vmin, vmax, vsum, n FROM readings_1h_by_series
                 WHERE series_id IN (SELECT id FROM chosen) AND ts >= ? AND ts < ?
                 UNION ALL
                 SELECT series_id, vmin, vmax, vsum, n FROM readings_1m
@@ -118,6 +123,9 @@ class ReadingWindows:
             """,
             [
                 *params,
+                *_buckets(first_hour, last_hour),
+                first_hour,
+                last_hour,
                 first_hour,
                 last_hour,
                 *_buckets(low, first_hour),

@@ -6,17 +6,19 @@ Timestamps are integer unix milliseconds. Where a reading lives (migrations 0002
 - ``readings_stage``: where a batch is committed when the store stages (the running agent). Rows
   are appended in arrival order (``seq``), so a commit rewrites the stage's last page, not a
   page of every series: on an SD card, bytes written are what wears it out.
-- ``readings`` and ``readings_1m``, keyed ``(bucket, series_id, ts)`` with ``bucket = ts //
-  BUCKET_MS`` (30 minutes), and ``readings_1h`` (keyed ``(series_id, ts)``): the folded store.
-  :meth:`ReadingStore.fold` moves the staged readings of the buckets that have ended there,
-  series by series, each chunk its own short transaction: a bucket's rows are appended at the
-  end of the tree, not inserted inside every series' history. Readings of the bucket under way
-  stay staged. The triggers of ``readings`` keep the rollups, ``readings_buckets`` and
-  ``readings_1m_buckets`` (the buckets holding rows), ``readings_latest`` (each series' newest
-  reading) and the sync outbox. ``readings_fold`` records the fold under way, so a crash
-  resumes it and a staged row is never counted twice.
-- ``readings_by_series`` and ``readings_1m_by_series``: the series-ordered tables of a farm from
-  before 0117, read alongside the others and written no more (retention empties them).
+- ``readings``, ``readings_1m`` and ``readings_1h``, keyed ``(bucket, series_id, ts)`` with
+  ``bucket = ts // BUCKET_MS`` (30 minutes; a rollup row's ``ts`` is its minute's or hour's
+  start): the folded store. :meth:`ReadingStore.fold` moves the staged readings of the buckets
+  that have ended there, series by series, each chunk its own short transaction: a bucket's
+  rows are appended at the end of each tree, not inserted inside every series' history.
+  Readings of the bucket under way stay staged. The trigger of ``readings`` keeps the rollups,
+  ``readings_buckets``, ``readings_1m_buckets`` and ``readings_1h_buckets`` (the buckets
+  holding rows), ``readings_latest`` (each series' newest reading) and the sync outbox.
+  ``readings_fold`` records the fold under way, so a crash resumes it and a staged row is never
+  counted twice.
+- ``readings_by_series``, ``readings_1m_by_series`` and ``readings_1h_by_series``: the
+  series-ordered tables of a farm from before 0117, read alongside the others and written no
+  more (retention empties them).
 - The views ``readings_all``, ``readings_1m_all`` and ``readings_1h_all`` show every reading
   once, folded, staged or from before 0117 (a staged reading is a rollup row of its own, count
   1). A read of one series names each table itself (:func:`_series_rows`), with the buckets
@@ -95,31 +97,11 @@ class Resolution(StrEnum):
     HOUR = "1h"
 
     @property
-    def table(self) -> str:
-        """The table holding this resolution."""
-        return _TABLES[self]
-
-    @property
-    def view(self) -> str:
-        """The view of this resolution that includes staged readings (what reads use)."""
-        return _VIEWS[self]
-
-    @property
     def step_ms(self) -> int:
-        """Bucket width of a rollup (0 for raw)."""
+        """Width of a rollup row, a minute or an hour (0 for raw)."""
         return _STEPS[self]
 
 
-_TABLES = {
-    Resolution.RAW: "readings",
-    Resolution.MINUTE: "readings_1m",
-    Resolution.HOUR: "readings_1h",
-}
-_VIEWS = {
-    Resolution.RAW: "readings_all",
-    Resolution.MINUTE: "readings_1m_all",
-    Resolution.HOUR: "readings_1h_all",
-}
 _STEPS = {Resolution.RAW: 0, Resolution.MINUTE: MINUTE_MS, Resolution.HOUR: HOUR_MS}
 
 
@@ -206,6 +188,7 @@ def _wall_ms() -> int:
 _BUCKETED = {
     Resolution.RAW: ("readings", "readings_buckets", "readings_by_series"),
     Resolution.MINUTE: ("readings_1m", "readings_1m_buckets", "readings_1m_by_series"),
+    Resolution.HOUR: ("readings_1h", "readings_1h_buckets", "readings_1h_by_series"),
 }
 
 
@@ -241,8 +224,6 @@ def _series_rows(resolution: Resolution) -> str:
             f" WHERE series_id = :series AND ts - ts % {step} >= :low"
             f" AND ts - ts % {step} < :high"
         )
-    if resolution not in _BUCKETED:
-        return f"SELECT {columns} FROM {resolution.table} WHERE {where} UNION ALL {staged}"
     table, buckets, before = _BUCKETED[resolution]
     return (
         f"SELECT {columns} FROM {table} WHERE bucket IN"
@@ -284,17 +265,14 @@ def points_query(
 def _oldest_sql(resolution: Resolution) -> str:
     """The oldest ``ts`` of series ``:series`` at a resolution, staged or not."""
     staged = "ts" if resolution is Resolution.RAW else f"ts - ts % {resolution.step_ms}"
-    parts = [f"(SELECT min({staged}) FROM readings_staged WHERE series_id = :series)"]
-    if resolution in _BUCKETED:
-        table, buckets, before = _BUCKETED[resolution]
+    table, buckets, before = _BUCKETED[resolution]
+    parts = [
+        f"(SELECT min({staged}) FROM readings_staged WHERE series_id = :series)",
         # Buckets in order, a seek each, up to the first that holds the series.
-        parts.append(
-            f"(SELECT r.ts FROM {buckets} AS b CROSS JOIN {table} AS r"
-            " ON r.bucket = b.bucket AND r.series_id = :series ORDER BY b.bucket, r.ts LIMIT 1)"
-        )
-        parts.append(f"(SELECT min(ts) FROM {before} WHERE series_id = :series)")
-    else:
-        parts.append(f"(SELECT min(ts) FROM {resolution.table} WHERE series_id = :series)")
+        f"(SELECT r.ts FROM {buckets} AS b CROSS JOIN {table} AS r"
+        " ON r.bucket = b.bucket AND r.series_id = :series ORDER BY b.bucket, r.ts LIMIT 1)",
+        f"(SELECT min(ts) FROM {before} WHERE series_id = :series)",
+    ]
     return "SELECT min(ts) FROM (" + " UNION ALL ".join(f"SELECT {p} AS ts" for p in parts) + ")"
 
 
@@ -505,11 +483,11 @@ class ReadingStore:
         """Delete at most ``limit`` rows older than ``before`` in one short transaction (of
         every series, or of one device's); the number of rows deleted.
 
-        Raw and 1-minute rows go by whole time buckets, the oldest first: of every series,
-        those of the buckets that ended by ``before`` (a bucket's rows stay until all of them
-        are due); of a device's series, those older than ``before``, bucket by bucket. Rows
-        from before 0117 and hourly rows go series by series along their primary key. Each
-        chunk is a few index range deletes and writers wait for one chunk at most.
+        Rows go by whole time buckets, the oldest first: of every series, those of the buckets
+        that ended by ``before`` (a bucket's rows stay until all of them are due); of a
+        device's series, those older than ``before``, bucket by bucket. Rows from before 0117
+        go series by series along their primary key. Each chunk is a few index range deletes
+        and writers wait for one chunk at most.
         """
         if device_id is None:
             series_ids = await self._db.fetch_all("SELECT id FROM series ORDER BY id")
@@ -518,7 +496,7 @@ class ReadingStore:
                 "SELECT id FROM series WHERE device_id = ?", (device_id,)
             )
         bounded = min(before, _TS_MAX)
-        if device_id is None and resolution in _BUCKETED:
+        if device_id is None:
             bounded = floor_to(bounded, BUCKET_MS)
         ids = [series_id for (series_id,) in series_ids]
         # One hop to the writer's thread for the whole chunk: a farm has thousands of series,
@@ -1004,8 +982,6 @@ def _delete_chunk(
 ) -> int:
     """On the writer's thread: :meth:`ReadingStore.delete_chunk` (``device_series``: the
     series of the device whose rows go, None for every series'); the number deleted."""
-    if resolution not in _BUCKETED:
-        return _delete_by_series(resolution.table, series_ids, before, limit, conn)
     table, buckets, old = _BUCKETED[resolution]
     deleted = _delete_by_series(old, series_ids, before, limit, conn)
     if device_series is None:
@@ -1129,11 +1105,6 @@ def _shift(conn: sqlite3.Connection, shifts: Sequence[StampShift]) -> int:
             "INSERT OR IGNORE INTO readings_buckets (bucket) VALUES (?)",
             [(b,) for b in range(bucket_of(lo + delta), bucket_of(hi + delta) + 1)],
         )
-        conn.execute(
-            "INSERT OR IGNORE INTO readings_1m_buckets SELECT bucket FROM readings_buckets"
-            " WHERE bucket BETWEEN ? AND ?",
-            (bucket_of(min(lo, lo + delta)), bucket_of(max(hi, hi + delta))),
-        )
         moved += _shift_bucketed(conn, sid, lo, hi, delta)
         moved += _shift_by_series(conn, sid, lo, hi, delta)
         conn.execute(
@@ -1208,45 +1179,31 @@ def _shift_by_series(conn: sqlite3.Connection, sid: int, lo: int, hi: int, delta
 def _roll_up_again(conn: sqlite3.Connection, sid: int, start: int, end: int) -> None:
     """Recompute the series' 1-minute and hourly rollups of the buckets overlapping
     ``[start, end]`` from its raw readings, wherever they are kept."""
-    for table, step in (("readings_1m", MINUTE_MS), ("readings_1h", HOUR_MS)):
+    for resolution in (Resolution.MINUTE, Resolution.HOUR):
+        table, buckets, before = _BUCKETED[resolution]
+        step = resolution.step_ms
         first, upto = floor_to(start, step), floor_to(end, step) + step
-        params = {
-            "series": sid,
-            "first": bucket_of(first),
-            "last": bucket_of(upto - 1),
-            "low": first,
-            "high": upto,
-            "step": step,
-        }
+        params = {**_range(sid, first, upto), "step": step}
         where = "series_id = :series AND ts >= :low AND ts < :high"
-        bucketed = (
-            f"bucket IN (SELECT bucket FROM readings_buckets"
-            f" WHERE bucket BETWEEN :first AND :last) AND {where}"
-        )
         raw = (
-            f"SELECT ts, value FROM readings WHERE {bucketed}"
+            "SELECT ts, value FROM readings WHERE bucket IN (SELECT bucket FROM readings_buckets"
+            f" WHERE bucket BETWEEN :first AND :last) AND {where}"
             f" UNION ALL SELECT ts, value FROM readings_by_series WHERE {where}"
         )
-        totals = (
-            "SELECT ts - ts % :step AS ts, min(value) AS vmin, max(value) AS vmax,"
-            f" sum(value) AS vsum, count(*) AS n FROM ({raw}) GROUP BY 1"
+        conn.execute(
+            f"DELETE FROM {table} WHERE bucket IN (SELECT bucket FROM {buckets}"
+            f" WHERE bucket BETWEEN :first AND :last) AND {where}",
+            params,
         )
-        if table == "readings_1m":
-            conn.execute(
-                "DELETE FROM readings_1m WHERE bucket IN (SELECT bucket FROM readings_1m_buckets"
-                f" WHERE bucket BETWEEN :first AND :last) AND {where}",
-                params,
-            )
-            conn.execute(f"DELETE FROM readings_1m_by_series WHERE {where}", params)
-            conn.execute(
-                "INSERT INTO readings_1m (bucket, series_id, ts, vmin, vmax, vsum, n)"
-                f" SELECT ts / {BUCKET_MS}, :series, ts, vmin, vmax, vsum, n FROM ({totals})",
-                params,
-            )
-        else:
-            conn.execute(f"DELETE FROM readings_1h WHERE {where}", params)
-            conn.execute(
-                "INSERT INTO readings_1h (series_id, ts, vmin, vmax, vsum, n)"
-                f" SELECT :series, ts, vmin, vmax, vsum, n FROM ({totals})",
-                params,
-            )
+        conn.execute(f"DELETE FROM {before} WHERE {where}", params)
+        # The buckets the rows may land in are listed (an INSERT here fires no trigger).
+        conn.executemany(
+            f"INSERT OR IGNORE INTO {buckets} (bucket) VALUES (?)",
+            [(b,) for b in range(params["first"], params["last"] + 1)],
+        )
+        conn.execute(
+            f"INSERT INTO {table} (bucket, series_id, ts, vmin, vmax, vsum, n)"
+            f" SELECT ts / {BUCKET_MS}, :series, ts, min(value), max(value), sum(value), count(*)"
+            f" FROM (SELECT ts - ts % :step AS ts, value FROM ({raw})) GROUP BY ts",
+            params,
+        )

@@ -1,23 +1,26 @@
--- Raw readings and their 1-minute rollups keyed by a 30-minute time bucket first (ADR 0079).
+-- Raw readings and their rollups keyed by a 30-minute time bucket first (ADR 0079).
 --
 -- Clustered on (series_id, ts), every fold inserted a few rows inside each series' range of
 -- history: 1,500 series, 1,500 places in the B-tree, each page split there left half full and
 -- written whole to the WAL and again at the checkpoint. About 220 bytes were written per
 -- reading per fold, against some 60 for appending the same rows, and the SD card wears by the
 -- bytes written. Keyed (bucket, series_id, ts), with bucket = ts / 1800000, a fold of a bucket
--- that has ended appends its rows at the end of the tree.
+-- that has ended appends its rows at the end of the tree. The hourly rollups too: an hour's
+-- rows sit in the bucket of its start, so the second fold of an hour rewrites the few pages of
+-- that bucket instead of the last page of every series (a page per series per fold, once each
+-- series has a page of its own: 26 B of the 130 written per reading after a day of folds).
 --
 -- An existing farm's readings are not copied: 30 days of raw readings can be 10 GB on a card
 -- that is nearly full, and a copy needs that much free space and hours. The series-ordered
--- tables are renamed (`readings_by_series`, `readings_1m_by_series`), kept as they are and
--- written no more; reads take them alongside the new tables and retention empties them in
--- time. `readings_1h` (one row per series and hour) stays as it was.
+-- tables are renamed (`readings_by_series`, `readings_1m_by_series`, `readings_1h_by_series`),
+-- kept as they are and written no more; reads take them alongside the new tables and
+-- retention empties them in time (the hourly rollups, kept forever by default, stay there).
 --
--- Beside the new tables, three small ones let a read or a delete seek instead of scanning:
--- `readings_buckets` and `readings_1m_buckets` list the buckets that hold rows (a query of a
--- series walks them, one seek each); `readings_latest` is each series' newest raw reading (a
--- series that stopped a month ago is not searched for through a month of buckets). The
--- trigger that keeps the rollups keeps them too.
+-- Beside the new tables, small ones let a read or a delete seek instead of scanning:
+-- `readings_buckets`, `readings_1m_buckets` and `readings_1h_buckets` list the buckets that
+-- hold rows (a query of a series walks them, one seek each); `readings_latest` is each
+-- series' newest raw reading (a series that stopped a month ago is not searched for through a
+-- month of buckets). The trigger that keeps the rollups keeps them too.
 --
 -- The new tables have no foreign key to `series`: its cascade would look for a series' rows
 -- without a bucket, a scan of the whole table per series. A trigger deletes them, seeking
@@ -35,6 +38,7 @@ DROP TRIGGER outbox_readings;
 
 ALTER TABLE readings RENAME TO readings_by_series;
 ALTER TABLE readings_1m RENAME TO readings_1m_by_series;
+ALTER TABLE readings_1h RENAME TO readings_1h_by_series;
 
 CREATE TABLE readings (
     bucket      INTEGER NOT NULL,
@@ -61,8 +65,21 @@ CREATE TABLE readings_1m (
     PRIMARY KEY (bucket, series_id, ts)
 ) WITHOUT ROWID;
 
+-- An hour's row is in the bucket of the hour's start.
+CREATE TABLE readings_1h (
+    bucket    INTEGER NOT NULL,
+    series_id INTEGER NOT NULL,
+    ts        INTEGER NOT NULL,
+    vmin      REAL NOT NULL,
+    vmax      REAL NOT NULL,
+    vsum      REAL NOT NULL,
+    n         INTEGER NOT NULL,
+    PRIMARY KEY (bucket, series_id, ts)
+) WITHOUT ROWID;
+
 CREATE TABLE readings_buckets (bucket INTEGER PRIMARY KEY);
 CREATE TABLE readings_1m_buckets (bucket INTEGER PRIMARY KEY);
+CREATE TABLE readings_1h_buckets (bucket INTEGER PRIMARY KEY);
 
 CREATE TABLE readings_latest (
     series_id INTEGER PRIMARY KEY REFERENCES series(id) ON DELETE CASCADE,
@@ -79,6 +96,8 @@ CREATE TRIGGER readings_rollup AFTER INSERT ON readings
 BEGIN
     INSERT OR IGNORE INTO readings_buckets (bucket) VALUES (NEW.bucket);
     INSERT OR IGNORE INTO readings_1m_buckets (bucket) VALUES (NEW.bucket);
+    INSERT OR IGNORE INTO readings_1h_buckets (bucket)
+    VALUES ((NEW.ts - NEW.ts % 3600000) / 1800000);
     INSERT INTO readings_1m (bucket, series_id, ts, vmin, vmax, vsum, n)
     VALUES (NEW.bucket, NEW.series_id, NEW.ts - NEW.ts % 60000, NEW.value, NEW.value,
             NEW.value, 1)
@@ -87,9 +106,10 @@ BEGIN
         vmax = max(vmax, excluded.vmax),
         vsum = vsum + excluded.vsum,
         n = n + 1;
-    INSERT INTO readings_1h (series_id, ts, vmin, vmax, vsum, n)
-    VALUES (NEW.series_id, NEW.ts - NEW.ts % 3600000, NEW.value, NEW.value, NEW.value, 1)
-    ON CONFLICT (series_id, ts) DO UPDATE SET
+    INSERT INTO readings_1h (bucket, series_id, ts, vmin, vmax, vsum, n)
+    VALUES ((NEW.ts - NEW.ts % 3600000) / 1800000, NEW.series_id, NEW.ts - NEW.ts % 3600000,
+            NEW.value, NEW.value, NEW.value, 1)
+    ON CONFLICT (bucket, series_id, ts) DO UPDATE SET
         vmin = min(vmin, excluded.vmin),
         vmax = max(vmax, excluded.vmax),
         vsum = vsum + excluded.vsum,
@@ -119,6 +139,8 @@ BEGIN
     WHERE bucket IN (SELECT bucket FROM readings_buckets) AND series_id = OLD.id;
     DELETE FROM readings_1m
     WHERE bucket IN (SELECT bucket FROM readings_1m_buckets) AND series_id = OLD.id;
+    DELETE FROM readings_1h
+    WHERE bucket IN (SELECT bucket FROM readings_1h_buckets) AND series_id = OLD.id;
 END;
 
 -- A fold under way before the upgrade folds everything it took, as it did then.
@@ -147,5 +169,7 @@ SELECT series_id, ts - ts % 60000, value, value, value, 1 FROM readings_staged;
 
 CREATE VIEW readings_1h_all AS
 SELECT series_id, ts, vmin, vmax, vsum, n FROM readings_1h
+UNION ALL
+SELECT series_id, ts, vmin, vmax, vsum, n FROM readings_1h_by_series
 UNION ALL
 SELECT series_id, ts - ts % 3600000, value, value, value, 1 FROM readings_staged;
