@@ -85,7 +85,7 @@ async def test_deleting_a_series_removes_its_bucketed_rows_only(farm: Farm) -> N
     async with farm.db.transaction() as conn:
         await conn.execute("DELETE FROM devices WHERE id = ?", (farm.sensor,))
     sid = await series_id(farm, farm.other)
-    for table in ("readings", "readings_1m", "readings_latest"):
+    for table in ("readings", "readings_1m", "readings_1h", "readings_latest"):
         rows = await farm.db.fetch_all(f"SELECT DISTINCT series_id FROM {table}")
         assert [row[0] for row in rows] == [sid], table
 
