@@ -244,7 +244,8 @@ class AgentSettings(HubSettings, WebhookSettings, BaseSettings):
     reading_fold_rows: int = Field(
         200_000,
         ge=1,
-        description="Staged readings that start a fold before its interval has passed",
+        description="Readings staged since the last fold that start one early (a burst, a"
+        " backlog); the bucket under way stays staged",
     )
     reading_commit_rows: int = Field(
         256,

@@ -1,5 +1,6 @@
 """The readings side of the running agent: the writer's commit task, the scheduled fold of
-staged readings into the series tables, scheduled retention, and what committed readings tell
+staged readings into the bucketed tables (whole time buckets, a minute after each ends),
+scheduled retention, and what committed readings tell
 calibration (the latest raw value). Devices' ``last_reading`` is stamped by the reading store
 (at the fold when it stages).
 """
