@@ -236,13 +236,16 @@ class AgentSettings(HubSettings, WebhookSettings, BaseSettings):
         1800,
         ge=0,
         le=86_400,
-        description="Seconds between folds of staged readings into the series tables (and the"
-        " sync outbox); 0: no stage, each batch is written into them",
+        description="Seconds between folds of staged readings into the bucketed tables: a fold"
+        " runs a minute after each 30-minute time bucket ends, or after every so many buckets"
+        " when this is longer, and folds whole buckets; 0: no stage, each batch is written into"
+        " them",
     )
     reading_fold_rows: int = Field(
         200_000,
         ge=1,
-        description="Staged readings that start a fold before its interval has passed",
+        description="Readings staged since the last fold that start one early (a burst, a"
+        " backlog); the bucket under way stays staged",
     )
     reading_commit_rows: int = Field(
         256,

@@ -2,17 +2,19 @@
 
 Run: .venv/bin/python -m bench.fold [--devices 500] [--folds 6] [--minutes 30] [--interval 10]
 
-The agent's own store (agent/store) in a fresh database: every fold stages ``--minutes`` of
-``--devices`` x 3 metrics, one message per device every ``--interval`` s (as bench/pace.py
-sends them), then folds them into the series tables and checkpoints the WAL. Printed per fold:
+The agent's own store (agent/store) in a fresh database: every fold stages ``--minutes`` (whole
+30-minute time buckets) of ``--devices`` x 3 metrics, one message per device every
+``--interval`` s (as bench/pace.py sends them), and the first minute of the next bucket; then,
+as the agent does a minute after a bucket ends, folds the buckets that ended into the bucketed
+tables (that minute stays staged, for the next fold) and checkpoints the WAL. Printed per fold:
 bytes written per reading (``write_bytes`` and ``wchar`` of /proc/self/io, the fold and its
 checkpoint), and which tables its WAL frames went to (bench/walpages.py). bench/pace.py
 measures the commits of a farm's pace without a fold in its window; this is the other half.
 
-Baseline, measured in the same run: the same rows appended in key order to a table of the
-same shape in a database of its own, and checkpointed: the least a B-tree store can write
-for them. The ratio is what the fold adds to it by inserting into each series' range of
-history.
+Baseline, measured in the same run: the rows folded, appended in key order to a table of the
+raw readings' shape (keyed by bucket, series and time) in a database of its own, and
+checkpointed: the least a B-tree store can write for them. The ratio is what the fold adds to
+it: the rollups, the stage emptied, and whatever rows land inside the tables' history.
 """
 
 from __future__ import annotations
@@ -32,13 +34,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agent.process_io import ProcessIo, process_io
 from agent.store.connections import PAGE_SIZE
 from agent.store.db import Database
-from agent.store.readings import NewReading, ReadingStore
+from agent.store.readings import BUCKET_MS, NewReading, ReadingStore
 from bench.measure import Run
 from bench.walpages import WalTail, page_names, report
 from tests.support.reading_seed import add_device, add_farm, add_user
 
 _METRICS = ("co2", "temperature", "humidity")
-_T0 = 1_780_000_000_000
+_T0 = 1_780_000_000_000 // BUCKET_MS * BUCKET_MS  # a bucket's start
+# The agent folds this long after a bucket ends (agent/services/ingest/reading_runtime.py).
+_GRACE_MS = 60_000
 
 
 def _io() -> ProcessIo:
@@ -55,7 +59,7 @@ def _per(before: ProcessIo, after: ProcessIo, count: int) -> tuple[float, float]
     )
 
 
-def _baseline(path: Path, rows: list[tuple[int, int, float]]) -> tuple[float, float]:
+def _baseline(path: Path, rows: list[tuple[int, int, int, float]]) -> tuple[float, float]:
     """The rows appended in key order to a fresh table of the readings' shape, checkpointed
     (the file is deleted after)."""
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
@@ -63,14 +67,16 @@ def _baseline(path: Path, rows: list[tuple[int, int, float]]) -> tuple[float, fl
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute(
-            "CREATE TABLE readings (series_id INTEGER NOT NULL, ts INTEGER NOT NULL,"
-            " value REAL NOT NULL, raw REAL, received_ts INTEGER, device_ts INTEGER,"
-            " PRIMARY KEY (series_id, ts)) WITHOUT ROWID"
+            "CREATE TABLE readings (bucket INTEGER NOT NULL, series_id INTEGER NOT NULL,"
+            " ts INTEGER NOT NULL, value REAL NOT NULL, raw REAL, received_ts INTEGER,"
+            " device_ts INTEGER, PRIMARY KEY (bucket, series_id, ts)) WITHOUT ROWID"
         )
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         before = _io()
         conn.execute("BEGIN")
-        conn.executemany("INSERT INTO readings (series_id, ts, value) VALUES (?, ?, ?)", rows)
+        conn.executemany(
+            "INSERT INTO readings (bucket, series_id, ts, value) VALUES (?, ?, ?, ?)", rows
+        )
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         figures = _per(before, _io(), len(rows))
@@ -94,21 +100,22 @@ class _Census:
 
 
 async def _stage_span(
-    store: ReadingStore, devices: list[str], start_ms: int, args: argparse.Namespace
-) -> list[tuple[int, int, float]]:
-    """Stage one fold's span of readings, a message per device per interval, spread evenly."""
+    store: ReadingStore, devices: list[str], start_ms: int, end_ms: int, args: argparse.Namespace
+) -> list[tuple[int, int, int, float]]:
+    """Stage the readings of ``[start_ms, end_ms)``, a message per device per interval, spread
+    evenly; their (bucket, series, ts, value)."""
     rng = random.Random(start_ms)
     interval_ms = int(args.interval * 1000)
-    steps = int(args.minutes * 60 / args.interval)
-    staged: list[tuple[int, int, float]] = []
-    for step in range(steps):
+    staged: list[tuple[int, int, int, float]] = []
+    for step_ms in range(start_ms, end_ms, interval_ms):
         batch = []
         for index, device in enumerate(devices):
-            ts = start_ms + step * interval_ms + index * interval_ms // len(devices)
+            ts = step_ms + index * interval_ms // len(devices)
             for metric in _METRICS:
                 value = round(rng.uniform(15, 30), 2)
                 batch.append(NewReading(device, metric, "", ts, value))
-                staged.append((index * len(_METRICS) + _METRICS.index(metric), ts, value))
+                series = index * len(_METRICS) + _METRICS.index(metric)
+                staged.append((ts // BUCKET_MS, series, ts, value))
         await store.write(batch)
     return staged
 
@@ -120,12 +127,22 @@ async def _run(args: argparse.Namespace, tmp: Path, run: Run) -> None:
     try:
         farm = await add_farm(db, await add_user(db))
         devices = [await add_device(db, farm) for _ in range(args.devices)]
-        store = ReadingStore(db, staged=True)
+        now = [_T0]
+        store = ReadingStore(db, staged=True, now=lambda: now[0])
         span_ms = int(args.minutes * 60_000)
+        if span_ms <= 0 or span_ms % BUCKET_MS:
+            raise SystemExit("--minutes must be a whole number of 30-minute buckets")
         print(f"{args.devices} devices x {len(_METRICS)} metrics every {args.interval:g} s,"
               f" a fold every {args.minutes:g} min; page size {PAGE_SIZE} B")  # fmt: skip
+        pending: list[tuple[int, int, int, float]] = []
+        staged_to = _T0
         for fold in range(args.folds):
-            rows = await _stage_span(store, devices, _T0 + fold * span_ms, args)
+            ended = _T0 + (fold + 1) * span_ms
+            now[0] = ended + _GRACE_MS
+            pending += await _stage_span(store, devices, staged_to, now[0], args)
+            staged_to = now[0]
+            rows = [row for row in pending if row[2] < ended]
+            pending = [row for row in pending if row[2] >= ended]
             await db.checkpoint()
             census = _Census(WalTail(Path(f"{path}-wal")))
             before = _io()

@@ -320,9 +320,11 @@ async def _cloud_parts(conn: asyncpg.Connection) -> tuple[dict[Any, int], dict[A
 
 
 def _agent_minutes(db_path: Path) -> dict[Any, int]:
+    """Per (device, metric, minute): the readings the agent stored, folded or still staged
+    (the fold leaves the time bucket under way staged)."""
     rows = _sqlite(
         db_path,
-        "SELECT s.device_id, s.metric, r.ts - r.ts % 60000, count(*) FROM readings AS r"
+        "SELECT s.device_id, s.metric, r.ts - r.ts % 60000, count(*) FROM readings_all AS r"
         " JOIN series AS s ON s.id = r.series_id GROUP BY 1, 2, 3",
     )
     return {(str(d), m, int(t)): int(n) for d, m, t, n in rows}

@@ -3,10 +3,11 @@
 Run: .venv/bin/python bench/readings_query.py [--repeat 200] [--points 1000] [--days 365]
 Target (issue 3): the automatic-resolution query over the whole year answers in < 100 ms.
 Baseline, measured in the same run: the bare SQL of the same query - the statement the store
-runs for the year at the resolution and bucket the query chose, with the same parameters, on a
-plain sqlite3 connection to the same file (no planning, no authorization, no event loop or
-thread hop), its rows fetched. The ratio is what the agent adds to the SQL it cannot avoid.
-Both are in-process (no HTTP, JSON or authentication of a request).
+runs for the year at the resolution and bucket the query chose (``points_query``), with the
+same parameters, on a plain sqlite3 connection to the same file (no planning, no
+authorization, no event loop or thread hop), its rows fetched. The ratio is what the agent
+adds to the SQL it cannot avoid. Both are in-process (no HTTP, JSON or authentication of a
+request).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agent.services.readings.query import ReadingQuery
 from agent.services.readings.retention import RetentionPolicy
 from agent.store.db import Database
-from agent.store.readings import ReadingStore
+from agent.store.readings import BUCKET_MS, ReadingStore, points_query
 from bench.measure import Run, percentile
 from protocol.identity import Principal, Role
 
@@ -67,18 +68,23 @@ def fill(path: Path, days: int) -> tuple[str, str]:
     def minutes() -> Any:
         for i in range(days * DAY_MS // MIN_MS):
             mean = 6.0 + 0.5 * math.sin(i / 720 * math.pi)  # a daily swing
-            yield (series_id, YEAR_START + i * MIN_MS, mean - 0.02, mean + 0.02, mean * 6, 6)
+            ts = YEAR_START + i * MIN_MS
+            yield (ts // BUCKET_MS, series_id, ts, mean - 0.02, mean + 0.02, mean * 6, 6)
 
+    # Rows as the trigger of `readings` leaves them (migration 0117), with their buckets listed.
     conn.executemany(
-        "INSERT INTO readings_1m (series_id, ts, vmin, vmax, vsum, n) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO readings_1m (bucket, series_id, ts, vmin, vmax, vsum, n)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
         minutes(),
     )
+    conn.execute("INSERT INTO readings_1m_buckets SELECT DISTINCT bucket FROM readings_1m")
     conn.execute(
-        "INSERT INTO readings_1h (series_id, ts, vmin, vmax, vsum, n)"
-        " SELECT series_id, ts - ts % ?, min(vmin), max(vmax), sum(vsum), sum(n)"
-        " FROM readings_1m GROUP BY series_id, ts - ts % ?",
-        (HOUR_MS, HOUR_MS),
+        "INSERT INTO readings_1h (bucket, series_id, ts, vmin, vmax, vsum, n)"
+        " SELECT (ts - ts % ?1) / ?2, series_id, ts - ts % ?1, min(vmin), max(vmax), sum(vsum),"
+        " sum(n) FROM readings_1m GROUP BY series_id, ts - ts % ?1",
+        (HOUR_MS, BUCKET_MS),
     )
+    conn.execute("INSERT INTO readings_1h_buckets SELECT DISTINCT bucket FROM readings_1h")
     conn.execute("COMMIT")
     conn.close()
     return user, device
@@ -135,28 +141,9 @@ async def main(repeat: int, points: int, days: int = 365) -> None:
 
             result = await whole_year()
             bare = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            table, width = result.resolution.table, result.bucket_ms
-            raw = table == "readings"
-            if width:  # the store's rebucketing statement (ReadingStore.points)
-                low = YEAR_START - YEAR_START % width
-                high = (year_end - 1) - (year_end - 1) % width + width
-                columns = (
-                    "min(value), max(value), sum(value), count(*)"
-                    if raw
-                    else "min(vmin), max(vmax), sum(vsum), sum(n)"
-                )
-                statement = (
-                    f"SELECT ts - ts % ? AS bucket, {columns} FROM {table}"
-                    " WHERE series_id = ? AND ts >= ? AND ts < ? GROUP BY bucket ORDER BY bucket"
-                )
-                parameters: tuple[Any, ...] = (width, series_id, low, high)
-            else:  # the resolution's own rows
-                columns = "value" if raw else "vmin, vmax, vsum, n"
-                statement = (
-                    f"SELECT ts, {columns} FROM {table}"
-                    " WHERE series_id = ? AND ts >= ? AND ts < ? ORDER BY ts"
-                )
-                parameters = (series_id, YEAR_START, year_end)
+            statement, parameters = points_query(
+                series_id, result.resolution, YEAR_START, year_end, result.bucket_ms
+            )
 
             async def baseline() -> Any:
                 return bare.execute(statement, parameters).fetchall()

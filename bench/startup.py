@@ -36,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agent.store.readings import BUCKET_MS
 from bench.measure import Failures, Run, percentile
 from bench.support import ROOT, free_port, rss_mb
 
@@ -79,7 +80,8 @@ def seed(state: Path, readings: int, devices: int) -> None:
         )
     per_series = max(1, readings // devices)
     conn.executemany(
-        "INSERT INTO readings (series_id, ts, value) VALUES (?, ?, ?)",
+        "INSERT INTO readings (bucket, series_id, ts, value)"
+        f" VALUES (?2 / {BUCKET_MS}, ?1, ?2, ?3)",
         (
             (series_id, T0 + i * 10_000, 6.0 + (i % 100) / 100)
             for series_id in series

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from agent.store.db import Database
 from agent.store.identity_replica import IdentityReplicaStore
+from agent.store.readings import BUCKET_MS
 from agent.sync.link import CloudLink, sync_key_path
 from agent.sync.outbox import OutboxStore
 from agent.sync.pairing import pair
@@ -85,7 +86,11 @@ def _seed_agent(path: Path, readings: int) -> list[str]:
             for s in range(SERIES)
         ]
         conn.execute("BEGIN")
-        conn.executemany("INSERT INTO readings (series_id, ts, value) VALUES (?, ?, ?)", rows)
+        conn.executemany(
+            "INSERT INTO readings (bucket, series_id, ts, value)"
+            f" VALUES (?2 / {BUCKET_MS}, ?1, ?2, ?3)",
+            rows,
+        )
         conn.execute("COMMIT")
     conn.close()
     return devices

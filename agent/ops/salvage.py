@@ -52,7 +52,14 @@ class SalvageReport:
         return sum(self.rows.values())
 
 
-LARGE_TABLES = ("readings", "readings_1m", "readings_1h")
+LARGE_TABLES = (
+    "readings",
+    "readings_1m",
+    "readings_1h",
+    "readings_by_series",
+    "readings_1m_by_series",
+    "readings_1h_by_series",
+)
 """Checked after start-up, in the background: their quick_check takes seconds at 10 million
 readings, and start-up must not (agent/ops/integrity.py)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,7 +21,8 @@ __all__ = [
     "first_row",
 ]
 
-Params = Sequence[Any]
+Params = Sequence[Any] | Mapping[str, Any]
+"""Positional parameters, or named ones (``:name``) by name."""
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], T]
 OPEN_TIMEOUT_S = 30.0

@@ -1,4 +1,13 @@
-"""Aggregates of many series over a time window, and their latest readings (farm metrics)."""
+"""Aggregates of many series over a time window, and their latest readings (farm metrics).
+
+Whole hours come from the hourly rollups and the partial hours at either end from the 1-minute
+rollups: ``readings_1h`` and ``readings_1m``, keyed by time bucket first (the window's buckets
+are listed, each sought with every chosen series), and the series-ordered tables from before
+migration 0117; staged readings from the stage. A series' latest reading is its row of
+``readings_latest`` (kept by the trigger of ``readings``), or a newer staged one: never a search
+through the buckets, which for a series that stopped a month ago would walk a month of them.
+See ``agent/store/readings.py`` for the layout.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +17,7 @@ from typing import Any
 
 from agent.store.access import visible_farm_filter
 from agent.store.db import Database
-from agent.store.readings import HOUR_MS, MINUTE_MS, floor_to
+from agent.store.readings import HOUR_MS, MINUTE_MS, bucket_of, floor_to
 from protocol.identity import Principal
 
 __all__ = ["ReadingWindows", "SeriesWindow"]
@@ -66,6 +75,7 @@ class ReadingWindows:
         last_hour = floor_to(end, HOUR_MS)
         if first_hour >= last_hour:  # no whole hour inside: minutes only
             first_hour = last_hour = end
+        minutes = (low, first_hour, last_hour, end)
         rows = await self._db.fetch_all(
             f"""
             WITH chosen AS (
@@ -73,9 +83,20 @@ class ReadingWindows:
             ),
             parts AS (
                 SELECT series_id, vmin, vmax, vsum, n FROM readings_1h
+                WHERE bucket IN (SELECT bucket FROM readings_1h_buckets
+                        WHERE bucket BETWEEN ? AND ?)
+                    AND series_id IN (SELECT id FROM chosen) AND ts >= ? AND ts < ?
+                UNION ALL
+                SELECT series_id, vmin, vmax, vsum, n FROM readings_1h_by_series
                 WHERE series_id IN (SELECT id FROM chosen) AND ts >= ? AND ts < ?
                 UNION ALL
                 SELECT series_id, vmin, vmax, vsum, n FROM readings_1m
+                WHERE bucket IN (SELECT bucket FROM readings_1m_buckets
+                        WHERE bucket BETWEEN ? AND ? OR bucket BETWEEN ? AND ?)
+                    AND series_id IN (SELECT id FROM chosen)
+                    AND ((ts >= ? AND ts < ?) OR (ts >= ? AND ts < ?))
+                UNION ALL
+                SELECT series_id, vmin, vmax, vsum, n FROM readings_1m_by_series
                 WHERE series_id IN (SELECT id FROM chosen)
                     AND ((ts >= ? AND ts < ?) OR (ts >= ? AND ts < ?))
                 UNION ALL
@@ -88,12 +109,8 @@ class ReadingWindows:
                 WHERE series_id IN (SELECT id FROM chosen) GROUP BY series_id
             ),
             folded AS (
-                SELECT c.*,
-                    (SELECT r.ts FROM readings r WHERE r.series_id = c.id
-                        ORDER BY r.ts DESC LIMIT 1) AS last_ts,
-                    (SELECT r.value FROM readings r WHERE r.series_id = c.id
-                        ORDER BY r.ts DESC LIMIT 1) AS last_value
-                FROM chosen c
+                SELECT c.*, l.ts AS last_ts, l.value AS last_value
+                FROM chosen c LEFT JOIN readings_latest l ON l.series_id = c.id
             )
             SELECT c.device_id, c.metric, c.unit,
                 min(p.vmin), max(p.vmax), sum(p.vsum), coalesce(sum(p.n), 0),
@@ -104,7 +121,20 @@ class ReadingWindows:
             GROUP BY c.id
             ORDER BY c.metric, c.device_id
             """,
-            [*params, first_hour, last_hour, low, first_hour, last_hour, end, low, end],
+            [
+                *params,
+                *_buckets(first_hour, last_hour),
+                first_hour,
+                last_hour,
+                first_hour,
+                last_hour,
+                *_buckets(low, first_hour),
+                *_buckets(last_hour, end),
+                *minutes,
+                *minutes,
+                low,
+                end,
+            ],
         )
         return [SeriesWindow(*row) for row in rows]
 
@@ -116,9 +146,8 @@ class ReadingWindows:
         rows = await self._db.fetch_all(
             f"""
             SELECT device_id, max(ts) FROM (
-                SELECT s.device_id, (SELECT r.ts FROM readings r WHERE r.series_id = s.id
-                    ORDER BY r.ts DESC LIMIT 1) AS ts
-                FROM series s WHERE s.device_id IN ({marks})
+                SELECT s.device_id, l.ts FROM series s
+                JOIN readings_latest l ON l.series_id = s.id WHERE s.device_id IN ({marks})
                 UNION ALL
                 SELECT s.device_id, st.ts FROM readings_staged st
                 JOIN series s ON s.id = st.series_id WHERE s.device_id IN ({marks})
@@ -128,3 +157,8 @@ class ReadingWindows:
             [*device_ids, *device_ids],
         )
         return {device: int(ts) for device, ts in rows if ts is not None}
+
+
+def _buckets(start: int, end: int) -> tuple[int, int]:
+    """The first and last time bucket of ``[start, end)`` (an empty range: none)."""
+    return (bucket_of(start), bucket_of(end - 1)) if end > start else (1, 0)

@@ -1,18 +1,28 @@
 """Readings: series of (device, metric), raw values and their 1-minute and 1-hour rollups.
 
-Timestamps are integer unix milliseconds. Where a reading lives (migrations 0002, 0015, 0090):
+Timestamps are integer unix milliseconds. Where a reading lives (migrations 0002, 0015, 0090,
+0117; docs/adr/0079-readings-by-time-bucket.md):
 
 - ``readings_stage``: where a batch is committed when the store stages (the running agent). Rows
   are appended in arrival order (``seq``), so a commit rewrites the stage's last page, not a
   page of every series: on an SD card, bytes written are what wears it out.
-- ``readings`` (clustered on ``(series_id, ts)``), ``readings_1m`` and ``readings_1h``: the
-  series-ordered store. :meth:`ReadingStore.fold` moves staged readings there in large batches,
-  series by series, each chunk its own short transaction; the triggers of ``readings`` keep the
-  rollups and queue the sync outbox then. ``readings_fold`` records the fold under way, so a
-  crash resumes it and a staged row is never counted twice.
+- ``readings``, ``readings_1m`` and ``readings_1h``, keyed ``(bucket, series_id, ts)`` with
+  ``bucket = ts // BUCKET_MS`` (30 minutes; a rollup row's ``ts`` is its minute's or hour's
+  start): the folded store. :meth:`ReadingStore.fold` moves the staged readings of the buckets
+  that have ended there, series by series, each chunk its own short transaction: a bucket's
+  rows are appended at the end of each tree, not inserted inside every series' history.
+  Readings of the bucket under way stay staged. The trigger of ``readings`` keeps the rollups,
+  ``readings_buckets``, ``readings_1m_buckets`` and ``readings_1h_buckets`` (the buckets
+  holding rows), ``readings_latest`` (each series' newest reading) and the sync outbox.
+  ``readings_fold`` records the fold under way, so a crash resumes it and a staged row is never
+  counted twice.
+- ``readings_by_series``, ``readings_1m_by_series`` and ``readings_1h_by_series``: the
+  series-ordered tables of a farm from before 0117, read alongside the others and written no
+  more (retention empties them).
 - The views ``readings_all``, ``readings_1m_all`` and ``readings_1h_all`` show every reading
-  once, folded or staged (a staged reading is a rollup row of its own, count 1): every read
-  goes through them, so a query right after a commit returns the reading.
+  once, folded, staged or from before 0117 (a staged reading is a rollup row of its own, count
+  1). A read of one series names each table itself (:func:`_series_rows`), with the buckets
+  listed so that SQLite seeks each one: a bucketed table has no order by series to range over.
 
 A store that does not stage (``staged=False``) writes batches into ``readings`` directly.
 
@@ -23,7 +33,7 @@ or after its receive time, after the series' previous receive stamp; only when i
 device time that was set aside (a clock far off) is a reading with the same device time and
 value a re-delivery, stored once. Ranges are half-open,
 ``start <= ts < end``; at a bucketed resolution every bucket overlapping the range is returned
-whole, stamped with its start.
+whole, stamped with its start. Retention deletes whole time buckets, from the oldest.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ import functools
 import itertools
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -44,6 +54,7 @@ from protocol.records import record
 from protocol.timefmt import from_ms, iso, now_iso
 
 __all__ = [
+    "BUCKET_MS",
     "HOUR_MS",
     "MINUTE_MS",
     "NewReading",
@@ -53,11 +64,16 @@ __all__ = [
     "SeriesInfo",
     "StampShift",
     "WriteOutcome",
+    "bucket_of",
     "floor_to",
+    "points_query",
 ]
 
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000
+BUCKET_MS = 1_800_000
+"""Width of the time buckets that lead the keys of ``readings`` and ``readings_1m`` (fixed by
+migration 0117: a fold of a whole bucket appends)."""
 _TS_MAX = 2**63 - 1
 # Variables per statement stay far below SQLite's limit (32766 since 3.32, 999 before).
 _CHUNK = 400
@@ -81,31 +97,11 @@ class Resolution(StrEnum):
     HOUR = "1h"
 
     @property
-    def table(self) -> str:
-        """The table holding this resolution."""
-        return _TABLES[self]
-
-    @property
-    def view(self) -> str:
-        """The view of this resolution that includes staged readings (what reads use)."""
-        return _VIEWS[self]
-
-    @property
     def step_ms(self) -> int:
-        """Bucket width of a rollup (0 for raw)."""
+        """Width of a rollup row, a minute or an hour (0 for raw)."""
         return _STEPS[self]
 
 
-_TABLES = {
-    Resolution.RAW: "readings",
-    Resolution.MINUTE: "readings_1m",
-    Resolution.HOUR: "readings_1h",
-}
-_VIEWS = {
-    Resolution.RAW: "readings_all",
-    Resolution.MINUTE: "readings_1m_all",
-    Resolution.HOUR: "readings_1h_all",
-}
 _STEPS = {Resolution.RAW: 0, Resolution.MINUTE: MINUTE_MS, Resolution.HOUR: HOUR_MS}
 
 
@@ -179,6 +175,107 @@ def floor_to(ts: int, step: int) -> int:
     return ts - ts % step if step else ts
 
 
+def bucket_of(ts: int) -> int:
+    """The time bucket of ``ts`` as SQL computes it (``ts / 1800000``: truncated toward zero)."""
+    return ts // BUCKET_MS if ts >= 0 else -(-ts // BUCKET_MS)
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# Per resolution: the bucketed table and the list of its buckets, the table from before 0117.
+_BUCKETED = {
+    Resolution.RAW: ("readings", "readings_buckets", "readings_by_series"),
+    Resolution.MINUTE: ("readings_1m", "readings_1m_buckets", "readings_1m_by_series"),
+    Resolution.HOUR: ("readings_1h", "readings_1h_buckets", "readings_1h_by_series"),
+}
+
+
+def _range(series_id: int, low: int, high: int) -> dict[str, int]:
+    """The named parameters of :func:`_series_rows` for ``[low, high)``."""
+    return {
+        "series": series_id,
+        "low": low,
+        "high": high,
+        "first": bucket_of(low),
+        "last": bucket_of(max(high, low + 1) - 1),
+    }
+
+
+@functools.cache
+def _series_rows(resolution: Resolution) -> str:
+    """One series' rows ``:low <= ts < :high`` at a resolution (parameters: :func:`_range`),
+    from every table that holds them: ``ts, value`` raw, ``ts, vmin, vmax, vsum, n`` rolled up.
+
+    A bucketed table is searched bucket by bucket, through the list of its buckets that hold
+    rows (a seek each); ``(series_id, ts)`` alone would scan it. The table from before 0117 is
+    ordered by series; the stage is scanned (it has no index, and holds half an hour or so).
+    """
+    where = "series_id = :series AND ts >= :low AND ts < :high"
+    if resolution is Resolution.RAW:
+        columns, staged = "ts, value", f"SELECT ts, value FROM readings_staged WHERE {where}"
+    else:
+        step = resolution.step_ms
+        columns = "ts, vmin, vmax, vsum, n"
+        # A staged reading is a row of its own, stamped with its bucket's start.
+        staged = (
+            f"SELECT ts - ts % {step} AS ts, value, value, value, 1 FROM readings_staged"
+            f" WHERE series_id = :series AND ts - ts % {step} >= :low"
+            f" AND ts - ts % {step} < :high"
+        )
+    table, buckets, before = _BUCKETED[resolution]
+    return (
+        f"SELECT {columns} FROM {table} WHERE bucket IN"
+        f" (SELECT bucket FROM {buckets} WHERE bucket BETWEEN :first AND :last) AND {where}"
+        f" UNION ALL SELECT {columns} FROM {before} WHERE {where}"
+        f" UNION ALL {staged}"
+    )
+
+
+def points_query(
+    series_id: int, resolution: Resolution, start: int, end: int, bucket_ms: int = 0
+) -> tuple[str, dict[str, int]]:
+    """The statement of :meth:`ReadingStore.points` and its parameters: rows of ``ts, value``
+    (raw, not rebucketed) or of ``ts, min, max, sum, count``."""
+    if bucket_ms and bucket_ms % max(resolution.step_ms, 1):
+        raise ValueError(f"bucket {bucket_ms} ms is not a multiple of {resolution}")
+    rows_of = _series_rows(resolution)
+    if resolution is Resolution.RAW and not bucket_ms:
+        return f"SELECT ts, value FROM ({rows_of}) ORDER BY ts", _range(series_id, start, end)
+    columns = (
+        "min(value), max(value), sum(value), count(*)"
+        if resolution is Resolution.RAW
+        else "min(vmin), max(vmax), sum(vsum), sum(n)"
+    )
+    if not bucket_ms:
+        # A bucket may have a folded row and staged readings: one point of them all.
+        return (
+            f"SELECT ts, {columns} FROM ({rows_of}) GROUP BY ts ORDER BY ts",
+            _range(series_id, floor_to(start, resolution.step_ms), end),
+        )
+    low, high = floor_to(start, bucket_ms), floor_to(end - 1, bucket_ms) + bucket_ms
+    return (
+        f"SELECT ts - ts % :width AS slot, {columns} FROM ({rows_of}) GROUP BY slot ORDER BY slot",
+        {**_range(series_id, low, high), "width": bucket_ms},
+    )
+
+
+@functools.cache
+def _oldest_sql(resolution: Resolution) -> str:
+    """The oldest ``ts`` of series ``:series`` at a resolution, staged or not."""
+    staged = "ts" if resolution is Resolution.RAW else f"ts - ts % {resolution.step_ms}"
+    table, buckets, before = _BUCKETED[resolution]
+    parts = [
+        f"(SELECT min({staged}) FROM readings_staged WHERE series_id = :series)",
+        # Buckets in order, a seek each, up to the first that holds the series.
+        f"(SELECT r.ts FROM {buckets} AS b CROSS JOIN {table} AS r"
+        " ON r.bucket = b.bucket AND r.series_id = :series ORDER BY b.bucket, r.ts LIMIT 1)",
+        f"(SELECT min(ts) FROM {before} WHERE series_id = :series)",
+    ]
+    return "SELECT min(ts) FROM (" + " UNION ALL ".join(f"SELECT {p} AS ts" for p in parts) + ")"
+
+
 def _placeholders(count: int) -> str:
     return ", ".join("?" * count)
 
@@ -199,8 +296,11 @@ class ReadingStore:
         staged: bool = False,
         fold_chunk: int = 1000,
         last_reading_every_s: float = LAST_READING_EVERY_S,
+        now: Callable[[], int] = _wall_ms,
     ) -> None:
         self._db = db
+        self._now = now
+        """Unix milliseconds: the fold folds the buckets that ended before it."""
         self._series: dict[tuple[str, str], _Cached] = {}
         # Per series id, the last run of receive stamps given: [first, last] all taken.
         self._stamps: dict[int, tuple[int, int]] = {}
@@ -273,35 +373,38 @@ class ReadingStore:
         """Readings in the stage (folded or not): what the next fold will move."""
         return int(await self._db.fetch_value("SELECT count(*) FROM readings_stage"))
 
-    async def fold(self) -> int:
-        """Move the staged readings into ``readings`` and its rollups; the readings moved.
+    async def fold(self, *, whole_buckets: bool = True) -> int:
+        """Move the staged readings of the time buckets that have ended into ``readings`` and
+        its rollups; the readings moved. Those of the bucket under way stay staged (all are
+        moved when ``whole_buckets`` is false).
 
         Series by series in chunks of about ``fold_chunk`` readings, each its own short
-        transaction (a command's write waits for one chunk at most), in series order (each
-        series' last pages are rewritten once per fold, not once per commit). A fold cut short
-        (a crash) is resumed by the next one from ``readings_fold``, which then folds what was
-        staged since.
+        transaction (a command's write waits for one chunk at most). A bucket folded whole is
+        appended at the end of the tables, each page written once, full; a bucket folded in
+        parts would be split where each part lands. A fold cut short (a crash) is resumed by
+        the next one from ``readings_fold``, which then folds what was staged since.
         """
+        until = floor_to(self._now(), BUCKET_MS) if whole_buckets else _TS_MAX
         folded = 0
         while True:
-            row = await self._db.fetch_one("SELECT upto, next_series FROM readings_fold")
-            upto, next_series = (int(row[0]), int(row[1])) if row is not None else (0, 0)
-            if upto:
-                folded += await self._fold_upto(upto, next_series)
+            row = await self._db.fetch_one("SELECT upto, next_series, until_ts FROM readings_fold")
+            if row is not None and int(row[0]):
+                folded += await self._fold_upto(int(row[0]), int(row[1]), int(row[2]))
                 continue  # a fold cut short: then the readings staged after it
             top = await self._db.fetch_value("SELECT max(seq) FROM readings_stage")
             if top is None:
                 return folded
-            return folded + await self._fold_upto(int(top), 0)
+            return folded + await self._fold_upto(int(top), 0, until)
 
-    async def _fold_upto(self, upto: int, next_series: int) -> int:
-        """Fold the staged readings up to ``upto``, from series ``next_series`` on."""
+    async def _fold_upto(self, upto: int, next_series: int, until: int) -> int:
+        """Fold the staged readings up to ``upto`` stamped before ``until``, from series
+        ``next_series`` on."""
         # One scan, no sort (a GROUP BY over the stage sorted it in memory: megabytes of RSS):
         # series ids are dense, so equal id ranges hold about equal shares of the readings.
         row = await self._db.fetch_one(
             "SELECT min(series_id), max(series_id), count(*) FROM readings_stage"
-            " WHERE seq <= ? AND series_id >= ?",
-            (upto, next_series),
+            " WHERE seq <= ? AND series_id >= ? AND ts < ?",
+            (upto, next_series, until),
         )
         folded = 0
         spans = (
@@ -311,9 +414,13 @@ class ReadingStore:
         )
         for low, high in spans:
             folded += await self._db.write(
-                functools.partial(_fold_chunk, upto, low, high), hot=True, bulk=True
+                functools.partial(_fold_chunk, upto, until, low, high), hot=True, bulk=True
             )
-        await self._db.write(functools.partial(_end_fold, upto), hot=True, bulk=True)
+        await self._db.write(
+            functools.partial(_end_fold, upto, until, bool(spans) or next_series > 0),
+            hot=True,
+            bulk=True,
+        )
         return folded
 
     async def find_series(self, device_id: str, metric: str) -> SeriesInfo | None:
@@ -339,9 +446,7 @@ class ReadingStore:
 
     async def oldest(self, series_id: int, resolution: Resolution) -> int | None:
         """Timestamp of the oldest row kept at a resolution (None if it holds none)."""
-        value = await self._db.fetch_value(
-            f"SELECT min(ts) FROM {resolution.view} WHERE series_id = ?", (series_id,)
-        )
+        value = await self._db.fetch_value(_oldest_sql(resolution), {"series": series_id})
         return None if value is None else int(value)
 
     async def count_upto(
@@ -349,9 +454,9 @@ class ReadingStore:
     ) -> int:
         """Rows in the range at a resolution, counting no further than ``limit``."""
         value = await self._db.fetch_value(
-            f"SELECT count(*) FROM (SELECT DISTINCT ts FROM {resolution.view}"
-            " WHERE series_id = ? AND ts >= ? AND ts < ? LIMIT ?)",
-            (series_id, floor_to(start, resolution.step_ms), end, limit),
+            f"SELECT count(*) FROM (SELECT DISTINCT ts FROM ({_series_rows(resolution)})"
+            " LIMIT :limit)",
+            {**_range(series_id, floor_to(start, resolution.step_ms), end), "limit": limit},
         )
         return int(value)
 
@@ -362,36 +467,10 @@ class ReadingStore:
 
         ``bucket_ms`` must be a multiple of the resolution's own step.
         """
-        if bucket_ms and bucket_ms % max(resolution.step_ms, 1):
-            raise ValueError(f"bucket {bucket_ms} ms is not a multiple of {resolution}")
-        table = resolution.view
+        sql, params = points_query(series_id, resolution, start, end, bucket_ms)
+        rows = await self._db.fetch_all(sql, params)
         if resolution is Resolution.RAW and not bucket_ms:
-            rows = await self._db.fetch_all(
-                "SELECT ts, value FROM readings_all WHERE series_id = ? AND ts >= ? AND ts < ?"
-                " ORDER BY ts",
-                (series_id, start, end),
-            )
             return [Point(ts, value, value, value, 1) for ts, value in rows]
-        if not bucket_ms:
-            low = floor_to(start, resolution.step_ms)
-            # A bucket may have a folded row and staged readings: one point of them all.
-            rows = await self._db.fetch_all(
-                f"SELECT ts, min(vmin), max(vmax), sum(vsum), sum(n) FROM {table}"
-                " WHERE series_id = ? AND ts >= ? AND ts < ? GROUP BY ts ORDER BY ts",
-                (series_id, low, end),
-            )
-        else:
-            low, high = floor_to(start, bucket_ms), floor_to(end - 1, bucket_ms) + bucket_ms
-            columns = (
-                "min(value), max(value), sum(value), count(*)"
-                if resolution is Resolution.RAW
-                else "min(vmin), max(vmax), sum(vsum), sum(n)"
-            )
-            rows = await self._db.fetch_all(
-                f"SELECT ts - ts % ? AS bucket, {columns} FROM {table}"
-                " WHERE series_id = ? AND ts >= ? AND ts < ? GROUP BY bucket ORDER BY bucket",
-                (bucket_ms, series_id, low, high),
-            )
         return [Point(ts, total / n, lo, hi, n) for ts, lo, hi, total, n in rows]
 
     async def delete_chunk(
@@ -401,12 +480,15 @@ class ReadingStore:
         limit: int,
         device_id: str | None = None,
     ) -> int:
-        """Delete at most ``limit`` rows older than ``before`` in one short transaction.
+        """Delete at most ``limit`` rows older than ``before`` in one short transaction (of
+        every series, or of one device's); the number of rows deleted.
 
-        Works series by series along the primary key, so each chunk is a few index range
-        deletes and writers wait for one chunk at most. Returns the number of rows deleted.
+        Rows go by whole time buckets, the oldest first: of every series, those of the buckets
+        that ended by ``before`` (a bucket's rows stay until all of them are due); of a
+        device's series, those older than ``before``, bucket by bucket. Rows from before 0117
+        go series by series along their primary key. Each chunk is a few index range deletes
+        and writers wait for one chunk at most.
         """
-        table = resolution.table
         if device_id is None:
             series_ids = await self._db.fetch_all("SELECT id FROM series ORDER BY id")
         else:
@@ -414,11 +496,17 @@ class ReadingStore:
                 "SELECT id FROM series WHERE device_id = ?", (device_id,)
             )
         bounded = min(before, _TS_MAX)
+        if device_id is None:
+            bounded = floor_to(bounded, BUCKET_MS)
         ids = [series_id for (series_id,) in series_ids]
         # One hop to the writer's thread for the whole chunk: a farm has thousands of series,
         # and a statement each from the event loop was a round trip between the threads each.
         return await self._db.write(
-            functools.partial(_delete_chunk, table, ids, bounded, limit), hot=True, bulk=True
+            functools.partial(
+                _delete_chunk, resolution, ids if device_id else None, ids, bounded, limit
+            ),
+            hot=True,
+            bulk=True,
         )
 
     async def shift_receive_stamps(self, shifts: Sequence[StampShift]) -> int:
@@ -444,7 +532,7 @@ class ReadingStore:
         if not shifts:
             return 0
         if self._staged:
-            await self.fold()
+            await self.fold(whole_buckets=False)
         moved = await self._db.write(lambda conn: _shift(conn, shifts))
         self._stamps.clear()  # the runs of receive stamps given no longer hold
         self._staged_max = None  # reloaded from the stage at the next write
@@ -505,20 +593,12 @@ class _Batch:
         duplicates += len(received) - len(fresh)
         stamped, self.runs = self._stamp(conn, fresh, keyed.keys())
         keyed.update(stamped)
-        # Many rows per statement: each statement is one hop without the GIL, and a thread
-        # that needs the GIL back once per row waits out the busy event loop every time.
-        table = "readings" if self.staged_max is None else "readings_stage"
-        for chunk in _batched(keyed.items(), _INSERT_ROWS):
-            _rows(
-                conn,
-                f"INSERT OR IGNORE INTO {table} (series_id, ts, value, raw, received_ts, device_ts)"
-                " VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(chunk)),
-                [
-                    part
-                    for (sid, ts), r in chunk
-                    for part in (sid, ts, r.value, r.raw, r.received_ts, r.device_ts)
-                ],
-            )
+        if self.staged_max is None:
+            # In key order: a batch's rows of one bucket go in side by side.
+            rows = sorted((bucket_of(ts), sid, ts, r) for (sid, ts), r in keyed.items())
+            _insert(conn, "readings", rows)
+        else:
+            _insert(conn, "readings_stage", [(sid, ts, r) for (sid, ts), r in keyed.items()])
         if self.staged_max is not None:
             self._queue_for_sync(conn, keyed)
             # Devices' last_reading is stamped by the fold: stamping it here rewrote a page
@@ -572,10 +652,16 @@ class _Batch:
         timed = [(sid, r.device_ts) for sid, r in received if r.device_ts is not None]
         for chunk in _batched(timed, _CHUNK):
             values = ", ".join("(?, ?)" for _ in chunk)
+            # By the device time (an index of each table): where the receive stamp put it is
+            # not known.
             rows = _rows(
                 conn,
-                f"SELECT r.series_id, r.device_ts, r.value FROM (VALUES {values}) AS k"
-                " CROSS JOIN readings r ON r.series_id = k.column1 AND r.device_ts = k.column2",
+                f"WITH k AS (VALUES {values})"
+                " SELECT r.series_id, r.device_ts, r.value FROM k CROSS JOIN readings r"
+                " ON r.series_id = k.column1 AND r.device_ts = k.column2"
+                " UNION ALL SELECT r.series_id, r.device_ts, r.value FROM k"
+                " CROSS JOIN readings_by_series r"
+                " ON r.series_id = k.column1 AND r.device_ts = k.column2",
                 [part for key in chunk for part in key],
             )
             seen.update((row[0], row[1], row[2]) for row in rows)
@@ -656,11 +742,28 @@ class _Batch:
             (sid, low, max(low, self.stamps.get(sid, (0, low))[1]) + 2 * counts[sid])
             for sid, (low, _) in spans.items()
         ]
+        # A range cut at bucket boundaries: each piece is one seek of (bucket, series).
+        pieces = [
+            (bucket, sid, max(low, bucket * BUCKET_MS), min(high, (bucket + 1) * BUCKET_MS - 1))
+            for sid, low, high in ranges
+            for bucket in range(bucket_of(low), bucket_of(high) + 1)
+        ]
+        for chunk in _batched(pieces, _CHUNK):
+            values = ", ".join("(?, ?, ?, ?)" for _ in chunk)
+            rows = _rows(
+                conn,
+                f"SELECT r.series_id, r.ts FROM (VALUES {values}) AS k CROSS JOIN readings r"
+                " ON r.bucket = k.column1 AND r.series_id = k.column2"
+                " AND r.ts >= k.column3 AND r.ts <= k.column4",
+                [part for key in chunk for part in key],
+            )
+            used.update((row[0], row[1]) for row in rows)
         for chunk in _batched(ranges, _CHUNK):
             values = ", ".join("(?, ?, ?)" for _ in chunk)
             rows = _rows(
                 conn,
-                f"SELECT r.series_id, r.ts FROM (VALUES {values}) AS k CROSS JOIN readings r"
+                f"SELECT r.series_id, r.ts FROM (VALUES {values}) AS k"
+                " CROSS JOIN readings_by_series r"
                 " ON r.series_id = k.column1 AND r.ts >= k.column2 AND r.ts <= k.column3",
                 [part for key in chunk for part in key],
             )
@@ -754,13 +857,16 @@ class _Batch:
     ) -> list[tuple[int, int]]:
         found: list[tuple[int, int]] = []
         for chunk in _batched(keys, _CHUNK):
-            values = ", ".join("(?, ?)" for _ in chunk)
-            # A join on VALUES probes the primary key per pair; `(a, b) IN (VALUES ...)` scans.
+            values = ", ".join("(?, ?, ?)" for _ in chunk)
+            # A join on VALUES probes the primary key per key; `(a, b) IN (VALUES ...)` scans.
             rows = _rows(
                 conn,
-                f"SELECT r.series_id, r.ts FROM (VALUES {values}) AS k"
-                " CROSS JOIN readings r ON r.series_id = k.column1 AND r.ts = k.column2",
-                [part for key in chunk for part in key],
+                f"WITH k AS (VALUES {values})"
+                " SELECT r.series_id, r.ts FROM k CROSS JOIN readings r"
+                " ON r.bucket = k.column1 AND r.series_id = k.column2 AND r.ts = k.column3"
+                " UNION ALL SELECT r.series_id, r.ts FROM k CROSS JOIN readings_by_series r"
+                " ON r.series_id = k.column2 AND r.ts = k.column3",
+                [part for sid, ts in chunk for part in (bucket_of(ts), sid, ts)],
             )
             found.extend((row[0], row[1]) for row in rows)
         return found
@@ -775,22 +881,29 @@ def _spans(first: int, last: int, rows: int, size: int) -> list[tuple[int, int]]
     return [(low, min(low + width, last + 1)) for low in range(first, last + 1, width)]
 
 
-def _fold_chunk(upto: int, low: int, high: int, conn: sqlite3.Connection) -> int:
-    """Fold the staged readings (seq <= ``upto``) of series ``[low, high)``; how many moved."""
-    conn.execute("UPDATE readings_fold SET upto = ?, next_series = ? WHERE id = 1", (upto, high))
+def _fold_chunk(upto: int, until: int, low: int, high: int, conn: sqlite3.Connection) -> int:
+    """Fold the staged readings (seq <= ``upto``, ts < ``until``) of series ``[low, high)``;
+    how many moved."""
+    conn.execute(
+        "UPDATE readings_fold SET upto = ?, next_series = ?, until_ts = ? WHERE id = 1",
+        (upto, high, until),
+    )
     # The stage holds no duplicate of a stored reading (the batch checked): OR IGNORE is for a
     # chunk done again after a crash, whose rows are in `readings` already.
     cursor = conn.execute(
-        "INSERT OR IGNORE INTO readings (series_id, ts, value, raw, received_ts, device_ts)"
-        " SELECT series_id, ts, value, raw, received_ts, device_ts FROM readings_stage"
-        " WHERE seq <= ? AND series_id >= ? AND series_id < ? ORDER BY series_id, ts",
-        (upto, low, high),
+        "INSERT OR IGNORE INTO readings"
+        " (bucket, series_id, ts, value, raw, received_ts, device_ts)"
+        " SELECT ts / ?, series_id, ts, value, raw, received_ts, device_ts FROM readings_stage"
+        " WHERE seq <= ? AND ts < ? AND series_id >= ? AND series_id < ?"
+        " ORDER BY 1, series_id, ts",
+        (BUCKET_MS, upto, until, low, high),
     )
     return max(cursor.rowcount, 0)
 
 
-def _end_fold(upto: int, conn: sqlite3.Connection) -> None:
-    """Stamp the devices' last reading, drop the folded rows from the stage, end the fold."""
+def _end_fold(upto: int, until: int, moved: bool, conn: sqlite3.Connection) -> None:
+    """Stamp the devices' last reading (of every reading staged up to ``upto``, folded or
+    not), drop the folded rows from the stage (when any were ``moved``), end the fold."""
     rows = conn.execute(
         "SELECT s.device_id, max(st.ts) FROM readings_stage AS st"
         " JOIN series AS s ON s.id = st.series_id WHERE st.seq <= ? GROUP BY s.device_id",
@@ -798,8 +911,9 @@ def _end_fold(upto: int, conn: sqlite3.Connection) -> None:
     ).fetchall()
     if rows:
         stamp_last_readings(conn, {device: iso(from_ms(ts)) for device, ts in rows})
-    _empty_stage(conn, upto)
-    conn.execute("UPDATE readings_fold SET upto = 0, next_series = 0 WHERE id = 1")
+    if moved:
+        _empty_stage(conn, upto, until)
+        conn.execute("UPDATE readings_fold SET upto = 0, next_series = 0 WHERE id = 1")
     # The newest queued reading of each series (the state sent first after an outage): the
     # copies queued at the stage since the last fold, in sequence order, so the last wins. Not
     # kept per commit, where it cost a page of its own (migration 0091).
@@ -810,20 +924,48 @@ def _end_fold(upto: int, conn: sqlite3.Connection) -> None:
     )
 
 
-def _empty_stage(conn: sqlite3.Connection, upto: int) -> None:
-    """Drop the folded rows (``seq <= upto``) from the stage, keeping those staged since.
+def _empty_stage(conn: sqlite3.Connection, upto: int, until: int) -> None:
+    """Drop the folded rows (``seq <= upto``, ``ts < until``) from the stage, keeping those
+    staged since and those of the bucket under way.
 
     A ``DELETE`` with a ``WHERE`` empties the stage's pages row by row, so every one of them is
     written (WAL and checkpoint) only to be freed: a quarter of what a fold wrote. A ``DELETE``
     of a whole table without triggers frees its pages unread and unwritten
     (https://www.sqlite.org/lang_delete.html#the_truncate_optimization). So the few rows staged
     while the fold ran wait in memory, the stage is emptied whole and they go back, with their
-    numbers, in the same transaction."""
+    numbers, in the same transaction. The fold runs shortly after a bucket ends, so those of
+    the bucket under way are a minute's readings or so."""
     conn.execute(_KEEP_STAGED)
-    conn.execute("INSERT INTO temp.stage_kept SELECT * FROM readings_stage WHERE seq > ?", (upto,))
+    conn.execute(
+        "INSERT INTO temp.stage_kept SELECT * FROM readings_stage WHERE seq > ? OR ts >= ?",
+        (upto, until),
+    )
     conn.execute("DELETE FROM readings_stage")
     conn.execute("INSERT INTO readings_stage SELECT * FROM temp.stage_kept ORDER BY seq")
     conn.execute("DELETE FROM temp.stage_kept")
+
+
+def _insert(conn: sqlite3.Connection, table: str, keyed: list[tuple[Any, ...]]) -> None:
+    """Insert readings, each given as its key's columns then the reading, into ``table``
+    (``readings``, keyed from its bucket, or ``readings_stage``)."""
+    if not keyed:
+        return
+    width = len(keyed[0]) - 1
+    key = "bucket, series_id, ts" if width == 3 else "series_id, ts"
+    marks = "(" + ", ".join(["?"] * (width + 4)) + ")"
+    # Many rows per statement: each statement is one hop without the GIL, and a thread that
+    # needs the GIL back once per row waits out the busy event loop every time.
+    for chunk in _batched(keyed, _INSERT_ROWS):
+        _rows(
+            conn,
+            f"INSERT OR IGNORE INTO {table} ({key}, value, raw, received_ts, device_ts) VALUES "
+            + ", ".join([marks] * len(chunk)),
+            [
+                part
+                for *columns, r in chunk
+                for part in (*columns, r.value, r.raw, r.received_ts, r.device_ts)
+            ],
+        )
 
 
 def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -831,9 +973,38 @@ def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> lis
 
 
 def _delete_chunk(
+    resolution: Resolution,
+    device_series: list[int] | None,
+    series_ids: list[int],
+    before: int,
+    limit: int,
+    conn: sqlite3.Connection,
+) -> int:
+    """On the writer's thread: :meth:`ReadingStore.delete_chunk` (``device_series``: the
+    series of the device whose rows go, None for every series'); the number deleted."""
+    table, buckets, old = _BUCKETED[resolution]
+    deleted = _delete_by_series(old, series_ids, before, limit, conn)
+    if device_series is None:
+        deleted += _delete_buckets(table, buckets, before, limit - deleted, conn)
+    else:
+        for series_id in device_series:
+            deleted += _delete_of_series(table, buckets, series_id, before, limit - deleted, conn)
+    if deleted < limit and resolution is Resolution.RAW:
+        # All due rows are gone: so is the newest reading of a series that had no other.
+        if device_series is None:
+            conn.execute("DELETE FROM readings_latest WHERE ts < ?", (before,))
+        else:
+            conn.executemany(
+                "DELETE FROM readings_latest WHERE series_id = ? AND ts < ?",
+                [(series_id, before) for series_id in device_series],
+            )
+    return deleted
+
+
+def _delete_by_series(
     table: str, series_ids: list[int], before: int, limit: int, conn: sqlite3.Connection
 ) -> int:
-    """On the writer's thread: delete at most ``limit`` rows of ``table`` older than ``before``,
+    """Delete at most ``limit`` rows of a series-ordered ``table`` older than ``before``,
     series by series along the primary key; the number deleted."""
     deleted = 0
     for series_id in series_ids:
@@ -854,6 +1025,68 @@ def _delete_chunk(
     return deleted
 
 
+def _delete_buckets(
+    table: str, buckets: str, before: int, limit: int, conn: sqlite3.Connection
+) -> int:
+    """Delete at most ``limit`` rows of the buckets of a bucketed ``table`` that end by
+    ``before`` (a bucket boundary), from the oldest bucket; the number deleted."""
+    deleted = 0
+    due = conn.execute(
+        f"SELECT bucket FROM {buckets} WHERE bucket < ? ORDER BY bucket", (bucket_of(before),)
+    ).fetchall()
+    for (bucket,) in due:
+        if deleted >= limit:
+            break
+        # The row at offset `room` is the first one to keep: delete everything below it.
+        keep = conn.execute(
+            f"SELECT series_id, ts FROM {table} WHERE bucket = ? ORDER BY series_id, ts"
+            " LIMIT 1 OFFSET ?",
+            (bucket, limit - deleted),
+        ).fetchone()
+        if keep is None:
+            cursor = conn.execute(f"DELETE FROM {table} WHERE bucket = ?", (bucket,))
+            conn.execute(f"DELETE FROM {buckets} WHERE bucket = ?", (bucket,))
+        else:
+            cursor = conn.execute(
+                f"DELETE FROM {table} WHERE bucket = ? AND (series_id, ts) < (?, ?)",
+                (bucket, *keep),
+            )
+        deleted += max(cursor.rowcount, 0)
+    return deleted
+
+
+def _delete_of_series(
+    table: str,
+    buckets: str,
+    series_id: int,
+    before: int,
+    limit: int,
+    conn: sqlite3.Connection,
+) -> int:
+    """Delete at most ``limit`` rows of one series older than ``before`` from a bucketed
+    ``table``, a bucket at a time (a seek each), the oldest first; the number deleted."""
+    if limit <= 0:
+        return 0
+    keep = conn.execute(
+        f"SELECT r.bucket, r.ts FROM {buckets} AS b CROSS JOIN {table} AS r"
+        " ON r.bucket = b.bucket AND r.series_id = ?1 AND r.ts < ?2"
+        " WHERE b.bucket <= ?3 ORDER BY b.bucket, r.ts LIMIT 1 OFFSET ?4",
+        (series_id, before, bucket_of(before), limit),
+    ).fetchone()
+    last, until = (bucket_of(before), before) if keep is None else (int(keep[0]), int(keep[1]))
+    cursor = conn.execute(
+        f"DELETE FROM {table} WHERE bucket IN (SELECT bucket FROM {buckets} WHERE bucket < ?)"
+        " AND series_id = ?",
+        (last, series_id),
+    )
+    deleted = max(cursor.rowcount, 0)
+    cursor = conn.execute(
+        f"DELETE FROM {table} WHERE bucket = ? AND series_id = ? AND ts < ?",
+        (last, series_id, until),
+    )
+    return deleted + max(cursor.rowcount, 0)
+
+
 def _shift(conn: sqlite3.Connection, shifts: Sequence[StampShift]) -> int:
     """:meth:`ReadingStore.shift_receive_stamps` on the database's thread."""
     moved = 0
@@ -866,36 +1099,111 @@ def _shift(conn: sqlite3.Connection, shifts: Sequence[StampShift]) -> int:
         if not found or shift.delta_ms == 0:
             continue
         sid, lo, hi, delta = int(found[0][0]), shift.first_ts, shift.last_ts, shift.delta_ms
-        # Through negative stamps, which no reading has: a move shorter than the range would
-        # otherwise collide with rows of the range not moved yet.
-        taken = conn.execute(
-            "UPDATE readings SET ts = -(ts + ?) WHERE series_id = ? AND ts BETWEEN ? AND ?"
-            " AND received_ts IS NULL",
-            (delta, sid, lo, hi),
-        ).rowcount
-        conn.execute(
-            "UPDATE OR IGNORE readings SET ts = -ts WHERE series_id = ? AND ts < 0", (sid,)
+        # The buckets the readings move into hold rows from now on (an UPDATE fires no
+        # trigger); those they leave are listed already.
+        conn.executemany(
+            "INSERT OR IGNORE INTO readings_buckets (bucket) VALUES (?)",
+            [(b,) for b in range(bucket_of(lo + delta), bucket_of(hi + delta) + 1)],
         )
-        kept = conn.execute(
-            "UPDATE readings SET ts = -ts - ? WHERE series_id = ? AND ts < 0", (delta, sid)
-        ).rowcount
-        moved += taken - kept
+        moved += _shift_bucketed(conn, sid, lo, hi, delta)
+        moved += _shift_by_series(conn, sid, lo, hi, delta)
         conn.execute(
             "UPDATE outbox_readings SET ts = ts + ? WHERE series_id = ? AND ts BETWEEN ? AND ?",
             (delta, sid, lo, hi),
         )
-        for table, step in (("readings_1m", MINUTE_MS), ("readings_1h", HOUR_MS)):
-            for start, end in ((lo, hi), (lo + delta, hi + delta)):
-                first, upto = floor_to(start, step), floor_to(end, step) + step
-                conn.execute(
-                    f"DELETE FROM {table} WHERE series_id = ? AND ts >= ? AND ts < ?",
-                    (sid, first, upto),
-                )
-                conn.execute(
-                    f"INSERT INTO {table} (series_id, ts, vmin, vmax, vsum, n)"
-                    " SELECT series_id, ts - ts % ?, min(value), max(value), sum(value), count(*)"
-                    " FROM readings WHERE series_id = ? AND ts >= ? AND ts < ?"
-                    " GROUP BY ts - ts % ?",
-                    (step, sid, first, upto, step),
-                )
+        for start, end in ((lo, hi), (lo + delta, hi + delta)):
+            _roll_up_again(conn, sid, start, end)
+        conn.execute(
+            "INSERT OR REPLACE INTO readings_latest (series_id, ts, value)"
+            " SELECT ?1, ts, value FROM ("
+            "  SELECT * FROM (SELECT r.ts, r.value FROM readings_buckets AS b"
+            "   CROSS JOIN readings AS r ON r.bucket = b.bucket AND r.series_id = ?1"
+            "   ORDER BY b.bucket DESC, r.ts DESC LIMIT 1)"
+            "  UNION ALL SELECT * FROM (SELECT ts, value FROM readings_by_series"
+            "   WHERE series_id = ?1 ORDER BY ts DESC LIMIT 1)"
+            " ) ORDER BY ts DESC LIMIT 1",
+            (sid,),
+        )
     return moved
+
+
+def _shift_bucketed(conn: sqlite3.Connection, sid: int, lo: int, hi: int, delta: int) -> int:
+    """Move the series' readings of ``readings`` in ``[lo, hi]`` stamped on receipt by
+    ``delta``, each to the bucket of its new time; the number moved."""
+    # The buckets the readings leave, each sought with the series (the list of the buckets
+    # holding rows, filtered: SQLite seeks each one instead of scanning the range).
+    leaving = "bucket IN (SELECT bucket FROM readings_buckets WHERE bucket BETWEEN ? AND ?)"
+    span = (bucket_of(lo), bucket_of(hi))
+    # Through negative stamps, which no reading has, in the bucket it leaves: a move shorter
+    # than the range would otherwise collide with rows of the range not moved yet.
+    taken = conn.execute(
+        f"UPDATE readings SET ts = -(ts + ?) WHERE {leaving} AND series_id = ?"
+        " AND ts BETWEEN ? AND ? AND received_ts IS NULL",
+        (delta, *span, sid, lo, hi),
+    ).rowcount
+    # A millisecond taken in either table keeps the reading where it was.
+    conn.execute(
+        f"UPDATE OR IGNORE readings SET ts = -ts, bucket = -ts / ? WHERE {leaving}"
+        " AND series_id = ? AND ts < 0 AND NOT EXISTS (SELECT 1 FROM readings_by_series AS o"
+        " WHERE o.series_id = readings.series_id AND o.ts = -readings.ts)",
+        (BUCKET_MS, *span, sid),
+    )
+    kept = conn.execute(
+        f"UPDATE readings SET ts = -ts - ? WHERE {leaving} AND series_id = ? AND ts < 0",
+        (delta, *span, sid),
+    ).rowcount
+    return taken - kept
+
+
+def _shift_by_series(conn: sqlite3.Connection, sid: int, lo: int, hi: int, delta: int) -> int:
+    """:func:`_shift_bucketed` for ``readings_by_series``, the readings from before 0117."""
+    taken = conn.execute(
+        "UPDATE readings_by_series SET ts = -(ts + ?) WHERE series_id = ? AND ts BETWEEN ? AND ?"
+        " AND received_ts IS NULL",
+        (delta, sid, lo, hi),
+    ).rowcount
+    if not taken:
+        return 0
+    conn.execute(
+        "UPDATE OR IGNORE readings_by_series SET ts = -ts WHERE series_id = ? AND ts < 0"
+        " AND NOT EXISTS (SELECT 1 FROM readings AS r WHERE r.bucket = -readings_by_series.ts / ?"
+        " AND r.series_id = readings_by_series.series_id AND r.ts = -readings_by_series.ts)",
+        (sid, BUCKET_MS),
+    )
+    kept = conn.execute(
+        "UPDATE readings_by_series SET ts = -ts - ? WHERE series_id = ? AND ts < 0", (delta, sid)
+    ).rowcount
+    return taken - kept
+
+
+def _roll_up_again(conn: sqlite3.Connection, sid: int, start: int, end: int) -> None:
+    """Recompute the series' 1-minute and hourly rollups of the buckets overlapping
+    ``[start, end]`` from its raw readings, wherever they are kept."""
+    for resolution in (Resolution.MINUTE, Resolution.HOUR):
+        table, buckets, before = _BUCKETED[resolution]
+        step = resolution.step_ms
+        first, upto = floor_to(start, step), floor_to(end, step) + step
+        params = {**_range(sid, first, upto), "step": step}
+        where = "series_id = :series AND ts >= :low AND ts < :high"
+        raw = (
+            "SELECT ts, value FROM readings WHERE bucket IN (SELECT bucket FROM readings_buckets"
+            f" WHERE bucket BETWEEN :first AND :last) AND {where}"
+            f" UNION ALL SELECT ts, value FROM readings_by_series WHERE {where}"
+        )
+        conn.execute(
+            f"DELETE FROM {table} WHERE bucket IN (SELECT bucket FROM {buckets}"
+            f" WHERE bucket BETWEEN :first AND :last) AND {where}",
+            params,
+        )
+        conn.execute(f"DELETE FROM {before} WHERE {where}", params)
+        # The buckets the rows may land in are listed (an INSERT here fires no trigger).
+        conn.executemany(
+            f"INSERT OR IGNORE INTO {buckets} (bucket) VALUES (?)",
+            [(b,) for b in range(params["first"], params["last"] + 1)],
+        )
+        conn.execute(
+            f"INSERT INTO {table} (bucket, series_id, ts, vmin, vmax, vsum, n)"
+            f" SELECT ts / {BUCKET_MS}, :series, ts, min(value), max(value), sum(value), count(*)"
+            f" FROM (SELECT ts - ts % :step AS ts, value FROM ({raw})) GROUP BY ts",
+            params,
+        )

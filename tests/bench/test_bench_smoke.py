@@ -66,7 +66,10 @@ BENCHES = {
         ],
     ),
     "fold": (
-        ["-m", "bench.fold", "--devices", "5", "--folds", "2", "--minutes", "2", "--census"],
+        [
+            *("-m", "bench.fold", "--devices", "5", "--folds", "2", "--minutes", "30"),
+            *("--interval", "60", "--census"),
+        ],
         [
             r"fold 2: [\d,]+ readings; written per reading \d+ B write_bytes, \d+ B wchar;"
             r" baseline .* ratio [\d.]+x write_bytes",

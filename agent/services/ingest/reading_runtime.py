@@ -1,5 +1,6 @@
 """The readings side of the running agent: the writer's commit task, the scheduled fold of
-staged readings into the series tables, scheduled retention, and what committed readings tell
+staged readings into the bucketed tables (whole time buckets, a minute after each ends),
+scheduled retention, and what committed readings tell
 calibration (the latest raw value). Devices' ``last_reading`` is stamped by the reading store
 (at the fold when it stages).
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 
@@ -17,6 +19,7 @@ from agent.services.periodic import PeriodicJob
 from agent.services.readings.listeners import CommittedReading, ReadingSubscription
 from agent.services.readings.retention import ReadingRetention
 from agent.services.readings.writer import ReadingWriter
+from agent.store.readings import BUCKET_MS
 from farmkit.tasks import cancel_and_wait
 from protocol.records import record
 
@@ -27,8 +30,11 @@ log = logging.getLogger(__name__)
 # Readings older than this are not offered as "the raw value now" to a calibration.
 _LATEST_RAW_MAX_AGE_MS = 5 * 60 * 1000
 _RECORDER_QUEUE = 50_000
-# How often the stage's size is checked against the fold threshold.
+# How often the stage's size and the clock are checked for a fold.
 _FOLD_CHECK_S = 10.0
+# A fold runs this long after a time bucket ends: a message stamped just before the boundary
+# that arrives a little late is still folded with its bucket, not into it later.
+FOLD_GRACE_MS = 60_000
 
 
 @record
@@ -78,6 +84,7 @@ class ReadingRuntime:
         fold_interval_s: float = 0.0,
         stage_size: Callable[[], Awaitable[int]] | None = None,
         fold_rows: int = 200_000,
+        now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
         self.writer = writer
         self.retention = retention
@@ -90,14 +97,21 @@ class ReadingRuntime:
             interval_s=retention_interval_s,
             first_after_s=min(60.0, retention_interval_s),
         )
-        # Staged readings move to the series tables every fold_interval_s, or as soon as the
-        # stage holds fold_rows (a burst, a backlog: reads scan the stage, which has no index).
-        # The first check soon after start-up: what a previous run staged.
+        # Staged readings move to the bucketed tables a minute after each time bucket ends (the
+        # store folds whole buckets), or every few buckets when fold_interval_s is longer; and
+        # whenever fold_rows more were staged since the last fold (a burst, a backlog: reads
+        # scan the stage, which has no index). The first check soon after start-up: what a
+        # previous run staged.
         self._fold = fold
         self._stage_size = stage_size
         self._fold_interval = fold_interval_s
         self._fold_rows = fold_rows
-        self._last_fold = time.monotonic()
+        self._now_ms = now_ms
+        self._period_ms = BUCKET_MS * max(1, math.ceil(fold_interval_s * 1000 / BUCKET_MS))
+        self._period: int | None = None
+        """The period (of ``_period_ms``, a grace after its start) folded last."""
+        self._left = 0
+        """Readings the last fold left staged (of the bucket under way)."""
         self.folded = 0
         """Readings folded since start."""
         # An owned loop, not a scheduler job: a fold during a backlog's catch-up outlasts the
@@ -149,13 +163,19 @@ class ReadingRuntime:
         while True:
             await asyncio.sleep(check)
             try:
-                await self._fold_due()
+                await self.fold_if_due()
             except Exception:  # supervised: the stage stays, the next check folds it
                 log.exception("folding staged readings failed")
 
-    async def _fold_due(self) -> None:
-        if time.monotonic() - self._last_fold >= self._fold_interval or (
-            await self.staged() >= self._fold_rows
+    def _current_period(self) -> int:
+        return (self._now_ms() - FOLD_GRACE_MS) // self._period_ms
+
+    async def fold_if_due(self) -> None:
+        """One check of the fold loop: fold if a time bucket (or ``fold_interval_s`` of them)
+        ended a minute ago or more since the last fold, or ``fold_rows`` more readings were
+        staged since (the first check always folds: what a previous run staged)."""
+        if self._current_period() != self._period or (
+            await self.staged() - self._left >= self._fold_rows
         ):
             await self._fold_now()
 
@@ -163,8 +183,9 @@ class ReadingRuntime:
         if self._fold is None:
             return 0
         began = time.perf_counter()
-        self._last_fold = time.monotonic()
+        self._period = self._current_period()
         folded = await self._fold()
+        self._left = await self.staged()
         self.folded += folded
         if folded:
             log.debug("folded %d staged readings in %.2f s", folded, time.perf_counter() - began)

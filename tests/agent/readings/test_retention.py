@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.services.readings.retention import ReadingRetention, RetentionPolicy
-from agent.store.readings import Resolution
+from agent.store.readings import BUCKET_MS, Resolution
 from tests.agent.readings.conftest import DAY, MIN, T0, Farm, count, readings
 
 TABLES = ("series", "readings", "readings_1m", "readings_1h")
@@ -34,13 +34,17 @@ async def test_pruning_keeps_each_resolution_for_its_period(farm: Farm) -> None:
     assert (await retention.run()).total == 0
 
 
-async def test_a_chunk_deletes_at_most_its_limit(farm: Farm) -> None:
-    await farm.store.write(readings(farm.sensor, [T0 + i for i in range(50)], [1.0] * 50))
-    await farm.store.write(readings(farm.other, [T0 + i for i in range(50)], [1.0] * 50))
-    assert await farm.store.delete_chunk(Resolution.RAW, T0 + 40, 30) == 30
-    assert await farm.store.delete_chunk(Resolution.RAW, T0 + 40, 100) == 50
-    assert await farm.store.delete_chunk(Resolution.RAW, T0 + 40, 100) == 0
-    assert await count(farm.db, "readings") == 20
+async def test_a_chunk_deletes_at_most_its_limit_and_whole_time_buckets(farm: Farm) -> None:
+    # 50 readings of each sensor in each of two time buckets: only the first has ended.
+    stamps = [T0 + i for i in range(50)] + [T0 + BUCKET_MS + i for i in range(50)]
+    await farm.store.write(readings(farm.sensor, stamps, [1.0] * 100))
+    await farm.store.write(readings(farm.other, stamps, [1.0] * 100))
+    before = T0 + BUCKET_MS + 40
+    assert await farm.store.delete_chunk(Resolution.RAW, before, 30) == 30
+    assert await farm.store.delete_chunk(Resolution.RAW, before, 100) == 70
+    assert await farm.store.delete_chunk(Resolution.RAW, before, 100) == 0
+    assert await count(farm.db, "readings") == 100
+    assert await farm.db.fetch_value("SELECT min(ts) FROM readings") == T0 + BUCKET_MS
 
 
 async def test_deleting_a_device_leaves_nothing_orphaned(farm: Farm) -> None:

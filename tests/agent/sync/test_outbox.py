@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent.store.db import Database
-from agent.store.readings import NewReading, ReadingStore
+from agent.store.readings import NewReading, ReadingStore, bucket_of
 from agent.sync.outbox import OutboxStore
 from agent.sync.outbox_rows import HOUR_MS, MINUTE_MS, READING_BYTES, ROLLUP_BYTES
 from protocol.sync import advance
@@ -49,8 +49,8 @@ async def _series(db: Database) -> int:
 async def _readings(db: Database, series_id: int, stamps: list[int], value: float = 1.0) -> None:
     async with db.transaction() as conn:
         await conn.executemany(
-            "INSERT INTO readings (series_id, ts, value) VALUES (?, ?, ?)",
-            [(series_id, ts, value + i) for i, ts in enumerate(stamps)],
+            "INSERT INTO readings (bucket, series_id, ts, value) VALUES (?, ?, ?, ?)",
+            [(bucket_of(ts), series_id, ts, value + i) for i, ts in enumerate(stamps)],
         )
 
 
