@@ -3,13 +3,17 @@
 Timestamps are integer unix milliseconds. Where a reading lives (migrations 0002, 0015, 0090):
 
 - ``readings_stage``: where a batch is committed when the store stages (the running agent). Rows
-  are appended in arrival order (``seq``), so a commit rewrites the stage's last page, not a
-  page of every series: on an SD card, bytes written are what wears it out.
+  are appended in arrival order, so a commit rewrites the stage's last page, not a page of
+  every series: on an SD card, bytes written are what wears it out. A row's ``seq`` is its
+  number in the sync outbox's sequence (migration 0116): the staged row is what waits for the
+  cloud (``outbox_staged``, agent/sync/outbox.py), with no copy written beside it.
 - ``readings`` (clustered on ``(series_id, ts)``), ``readings_1m`` and ``readings_1h``: the
   series-ordered store. :meth:`ReadingStore.fold` moves staged readings there in large batches,
   series by series, each chunk its own short transaction; the triggers of ``readings`` keep the
-  rollups and queue the sync outbox then. ``readings_fold`` records the fold under way, so a
-  crash resumes it and a staged row is never counted twice.
+  rollups. ``readings_fold`` records the fold under way, so a crash resumes it and a staged row
+  is never counted twice. When the fold empties the stage, the readings the cloud has not
+  acknowledged yet (during an outage, all of them) are queued in ``outbox_readings``, under
+  their numbers.
 - The views ``readings_all``, ``readings_1m_all`` and ``readings_1h_all`` show every reading
   once, folded or staged (a staged reading is a rollup row of its own, count 1): every read
   goes through them, so a query right after a commit returns the reading.
@@ -431,10 +435,11 @@ class ReadingStore:
 
         - the 1-minute and 1-hour rollups of the buckets they leave and enter, recomputed from
           the raw rows (which retention keeps far longer than a clock is wrong);
-        - their copies queued in the sync outbox (``outbox_readings``), in flight or not: the
-          cloud takes a reading once by its sequence number, so a copy it already holds under
-          the old time is not doubled by the resend. A reading the cloud acknowledged, or one
-          folded into an outbox rollup, stays at its old time.
+        - their rows queued in the sync outbox (``outbox_readings``, where the fold that comes
+          first queues the staged readings the cloud has not acknowledged), in flight or not:
+          the cloud takes a reading once by its sequence number, so a reading it already holds
+          under the old time is not doubled by the resend. A reading the cloud acknowledged,
+          or one folded into an outbox rollup, stays at its old time.
 
         A reading whose new millisecond is taken stays where it was. This is the one place that
         knows how readings are laid out for this move: a change of the readings' storage
@@ -507,20 +512,21 @@ class _Batch:
         keyed.update(stamped)
         # Many rows per statement: each statement is one hop without the GIL, and a thread
         # that needs the GIL back once per row waits out the busy event loop every time.
-        table = "readings" if self.staged_max is None else "readings_stage"
-        for chunk in _batched(keyed.items(), _INSERT_ROWS):
-            _rows(
-                conn,
-                f"INSERT OR IGNORE INTO {table} (series_id, ts, value, raw, received_ts, device_ts)"
-                " VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(chunk)),
-                [
-                    part
-                    for (sid, ts), r in chunk
-                    for part in (sid, ts, r.value, r.raw, r.received_ts, r.device_ts)
-                ],
-            )
-        if self.staged_max is not None:
-            self._queue_for_sync(conn, keyed)
+        if self.staged_max is None:
+            for chunk in _batched(keyed.items(), _INSERT_ROWS):
+                _rows(
+                    conn,
+                    "INSERT OR IGNORE INTO readings"
+                    " (series_id, ts, value, raw, received_ts, device_ts) VALUES "
+                    + ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(chunk)),
+                    [
+                        part
+                        for (sid, ts), r in chunk
+                        for part in (sid, ts, r.value, r.raw, r.received_ts, r.device_ts)
+                    ],
+                )
+        else:
+            self._stage(conn, keyed)
             # Devices' last_reading is stamped by the fold: stamping it here rewrote a page
             # of the devices table per device per commit.
             newest_staged = self.staged_newest
@@ -542,24 +548,23 @@ class _Batch:
             stamp_last_readings(conn, {d: iso(from_ms(ts)) for d, ts in newest.items()})
         return WriteOutcome(tuple(keyed.values()), duplicates, unknown)
 
-    def _queue_for_sync(
-        self, conn: sqlite3.Connection, keyed: Mapping[tuple[int, int], NewReading]
-    ) -> None:
-        """Queue the staged readings' copies for the cloud, numbered in staging order from the
-        outbox's sequence in memory (no page of a counter rewritten per commit: 0092)."""
+    def _stage(self, conn: sqlite3.Connection, keyed: Mapping[tuple[int, int], NewReading]) -> None:
+        """Append the readings to the stage, each numbered from the outbox's sequence in
+        memory: a staged reading's ``seq`` is its outbox number, so the stage row is what waits
+        for the cloud (no copy, and no page of a counter rewritten per commit: 0092, 0116)."""
         if not keyed:
             return
-        assert self.sequence is not None, "a staged batch numbers its outbox copies"
+        assert self.sequence is not None, "a staged batch numbers its readings"
         seq = self.sequence.reserve(conn, len(keyed))
         for chunk in _batched(keyed.items(), _INSERT_ROWS):
             _rows(
                 conn,
-                "INSERT INTO outbox_readings (seq, series_id, ts, value) VALUES "
-                + ", ".join(["(?, ?, ?, ?)"] * len(chunk)),
+                "INSERT INTO readings_stage (seq, series_id, ts, value, raw, received_ts,"
+                " device_ts) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk)),
                 [
                     part
                     for index, ((sid, ts), r) in enumerate(chunk, start=seq + 1)
-                    for part in (index, sid, ts, r.value)
+                    for part in (index, sid, ts, r.value, r.raw, r.received_ts, r.device_ts)
                 ],
             )
             seq += len(chunk)
@@ -790,7 +795,8 @@ def _fold_chunk(upto: int, low: int, high: int, conn: sqlite3.Connection) -> int
 
 
 def _end_fold(upto: int, conn: sqlite3.Connection) -> None:
-    """Stamp the devices' last reading, drop the folded rows from the stage, end the fold."""
+    """Stamp the devices' last reading, queue the folded rows the cloud has not acknowledged
+    for it, drop the folded rows from the stage, end the fold."""
     rows = conn.execute(
         "SELECT s.device_id, max(st.ts) FROM readings_stage AS st"
         " JOIN series AS s ON s.id = st.series_id WHERE st.seq <= ? GROUP BY s.device_id",
@@ -798,11 +804,21 @@ def _end_fold(upto: int, conn: sqlite3.Connection) -> None:
     ).fetchall()
     if rows:
         stamp_last_readings(conn, {device: iso(from_ms(ts)) for device, ts in rows})
+    # The folded readings the cloud has not acknowledged yet (during an outage: all of them)
+    # wait in `outbox_readings` from now on, under their own numbers: the stage is emptied,
+    # and an outage's backlog is kept, compacted and moved by a clock jump there. Each lands
+    # above every row queued there already (those came from earlier folds or were taken
+    # below it), so the outbox's totals count them as they count any row added since.
+    conn.execute(
+        "INSERT INTO outbox_readings (seq, series_id, ts, value)"
+        " SELECT seq, series_id, ts, value FROM outbox_staged WHERE seq <= ? ORDER BY seq",
+        (upto,),
+    )
     _empty_stage(conn, upto)
     conn.execute("UPDATE readings_fold SET upto = 0, next_series = 0 WHERE id = 1")
     # The newest queued reading of each series (the state sent first after an outage): the
-    # copies queued at the stage since the last fold, in sequence order, so the last wins. Not
-    # kept per commit, where it cost a page of its own (migration 0091).
+    # readings queued by the folds since the last one, in sequence order, so the last wins.
+    # Not kept per commit, where it cost a page of its own (migration 0091).
     conn.execute(
         "INSERT INTO outbox_latest (series_id, seq) SELECT series_id, seq FROM outbox_readings"
         " WHERE seq > coalesce((SELECT max(seq) FROM outbox_latest), 0) ORDER BY seq"
