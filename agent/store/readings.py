@@ -806,9 +806,9 @@ def _end_fold(upto: int, conn: sqlite3.Connection) -> None:
         stamp_last_readings(conn, {device: iso(from_ms(ts)) for device, ts in rows})
     # The folded readings the cloud has not acknowledged yet (during an outage: all of them)
     # wait in `outbox_readings` from now on, under their own numbers: the stage is emptied,
-    # and an outage's backlog is kept, compacted and moved by a clock jump there. Each lands
-    # above every row queued there already (those came from earlier folds or were taken
-    # below it), so the outbox's totals count them as they count any row added since.
+    # and an outage's backlog is kept, compacted and moved by a clock jump there. Every row
+    # there has a lower number (numbered before these were staged), so the outbox's totals
+    # count these as they count any row added since they were last written (`counted_upto`).
     conn.execute(
         "INSERT INTO outbox_readings (seq, series_id, ts, value)"
         " SELECT seq, series_id, ts, value FROM outbox_staged WHERE seq <= ? ORDER BY seq",

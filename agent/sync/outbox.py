@@ -17,13 +17,12 @@ outbox was over its cap (``outbox_rollups``). A raw reading waits in one of two 
 
 The uploader takes rows and marks them in flight in the same write transaction, posts them,
 and deletes exactly those rows (raises ``staged_acked`` over those staged) once the cloud's
-answer says they are committed. A row in
-flight is sent again unchanged until an answer is seen, and compaction never touches it, so a
-batch the cloud may already hold is never folded into a rollup (which would count its readings
-twice). While one batch waits for its answer the uploader may take the next beside it
-(:meth:`OutboxStore.take_beside`), above everything in flight. Compaction
-(:mod:`agent.sync.compactor`) runs as aggregate statements inside SQLite over bounded ranges,
-each in a short transaction.
+answer says they are committed. A row in flight is sent again unchanged until an answer is
+seen, and compaction never touches it, so a batch the cloud may already hold is never folded
+into a rollup (which would count its readings twice). While one batch waits for its answer
+the uploader may take the next beside it (:meth:`OutboxStore.take_beside`), above everything
+in flight. Compaction (:mod:`agent.sync.compactor`) runs as aggregate statements inside SQLite
+over bounded ranges, each in a short transaction.
 
 Sequence ranges: a batch claims, for each of its rows, ``(prev, next - 1]`` where ``prev`` is
 the highest number still queued below it and ``next`` the lowest above it (or the one above
@@ -262,8 +261,8 @@ class OutboxStore:
                 queued = await _value(conn, "SELECT bytes FROM outbox_stats WHERE id = 1", ())
                 uncounted = await _value(conn, _UNCOUNTED, ())
                 staged = await _value(conn, _STAGED, ())
-                uncounted = int(uncounted) + int(staged)
-                if int(queued) + READING_BYTES * uncounted + posting.bytes > max_bytes:
+                waiting = int(uncounted) + int(staged)
+                if int(queued) + READING_BYTES * waiting + posting.bytes > max_bytes:
                     return None
             floor = await _value(conn, "SELECT coalesce(max(hi), 0) FROM outbox_inflight", ())
             span, rollups = await _mark_oldest(conn, room, floor=int(floor))
