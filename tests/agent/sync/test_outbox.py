@@ -484,3 +484,42 @@ async def test_a_staged_reading_acknowledged_is_never_sent_again_and_none_is_mis
         assert (figures.records, figures.bytes) == (0, 0) == await _recount(db)
     finally:
         await db.close()
+
+
+async def test_a_fold_queues_exactly_the_staged_readings_the_cloud_has_not_acknowledged(
+    tmp_path: Path,
+) -> None:
+    """Staged readings partly sent and acknowledged, then the cloud goes away: the fold queues
+    the others in `outbox_readings` under their numbers, and after a restart they are sent."""
+    path = tmp_path / "agent.db"
+    db = Database(path)
+    await db.open()
+    farm = await add_farm(db, await add_user(db))
+    device = await add_device(db, farm)
+    outbox = OutboxStore(db)
+    await outbox.acknowledge(await outbox.take(100), 0, 0)  # the farm and the device
+    await _stage(db, device, [T0 + s * 1000 for s in range(10)])
+    staged = await _numbers(db, "readings_stage")
+    sent = await outbox.take(4)
+    assert [r.seq for r in sent.readings] == staged[:4]
+    cloud = await outbox.claims(sent.seqs)
+    await outbox.acknowledge(sent, 0, 0)
+    assert await _numbers(db, "readings_stage") == staged, "acknowledged: no row deleted"
+    await _stage(db, device, [T0 + s * 1000 for s in range(10, 15)])  # the cloud is away
+    later = [seq for seq in await _numbers(db, "readings_stage") if seq not in staged]
+    await ReadingStore(db, staged=True).fold()
+    assert await _numbers(db, "outbox_readings") == staged[4:] + later
+    assert await _numbers(db, "readings_stage") == []
+    await db.close()
+    db = Database(path)
+    await db.open()
+    try:
+        outbox = OutboxStore(db)
+        rest = await outbox.take(100)
+        assert [r.ts for r in rest.readings] == [T0 + s * 1000 for s in range(4, 15)]
+        cloud += await outbox.claims(rest.seqs)
+        await outbox.acknowledge(rest, 0, 0)
+        assert advance(0, cloud) == (int(await db.fetch_value(HIGHEST_COMMITTED)), [])
+        assert await _recount(db) == (0, 0)
+    finally:
+        await db.close()
