@@ -158,18 +158,13 @@ def _queued_seq(db_path: Path) -> int:
     return int(rows[0][0]) if rows else 0
 
 
-def _stored(db_path: Path, exact: bool = True) -> int:
-    """The outbox's sequence plus the readings staged and not yet folded into it: one number
-    per stored reading (and per entity change). Not ``exact``: the stage's span of sequence
-    numbers, without a scan (it counts readings of a fold under way twice)."""
-    staged = (
-        "SELECT count(*) FROM readings_staged"
-        if exact
-        else "SELECT coalesce(max(seq) - min(seq) + 1, 0) FROM readings_stage"
-    )
+def _stored(db_path: Path) -> int:
+    """The highest outbox number committed: one per stored reading, staged (a staged reading
+    is numbered in the outbox's sequence) or folded, and per entity change."""
     rows = _sqlite(
         db_path,
-        f"SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0) + ({staged})",
+        "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0),"
+        " coalesce((SELECT max(seq) FROM readings_stage), 0))",
     )
     return int(rows[0][0])
 
@@ -202,7 +197,7 @@ async def _publish(port: int, topics: list[str], steps: int, start_s: int, step_
             )
             sent += len(topics)
             while True:
-                stored = (await asyncio.to_thread(_stored, db_path, False) - first_seq) // metrics
+                stored = (await asyncio.to_thread(_stored, db_path) - first_seq) // metrics
                 if sent - stored <= window:
                     break
                 await asyncio.sleep(0.01)

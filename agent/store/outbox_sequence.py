@@ -1,4 +1,4 @@
-"""The sync outbox's one sequence, handed to reading commits from memory (migration 0092).
+"""The sync outbox's one sequence, handed to reading commits from memory (migrations 0092, 0116).
 
 Every queued change takes the next number of one sequence (agent/sync/outbox.py): entity
 changes through ``outbox``'s AUTOINCREMENT, whose counter SQLite keeps in ``sqlite_sequence``.
@@ -14,22 +14,27 @@ counter, and write neither page:
   always takes a number above every queued reading. A transaction rolled back takes its
   raise with it; the next write raises it again.
 
-Nothing is lost when the process dies: every number handed out is either at most the stored
-counter or still held by a row of ``outbox_readings`` (rows leave that table only in other
-writes, after a sync), and :meth:`OutboxSequence.load` starts above both. The totals are kept
-the same way: ``outbox_stats.counted_upto`` says which queued readings ``records`` and
-``bytes`` include, and the outbox counts the rest when it reads or changes them.
+A staged reading's number is its ``seq`` in ``readings_stage``, and that row is its place in
+the queue (migration 0116): no copy is written. Nothing is lost when the process dies: every
+number handed out is either at most the stored counter or still held by a row of
+``readings_stage`` or ``outbox_readings`` (rows leave those tables only in other writes, after
+a sync), and :meth:`OutboxSequence.load` starts above all of them. The totals are kept the
+same way: ``outbox_stats.counted_upto`` says which rows of ``outbox_readings`` ``records`` and
+``bytes`` include, and the outbox counts the rest, and the staged readings, when it reads them.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["HIGHEST_COMMITTED", "OutboxSequence"]
+__all__ = ["HIGHEST_COMMITTED", "READING_BYTES", "OutboxSequence"]
 
+READING_BYTES = 32
+"""A queued reading's share of the outbox's byte total: about what its row costs on disk."""
 _STORED = "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'"
 _SYNC = "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'outbox' AND seq < ?1"
-# The highest number a reader's snapshot shows handed out: the stored counter or a queued row.
+# The highest number a reader's snapshot shows handed out: the stored counter, a queued row or
+# a staged reading.
 # Not :attr:`OutboxSequence.given`, which includes numbers of a reading commit still open: a
 # batch that claimed up to those would let the cloud acknowledge them before their readings
 # exist, and skip them when they come (a number handed out and acknowledged since is at most
@@ -38,6 +43,7 @@ HIGHEST_COMMITTED = (
     "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0),"
     " coalesce((SELECT max(seq) FROM outbox), 0),"
     " coalesce((SELECT max(seq) FROM outbox_readings), 0),"
+    " coalesce((SELECT max(seq) FROM readings_stage), 0),"
     " coalesce((SELECT max(seq) FROM outbox_rollups), 0))"
 )
 

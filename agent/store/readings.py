@@ -4,8 +4,10 @@ Timestamps are integer unix milliseconds. Where a reading lives (migrations 0002
 0117; docs/adr/0079-readings-by-time-bucket.md):
 
 - ``readings_stage``: where a batch is committed when the store stages (the running agent). Rows
-  are appended in arrival order (``seq``), so a commit rewrites the stage's last page, not a
-  page of every series: on an SD card, bytes written are what wears it out.
+  are appended in arrival order, so a commit rewrites the stage's last page, not a page of
+  every series: on an SD card, bytes written are what wears it out. A row's ``seq`` is its
+  number in the sync outbox's sequence (migration 0116): the staged row is what waits for the
+  cloud (``outbox_staged``, agent/sync/outbox.py), with no copy written beside it.
 - ``readings``, ``readings_1m`` and ``readings_1h``, keyed ``(bucket, series_id, ts)`` with
   ``bucket = ts // BUCKET_MS`` (30 minutes; a rollup row's ``ts`` is its minute's or hour's
   start): the folded store. :meth:`ReadingStore.fold` moves the staged readings of the buckets
@@ -15,7 +17,9 @@ Timestamps are integer unix milliseconds. Where a reading lives (migrations 0002
   ``readings_buckets``, ``readings_1m_buckets`` and ``readings_1h_buckets`` (the buckets
   holding rows), ``readings_latest`` (each series' newest reading) and the sync outbox.
   ``readings_fold`` records the fold under way, so a crash resumes it and a staged row is never
-  counted twice.
+  counted twice. When the fold empties the stage, the folded readings the cloud has not
+  acknowledged yet (during an outage, all of them) are queued in ``outbox_readings``, under
+  their numbers.
 - ``readings_by_series``, ``readings_1m_by_series`` and ``readings_1h_by_series``: the
   series-ordered tables of a farm from before 0117, read alongside the others and written no
   more (retention empties them).
@@ -49,7 +53,7 @@ from typing import Any
 
 from agent.store.db import Database
 from agent.store.devices import stamp_last_readings
-from agent.store.outbox_sequence import OutboxSequence
+from agent.store.outbox_sequence import READING_BYTES, OutboxSequence
 from protocol.records import record
 from protocol.timefmt import from_ms, iso, now_iso
 
@@ -519,10 +523,11 @@ class ReadingStore:
 
         - the 1-minute and 1-hour rollups of the buckets they leave and enter, recomputed from
           the raw rows (which retention keeps far longer than a clock is wrong);
-        - their copies queued in the sync outbox (``outbox_readings``), in flight or not: the
-          cloud takes a reading once by its sequence number, so a copy it already holds under
-          the old time is not doubled by the resend. A reading the cloud acknowledged, or one
-          folded into an outbox rollup, stays at its old time.
+        - their rows queued in the sync outbox (``outbox_readings``, where the fold that comes
+          first queues the staged readings the cloud has not acknowledged), in flight or not:
+          the cloud takes a reading once by its sequence number, so a reading it already holds
+          under the old time is not doubled by the resend. A reading the cloud acknowledged,
+          or one folded into an outbox rollup, stays at its old time.
 
         A reading whose new millisecond is taken stays where it was. This is the one place that
         knows how readings are laid out for this move: a change of the readings' storage
@@ -596,11 +601,10 @@ class _Batch:
         if self.staged_max is None:
             # In key order: a batch's rows of one bucket go in side by side.
             rows = sorted((bucket_of(ts), sid, ts, r) for (sid, ts), r in keyed.items())
-            _insert(conn, "readings", rows)
+            _insert(conn, rows)
         else:
-            _insert(conn, "readings_stage", [(sid, ts, r) for (sid, ts), r in keyed.items()])
+            self._stage(conn, keyed)
         if self.staged_max is not None:
-            self._queue_for_sync(conn, keyed)
             # Devices' last_reading is stamped by the fold: stamping it here rewrote a page
             # of the devices table per device per commit.
             newest_staged = self.staged_newest
@@ -622,24 +626,23 @@ class _Batch:
             stamp_last_readings(conn, {d: iso(from_ms(ts)) for d, ts in newest.items()})
         return WriteOutcome(tuple(keyed.values()), duplicates, unknown)
 
-    def _queue_for_sync(
-        self, conn: sqlite3.Connection, keyed: Mapping[tuple[int, int], NewReading]
-    ) -> None:
-        """Queue the staged readings' copies for the cloud, numbered in staging order from the
-        outbox's sequence in memory (no page of a counter rewritten per commit: 0092)."""
+    def _stage(self, conn: sqlite3.Connection, keyed: Mapping[tuple[int, int], NewReading]) -> None:
+        """Append the readings to the stage, each numbered from the outbox's sequence in
+        memory: a staged reading's ``seq`` is its outbox number, so the stage row is what waits
+        for the cloud (no copy, and no page of a counter rewritten per commit: 0092, 0116)."""
         if not keyed:
             return
-        assert self.sequence is not None, "a staged batch numbers its outbox copies"
+        assert self.sequence is not None, "a staged batch numbers its readings"
         seq = self.sequence.reserve(conn, len(keyed))
         for chunk in _batched(keyed.items(), _INSERT_ROWS):
             _rows(
                 conn,
-                "INSERT INTO outbox_readings (seq, series_id, ts, value) VALUES "
-                + ", ".join(["(?, ?, ?, ?)"] * len(chunk)),
+                "INSERT INTO readings_stage (seq, series_id, ts, value, raw, received_ts,"
+                " device_ts) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk)),
                 [
                     part
                     for index, ((sid, ts), r) in enumerate(chunk, start=seq + 1)
-                    for part in (index, sid, ts, r.value)
+                    for part in (index, sid, ts, r.value, r.raw, r.received_ts, r.device_ts)
                 ],
             )
             seq += len(chunk)
@@ -903,7 +906,8 @@ def _fold_chunk(upto: int, until: int, low: int, high: int, conn: sqlite3.Connec
 
 def _end_fold(upto: int, until: int, moved: bool, conn: sqlite3.Connection) -> None:
     """Stamp the devices' last reading (of every reading staged up to ``upto``, folded or
-    not), drop the folded rows from the stage (when any were ``moved``), end the fold."""
+    not); when any were ``moved``, queue the folded rows the cloud has not acknowledged for
+    it and drop the folded rows from the stage; end the fold."""
     rows = conn.execute(
         "SELECT s.device_id, max(st.ts) FROM readings_stage AS st"
         " JOIN series AS s ON s.id = st.series_id WHERE st.seq <= ? GROUP BY s.device_id",
@@ -912,15 +916,41 @@ def _end_fold(upto: int, until: int, moved: bool, conn: sqlite3.Connection) -> N
     if rows:
         stamp_last_readings(conn, {device: iso(from_ms(ts)) for device, ts in rows})
     if moved:
+        _queue_folded(conn, upto, until)
         _empty_stage(conn, upto, until)
         conn.execute("UPDATE readings_fold SET upto = 0, next_series = 0 WHERE id = 1")
     # The newest queued reading of each series (the state sent first after an outage): the
-    # copies queued at the stage since the last fold, in sequence order, so the last wins. Not
-    # kept per commit, where it cost a page of its own (migration 0091).
+    # readings queued by the folds since the last one, in sequence order, so the last wins.
+    # Not kept per commit, where it cost a page of its own (migration 0091).
     conn.execute(
         "INSERT INTO outbox_latest (series_id, seq) SELECT series_id, seq FROM outbox_readings"
         " WHERE seq > coalesce((SELECT max(seq) FROM outbox_latest), 0) ORDER BY seq"
         " ON CONFLICT (series_id) DO UPDATE SET seq = excluded.seq"
+    )
+
+
+def _queue_folded(conn: sqlite3.Connection, upto: int, until: int) -> None:
+    """Queue the folded readings (``seq <= upto``, ``ts < until``) the cloud has not
+    acknowledged yet (during an outage: all of them) in ``outbox_readings``, under their own
+    numbers: the stage is emptied, and an outage's backlog is kept, compacted and moved by a
+    clock jump there.
+
+    The outbox's running totals count the rows of ``outbox_readings`` above ``counted_upto``
+    when they are read. A reading of the bucket that was under way at the last fold may have a
+    lower number than one folded then (a device's clock a little behind another's), so the
+    rows queued here at or below that mark are counted in now."""
+    conn.execute(
+        "UPDATE outbox_stats SET records = records + c.n, bytes = bytes + c.n * ?"
+        " FROM (SELECT count(*) AS n FROM outbox_staged WHERE seq <= ? AND ts < ?"
+        "       AND seq <= (SELECT counted_upto FROM outbox_stats WHERE id = 1)) AS c"
+        " WHERE id = 1 AND c.n > 0",
+        (READING_BYTES, upto, until),
+    )
+    conn.execute(
+        "INSERT INTO outbox_readings (seq, series_id, ts, value)"
+        " SELECT seq, series_id, ts, value FROM outbox_staged WHERE seq <= ? AND ts < ?"
+        " ORDER BY seq",
+        (upto, until),
     )
 
 
@@ -945,25 +975,20 @@ def _empty_stage(conn: sqlite3.Connection, upto: int, until: int) -> None:
     conn.execute("DELETE FROM temp.stage_kept")
 
 
-def _insert(conn: sqlite3.Connection, table: str, keyed: list[tuple[Any, ...]]) -> None:
-    """Insert readings, each given as its key's columns then the reading, into ``table``
-    (``readings``, keyed from its bucket, or ``readings_stage``)."""
-    if not keyed:
-        return
-    width = len(keyed[0]) - 1
-    key = "bucket, series_id, ts" if width == 3 else "series_id, ts"
-    marks = "(" + ", ".join(["?"] * (width + 4)) + ")"
+def _insert(conn: sqlite3.Connection, keyed: list[tuple[Any, ...]]) -> None:
+    """Insert readings, each given as ``(bucket, series_id, ts, reading)``, into ``readings``."""
     # Many rows per statement: each statement is one hop without the GIL, and a thread that
     # needs the GIL back once per row waits out the busy event loop every time.
     for chunk in _batched(keyed, _INSERT_ROWS):
         _rows(
             conn,
-            f"INSERT OR IGNORE INTO {table} ({key}, value, raw, received_ts, device_ts) VALUES "
-            + ", ".join([marks] * len(chunk)),
+            "INSERT OR IGNORE INTO readings"
+            " (bucket, series_id, ts, value, raw, received_ts, device_ts) VALUES "
+            + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk)),
             [
                 part
-                for *columns, r in chunk
-                for part in (*columns, r.value, r.raw, r.received_ts, r.device_ts)
+                for bucket, sid, ts, r in chunk
+                for part in (bucket, sid, ts, r.value, r.raw, r.received_ts, r.device_ts)
             ],
         )
 

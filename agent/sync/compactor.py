@@ -1,7 +1,9 @@
 """Keeps the outbox within its byte cap and the disk above its free-space watermark, in tiers
 (docs/design.md section 8): the oldest queued raw readings become 1-minute rollups; when those no
 longer fit, the oldest 1-minute rollups become 1-hour rollups. Events, configuration and
-calibrations are never dropped.
+calibrations are never dropped. Staged readings count toward the cap but are not rolled up
+where they are: the stage holds at most a fold's worth, and the fold queues those the cloud has
+not acknowledged in ``outbox_readings``, where the oldest are rolled up first.
 
 It checks the running totals every ``check_interval_s`` (one row read), so the cap holds while
 readings arrive, whether or not the cloud is reachable. Each step is one aggregate statement

@@ -1,20 +1,28 @@
-"""The outbox (agent migrations 0008, 0030 and 0092): what waits for the cloud, in one sequence.
+"""The outbox (agent migrations 0008, 0030, 0092 and 0116): what waits for the cloud, in one
+sequence.
 
 Three kinds of rows share the sequence: changes of entities (``outbox``, JSON, written by the
-triggers of migration 0008 and later), queued raw readings (``outbox_readings``, one narrow row
-each, written by the staged batch that commits the reading, numbered from
-:class:`agent.store.outbox_sequence.OutboxSequence`, or by the trigger of migration 0092 when a
-reading is written into ``readings`` directly) and rollups that replaced readings when the
-outbox was over its cap (``outbox_rollups``).
+triggers of migration 0008 and later), raw readings and rollups that replaced readings when the
+outbox was over its cap (``outbox_rollups``). A raw reading waits in one of two places:
+
+- staged (``outbox_staged``, the rows of ``readings_stage`` above ``outbox_stats.staged_acked``):
+  the staged row itself, numbered from :class:`agent.store.outbox_sequence.OutboxSequence` by
+  the batch that commits it. The uploader takes staged readings in sequence order, so those the
+  cloud committed are always the stage's lowest numbers: an acknowledgement raises
+  ``staged_acked`` over them and deletes no row (the fold empties the stage whole);
+- ``outbox_readings``, one narrow row each: where the fold queues the staged readings the cloud
+  has not acknowledged yet (an outage's backlog), or the trigger of migration 0092 a reading
+  written into ``readings`` directly. Compaction rolls up these; the stage holds at most a
+  fold's worth.
 
 The uploader takes rows and marks them in flight in the same write transaction, posts them,
-and deletes exactly those rows once the cloud's answer says they are committed. A row in
-flight is sent again unchanged until an answer is seen, and compaction never touches it, so a
-batch the cloud may already hold is never folded into a rollup (which would count its readings
-twice). While one batch waits for its answer the uploader may take the next beside it
-(:meth:`OutboxStore.take_beside`), above everything in flight. Compaction
-(:mod:`agent.sync.compactor`) runs as aggregate statements inside SQLite over bounded ranges,
-each in a short transaction.
+and deletes exactly those rows (raises ``staged_acked`` over those staged) once the cloud's
+answer says they are committed. A row in flight is sent again unchanged until an answer is
+seen, and compaction never touches it, so a batch the cloud may already hold is never folded
+into a rollup (which would count its readings twice). While one batch waits for its answer
+the uploader may take the next beside it (:meth:`OutboxStore.take_beside`), above everything
+in flight. Compaction (:mod:`agent.sync.compactor`) runs as aggregate statements inside SQLite
+over bounded ranges, each in a short transaction.
 
 Sequence ranges: a batch claims, for each of its rows, ``(prev, next - 1]`` where ``prev`` is
 the highest number still queued below it and ``next`` the lowest above it (or the one above
@@ -63,16 +71,18 @@ _ROLLUP = "seq, series_id, width_ms, ts, vmin, vmax, vsum, n"
 _NOT_IN_FLIGHT = (
     "NOT EXISTS (SELECT 1 FROM outbox_inflight AS i WHERE r.seq > i.lo AND r.seq <= i.hi)"
 )
-# The highest number still queued below ?1, in any of the three tables.
+# The highest number still queued below ?1, in any of the three tables or the stage.
 _PREV = (
     "max(coalesce((SELECT max(seq) FROM outbox WHERE seq < ?1), 0),"
     " coalesce((SELECT max(seq) FROM outbox_readings WHERE seq < ?1), 0),"
+    " coalesce((SELECT max(seq) FROM outbox_staged WHERE seq < ?1), 0),"
     " coalesce((SELECT max(seq) FROM outbox_rollups WHERE seq < ?1), 0))"
 )
 # The lowest number still queued above ?1, or the next number to be given.
 _NEXT = (
     "min(coalesce((SELECT min(seq) FROM outbox WHERE seq > ?1), ?2),"
     " coalesce((SELECT min(seq) FROM outbox_readings WHERE seq > ?1), ?2),"
+    " coalesce((SELECT min(seq) FROM outbox_staged WHERE seq > ?1), ?2),"
     " coalesce((SELECT min(seq) FROM outbox_rollups WHERE seq > ?1), ?2))"
 )
 # Whether a queued reading not in flight lies below an in-flight range: in a gap between two
@@ -81,13 +91,18 @@ _QUEUED_BELOW_IN_FLIGHT = """
     SELECT EXISTS (
         SELECT 1 FROM (SELECT lag(hi, 1, 0) OVER (ORDER BY lo) AS above, lo AS upto
                        FROM outbox_inflight) AS gap
-        WHERE EXISTS (SELECT 1 FROM outbox_readings WHERE seq > gap.above AND seq <= gap.upto))
+        WHERE EXISTS (SELECT 1 FROM outbox_readings WHERE seq > gap.above AND seq <= gap.upto)
+           OR EXISTS (SELECT 1 FROM outbox_staged WHERE seq > gap.above AND seq <= gap.upto))
 """
 # Queued readings the running totals do not include yet (migration 0092).
 _UNCOUNTED = (
     "SELECT count(*) FROM outbox_readings"
     " WHERE seq > (SELECT counted_upto FROM outbox_stats WHERE id = 1)"
 )
+# Staged readings waiting for the cloud (0116): never in the running totals, which an
+# acknowledgement of staged readings does not write; at most a fold's worth, a range of the
+# stage's key.
+_STAGED = "SELECT count(*) FROM outbox_staged"
 _COUNT_IN = f"""
     UPDATE outbox_stats SET records = records + c.n, bytes = bytes + c.n * {READING_BYTES},
         counted_upto = c.top
@@ -162,7 +177,9 @@ class OutboxStore:
         readings = _readings(
             await self._db.fetch_all(
                 f"SELECT {_R_COLUMNS} FROM outbox_inflight AS i JOIN outbox_readings AS r"
-                " ON r.seq > i.lo AND r.seq <= i.hi WHERE r.seq > ? ORDER BY r.seq LIMIT ?",
+                " ON r.seq > i.lo AND r.seq <= i.hi WHERE r.seq > ?1"
+                f" UNION ALL SELECT {_R_COLUMNS} FROM outbox_inflight AS i JOIN outbox_staged AS r"
+                " ON r.seq > i.lo AND r.seq <= i.hi WHERE r.seq > ?1 ORDER BY 1 LIMIT ?2",
                 (above, limit),
             )
         )
@@ -243,7 +260,9 @@ class OutboxStore:
             if max_bytes is not None:
                 queued = await _value(conn, "SELECT bytes FROM outbox_stats WHERE id = 1", ())
                 uncounted = await _value(conn, _UNCOUNTED, ())
-                if int(queued) + READING_BYTES * int(uncounted) + posting.bytes > max_bytes:
+                staged = await _value(conn, _STAGED, ())
+                waiting = int(uncounted) + int(staged)
+                if int(queued) + READING_BYTES * waiting + posting.bytes > max_bytes:
                     return None
             floor = await _value(conn, "SELECT coalesce(max(hi), 0) FROM outbox_inflight", ())
             span, rollups = await _mark_oldest(conn, room, floor=int(floor))
@@ -251,8 +270,9 @@ class OutboxStore:
         if span is not None:
             readings = _readings(
                 await self._db.fetch_all(
-                    f"SELECT {_READING} FROM outbox_readings WHERE seq > ? AND seq <= ?"
-                    " ORDER BY seq",
+                    f"SELECT {_READING} FROM outbox_readings WHERE seq > ?1 AND seq <= ?2"
+                    f" UNION ALL SELECT {_READING} FROM outbox_staged WHERE seq > ?1 AND seq <= ?2"
+                    " ORDER BY 1",
                     span,
                 )
             )
@@ -271,7 +291,7 @@ class OutboxStore:
         # to below the next queued row above the last, in one range.
         batch = set(ordered)
         others: list[int] = []
-        for table in ("outbox", "outbox_readings", "outbox_rollups"):
+        for table in ("outbox", "outbox_readings", "outbox_staged", "outbox_rollups"):
             found = await self._db.fetch_all(
                 f"SELECT seq FROM {table} WHERE seq BETWEEN ? AND ?", (first, last)
             )
@@ -316,11 +336,18 @@ class OutboxStore:
         return found
 
     async def bulk_waiting(self) -> int:
-        """Readings and rollups queued (from the running totals: no scan)."""
+        """Readings and rollups queued (from the running totals and ranges of the readings'
+        keys: no scan)."""
         stats = await self._db.fetch_one("SELECT records FROM outbox_stats WHERE id = 1")
         entities = await self._db.fetch_value("SELECT count(*) FROM outbox")
         uncounted = await self._db.fetch_value(_UNCOUNTED)
-        return int(stats[0] if stats else 0) + int(uncounted or 0) - int(entities or 0)
+        staged = await self._db.fetch_value(_STAGED)
+        return (
+            int(stats[0] if stats else 0)
+            + int(uncounted or 0)
+            + int(staged or 0)
+            - int(entities or 0)
+        )
 
     async def release(self) -> None:
         """Nothing in flight reached the cloud (the connection failed): unmark it all, so
@@ -341,11 +368,13 @@ class OutboxStore:
 
     async def acknowledge(self, sent: Selection, acked_seq: int, rejected: int) -> None:
         """The cloud committed ``sent`` (refused records included, kept in its dead letters):
-        delete exactly those rows; count, stamp, and note the cloud's contiguous ack.
+        delete exactly those rows, raise ``staged_acked`` over those staged; count, stamp, and
+        note the cloud's contiguous ack.
 
         In short transactions of at most ``_ACK_ROWS`` rows each, so a fan command or ingest
         never waits long behind a large batch (a farm's trickle is one transaction); a crash
-        between two leaves the rest in flight, sent again and applied once."""
+        between two leaves the rest in flight, sent again and applied once. The staged readings
+        are acknowledged in the last one, with the answer."""
         pieces: list[tuple[str, Sequence[int], int]] = []
         for start in range(0, len(sent.entities), _ACK_ROWS):
             rows = sent.entities[start : start + _ACK_ROWS]
@@ -373,21 +402,28 @@ class OutboxStore:
                     await conn.execute(_COUNT_IN)  # the totals below include what is deleted
                 for table, seqs_of, size in members:
                     # One statement for the piece (a JSON array of integers: exact).
-                    await conn.execute(
+                    deleted = await _rowcount(
+                        conn,
                         f"DELETE FROM {table} WHERE seq IN (SELECT value FROM json_each(?))",
                         (f"[{','.join(map(str, seqs_of))}]",),
                     )
+                    count = len(seqs_of)
+                    if table == "outbox_readings":  # those sent from the stage are not here
+                        count, size = deleted, deleted * READING_BYTES
                     await conn.execute(
                         "UPDATE outbox_stats SET records = records - ?, bytes = bytes - ?"
                         " WHERE id = 1",
-                        (len(seqs_of), size),
+                        (count, size),
                     )
                 if index < len(transactions) - 1:
                     continue
+                await _acknowledge_staged(conn, [r.seq for r in sent.readings])
                 # In-flight ranges that hold no queued reading any more are done.
                 await conn.execute(
                     "DELETE FROM outbox_inflight WHERE NOT EXISTS (SELECT 1 FROM outbox_readings"
                     " AS r WHERE r.seq > outbox_inflight.lo AND r.seq <= outbox_inflight.hi)"
+                    " AND NOT EXISTS (SELECT 1 FROM outbox_staged AS r"
+                    " WHERE r.seq > outbox_inflight.lo AND r.seq <= outbox_inflight.hi)"
                 )
                 await conn.execute(
                     "UPDATE outbox_stats SET acked_seq = max(acked_seq, ?),"
@@ -404,10 +440,12 @@ class OutboxStore:
 
     async def figures(self) -> OutboxFigures:
         """Lag, bytes queued, age of the oldest unsent record, counts (cheap: no scans; the
-        readings queued since the totals were last written are a range of their key)."""
+        readings queued since the totals were last written, and those staged, are ranges of
+        their keys)."""
         stats = await self._db.fetch_one("SELECT * FROM outbox_stats WHERE id = 1")
         assert stats is not None  # inserted by migration 0008
-        uncounted = self.uncounted = int(await self._db.fetch_value(_UNCOUNTED) or 0)
+        self.uncounted = int(await self._db.fetch_value(_UNCOUNTED) or 0)
+        uncounted = self.uncounted + int(await self._db.fetch_value(_STAGED) or 0)
         stored = await self._db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
         newest = max(int(stored or 0), self._db.sequence.given)
         # The aggregate min() skips an empty table's NULL (the two-argument min() does not).
@@ -415,6 +453,7 @@ class OutboxStore:
             "SELECT min(t) FROM ("
             " SELECT (SELECT created_at FROM outbox ORDER BY seq LIMIT 1) AS t"
             " UNION ALL SELECT (SELECT ts FROM outbox_readings ORDER BY seq LIMIT 1)"
+            " UNION ALL SELECT (SELECT ts FROM outbox_staged ORDER BY seq LIMIT 1)"
             " UNION ALL SELECT (SELECT ts FROM outbox_rollups ORDER BY seq LIMIT 1))"
         )
         acked = int(stats["acked_seq"])
@@ -494,10 +533,12 @@ async def _mark_oldest(
     """Mark the oldest ``room`` queued readings above ``floor`` (one range: every reading from
     the first to the last) and the oldest ``room`` rollups in flight; the range marked, and
     the rollups."""
+    # One ordered walk of each table's key, merged (a compound ORDER BY): no sort of a backlog.
     bounds = list(
         await conn.execute_fetchall(
-            "SELECT min(seq), max(seq) FROM (SELECT seq FROM outbox_readings AS r"
-            f" WHERE r.seq > ? AND {_NOT_IN_FLIGHT} ORDER BY seq LIMIT ?)",
+            "SELECT min(seq), max(seq) FROM (SELECT r.seq FROM outbox_readings AS r"
+            f" WHERE r.seq > ?1 AND {_NOT_IN_FLIGHT} UNION ALL SELECT r.seq FROM outbox_staged"
+            f" AS r WHERE r.seq > ?1 AND {_NOT_IN_FLIGHT} ORDER BY 1 LIMIT ?2)",
             (floor, room),
         )
     )
@@ -516,6 +557,33 @@ async def _mark_oldest(
         )
     )
     return span, rollups
+
+
+async def _acknowledge_staged(conn: aiosqlite.Connection, seqs: Sequence[int]) -> None:
+    """The cloud committed the staged readings among ``seqs``: raise ``staged_acked`` to the
+    highest of them, so the stage's rows up to it are no longer queued (none is deleted).
+
+    The uploader takes staged readings lowest numbers first and is answered batch by batch, so
+    every staged reading below the highest one sent was sent with it or before it. Should one
+    not have been, it is queued in ``outbox_readings`` under its number here, in the same
+    transaction, so that raising the mark over it cannot lose it."""
+    if not seqs:
+        return
+    sent = f"[{','.join(map(str, seqs))}]"
+    top = await _value(
+        conn,
+        "SELECT max(seq) FROM outbox_staged WHERE seq IN (SELECT value FROM json_each(?))",
+        (sent,),
+    )
+    if top is None:
+        return
+    await conn.execute(
+        "INSERT INTO outbox_readings (seq, series_id, ts, value) SELECT seq, series_id, ts, value"
+        " FROM outbox_staged WHERE seq < ?1 AND seq NOT IN (SELECT value FROM json_each(?2))"
+        " ORDER BY seq",
+        (int(top), sent),
+    )
+    await conn.execute("UPDATE outbox_stats SET staged_acked = ? WHERE id = 1", (int(top),))
 
 
 async def _merge_stage(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agent.store.outbox_sequence import READING_BYTES
+
 __all__ = [
     "HOUR_MS",
     "MINUTE_MS",
@@ -21,8 +23,6 @@ __all__ = [
 
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000
-READING_BYTES = 32
-"""A queued reading's share of the byte figure: about what its row costs on disk."""
 ROLLUP_BYTES = 64
 """A queued rollup's share of the byte figure."""
 

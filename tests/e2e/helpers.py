@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from agent.store.readings import bucket_of
 from agent.sync.pairing import pair
 from tests.e2e.conftest import LiveCloud
 
@@ -75,9 +76,14 @@ def _write_readings(
             "SELECT id FROM series WHERE device_id = ? AND metric = 'temperature'", (device_id,)
         ).fetchone()
         conn.executemany(
-            "INSERT INTO readings (series_id, ts, value) VALUES (?, ?, ?)",
+            "INSERT INTO readings (bucket, series_id, ts, value) VALUES (?, ?, ?, ?)",
             [
-                (series_id, start_ms + i * step_ms, 20 + (i % 50) / 10 if value is None else value)
+                (
+                    bucket_of(start_ms + i * step_ms),
+                    series_id,
+                    start_ms + i * step_ms,
+                    20 + (i % 50) / 10 if value is None else value,
+                )
                 for i in range(count)
             ],
         )

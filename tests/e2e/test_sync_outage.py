@@ -16,6 +16,7 @@ from uuid import UUID
 import aiohttp
 
 from agent.store.db import Database
+from agent.store.readings import bucket_of
 from agent.sync.link import CloudLink, sync_key_path
 from agent.web.keys import DATABASE
 from protocol.keyfile import load_or_create_private_key
@@ -80,8 +81,8 @@ def _write_sync(db_path: Path, device_id: str, stamps: list[int], metric: str) -
         ).fetchone()
         rng = random.Random(stamps[0])
         conn.executemany(
-            "INSERT INTO readings (series_id, ts, value) VALUES (?, ?, ?)",
-            [(series_id, ts, round(rng.uniform(0, 14), 3)) for ts in stamps],
+            "INSERT INTO readings (bucket, series_id, ts, value) VALUES (?, ?, ?, ?)",
+            [(bucket_of(ts), series_id, ts, round(rng.uniform(0, 14), 3)) for ts in stamps],
         )
         conn.execute("COMMIT")
     finally:

@@ -25,22 +25,27 @@ ENV = {
 
 
 def _queued_in_flight(db_path: Path) -> int:
-    """Queued readings the agent has marked in flight (taken for a batch, answer not seen)."""
+    """Queued readings the agent has marked in flight (taken for a batch, answer not seen),
+    staged or queued by a fold."""
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
     try:
         (count,) = conn.execute(
-            "SELECT count(*) FROM outbox_inflight AS i JOIN outbox_readings AS r"
-            " ON r.seq > i.lo AND r.seq <= i.hi"
+            "SELECT count(*) FROM outbox_inflight AS i JOIN (SELECT seq FROM outbox_readings"
+            " UNION ALL SELECT seq FROM outbox_staged) AS r ON r.seq > i.lo AND r.seq <= i.hi"
         ).fetchone()
     finally:
         conn.close()
     return int(count)
 
 
-def _queued(db_path: Path, table: str = "outbox_readings") -> int:
+def _queued(db_path: Path, *tables: str) -> int:
+    """Rows of ``tables``: by default the queued readings, staged or queued by a fold."""
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
     try:
-        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        return sum(
+            int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+            for table in tables or ("outbox_readings", "outbox_staged")
+        )
     finally:
         conn.close()
 

@@ -176,7 +176,8 @@ async def _queued(farm: Farm, device_id: str) -> bool:
         "SELECT count(*) FROM outbox WHERE entity = 'devices' AND entity_id = ?", (device_id,)
     )
     readings = await db.fetch_value(
-        "SELECT count(*) FROM outbox_readings o JOIN series s ON s.id = o.series_id"
+        "SELECT count(*) FROM (SELECT series_id FROM outbox_readings"
+        " UNION ALL SELECT series_id FROM outbox_staged) AS o JOIN series s ON s.id = o.series_id"
         " WHERE s.device_id = ?",
         (device_id,),
     )

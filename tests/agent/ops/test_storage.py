@@ -188,8 +188,11 @@ async def _deliveries(db: Database, farm_id: str) -> None:
 
 
 async def _outbox(db: Database) -> set[int]:
-    """Sequence numbers of the unsent records, readings' own table included."""
-    rows = await db.fetch_all("SELECT seq FROM outbox UNION ALL SELECT seq FROM outbox_readings")
+    """Sequence numbers of the unsent records, readings' own table and the stage included."""
+    rows = await db.fetch_all(
+        "SELECT seq FROM outbox UNION ALL SELECT seq FROM outbox_readings"
+        " UNION ALL SELECT seq FROM outbox_staged"
+    )
     return {row[0] for row in rows}
 
 

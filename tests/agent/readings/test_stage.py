@@ -81,8 +81,9 @@ async def test_rollups_agree_when_folds_land_between_late_and_out_of_order_batch
     await staged.store.fold()
     assert await count(staged.db, "readings") == 900
     assert int(await staged.db.fetch_value("SELECT sum(n) FROM readings_1m")) == 900
-    # Each folded reading was queued for the cloud once.
+    # Each folded reading was queued for the cloud once (nothing acknowledged it).
     assert await count(staged.db, "outbox_readings") == 900
+    assert await count(staged.db, "outbox_staged") == 0
 
 
 async def test_a_redelivered_reading_is_stored_once_staged_or_folded(staged: Farm) -> None:
@@ -168,13 +169,23 @@ async def test_a_fold_cut_short_is_resumed_without_counting_a_reading_twice(
     assert await count(db, "readings_stage") == 0
 
 
-async def test_a_staged_reading_is_queued_for_the_cloud_at_its_commit(staged: Farm) -> None:
+async def test_a_staged_reading_is_queued_for_the_cloud_by_its_stage_row_alone(
+    staged: Farm,
+) -> None:
+    """The commit writes the stage row and no copy of it: the row is the reading's place in
+    the sync outbox, numbered in its sequence. Not acknowledged by the cloud (an outage), it
+    is queued in ``outbox_readings`` by the fold, once."""
     await staged.store.write(readings(staged.sensor, [T0, T0 + 1000], [1.0, 2.0]))
-    queued = await staged.db.fetch_all("SELECT ts, value FROM outbox_readings ORDER BY seq")
-    assert [(int(ts), float(v)) for ts, v in queued] == [(T0, 1.0), (T0 + 1000, 2.0)]
+    assert await count(staged.db, "outbox_readings") == 0
+    staged_rows = await staged.db.fetch_all("SELECT seq, ts, value FROM readings_stage")
+    queued = await staged.db.fetch_all("SELECT seq, ts, value FROM outbox_staged ORDER BY seq")
+    assert [tuple(r) for r in queued] == [tuple(r) for r in staged_rows]
+    assert [(int(ts), float(v)) for _, ts, v in queued] == [(T0, 1.0), (T0 + 1000, 2.0)]
     assert await staged.store.fold() == 2
-    # The fold queues nothing a second time, and names the newest queued reading per series.
-    assert await count(staged.db, "outbox_readings") == 2
+    # The fold queues them under their numbers, and names the newest per series.
+    moved = await staged.db.fetch_all("SELECT seq, ts, value FROM outbox_readings ORDER BY seq")
+    assert [tuple(r) for r in moved] == [tuple(r) for r in queued]
+    assert await count(staged.db, "outbox_staged") == 0
     latest = await staged.db.fetch_value(
         "SELECT r.ts FROM outbox_latest AS l JOIN outbox_readings AS r ON r.seq = l.seq"
     )

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from agent.store.db import Database
-from agent.store.readings import NewReading, ReadingStore, bucket_of
+from agent.store.outbox_sequence import HIGHEST_COMMITTED
+from agent.store.readings import BUCKET_MS, NewReading, ReadingStore, bucket_of
+from agent.sync.batcher import build_records, series_ids
 from agent.sync.outbox import OutboxStore
-from agent.sync.outbox_rows import HOUR_MS, MINUTE_MS, READING_BYTES, ROLLUP_BYTES
-from protocol.sync import advance
+from agent.sync.outbox_rows import HOUR_MS, MINUTE_MS, READING_BYTES, ROLLUP_BYTES, Selection
+from protocol.sync import advance, decode_readings
 from tests.support.reading_seed import add_device, add_farm, add_user
 
 T0 = 1_700_000_040_000 - 1_700_000_040_000 % HOUR_MS  # an hour boundary
@@ -64,11 +66,11 @@ async def _rollups(db: Database) -> list[sqlite3.Row]:
 
 async def _recount(db: Database) -> tuple[int, int]:
     """Records and bytes counted from the tables (what the running totals must equal)."""
+    queued = "((SELECT count(*) FROM outbox_readings) + (SELECT count(*) FROM outbox_staged))"
     row = await db.fetch_one(
-        "SELECT (SELECT count(*) FROM outbox) + (SELECT count(*) FROM outbox_readings)"
-        " + (SELECT count(*) FROM outbox_rollups),"
-        " (SELECT coalesce(sum(bytes), 0) FROM outbox) + ? * (SELECT count(*) FROM"
-        " outbox_readings) + ? * (SELECT count(*) FROM outbox_rollups)",
+        f"SELECT (SELECT count(*) FROM outbox) + {queued} + (SELECT count(*) FROM outbox_rollups),"
+        f" (SELECT coalesce(sum(bytes), 0) FROM outbox) + ? * {queued}"
+        " + ? * (SELECT count(*) FROM outbox_rollups)",
         (READING_BYTES, ROLLUP_BYTES),
     )
     assert row is not None
@@ -327,7 +329,7 @@ async def test_staged_readings_and_later_changes_share_one_rising_sequence_acros
     await _stage(db, device, [T0 + s * 1000 for s in range(5)])
     # The stored counter was not rewritten by the reading commit...
     stored = await db.fetch_value("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
-    readings = await _numbers(db, "outbox_readings")
+    readings = await _numbers(db, "outbox_staged")
     assert len(readings) == 5 and int(stored) < readings[0]
     # ...yet a change queued afterwards takes a number above every staged reading.
     await add_device(db, farm)
@@ -339,9 +341,9 @@ async def test_staged_readings_and_later_changes_share_one_rising_sequence_acros
     reopened = Database(path)
     await reopened.open()
     try:
-        before = await _numbers(reopened, "outbox_readings")
+        before = await _numbers(reopened, "outbox_staged")
         await _stage(reopened, device, [T0 + 12_000])
-        after = await _numbers(reopened, "outbox_readings")
+        after = await _numbers(reopened, "outbox_staged")
         assert after[-1] > max(before) and len(after) == len(before) + 1
         await add_device(reopened, farm)
         assert max(await _numbers(reopened, "outbox")) > after[-1]
@@ -385,3 +387,164 @@ async def test_a_batch_claims_no_number_of_a_reading_commit_still_open(db: Datab
     await _stage(db, device, [T0])
     readings = await outbox.take(100)
     assert advance(cloud, await outbox.claims(readings.seqs))[0] == max(readings.seqs)
+
+
+async def test_a_staged_reading_acknowledged_is_never_sent_again_and_none_is_missed(
+    tmp_path: Path,
+) -> None:
+    """Random interleavings of staged commits, folds (some while the cloud is away), entity
+    changes, restarts and sends (some never reach the cloud, some lose their answer): the
+    cloud, which applies a block once by its number, ends up holding every staged reading;
+    no reading is sent again once acknowledged; acknowledging deletes no staged row; the ack
+    never passes a queued row it does not hold and reaches the newest number."""
+    path = tmp_path / "agent.db"
+    db = Database(path)
+    await db.open()
+    farm = await add_farm(db, await add_user(db))
+    device = await add_device(db, farm)
+    store, outbox = ReadingStore(db, staged=True), OutboxStore(db)
+    rng = random.Random(116)
+    acked = 0
+    pending: list[tuple[int, int]] = []
+    receipts: set[int] = set()  # the records' numbers the cloud applied (once each)
+    held: set[int] = set()  # the readings' times the cloud holds
+    done: set[int] = set()  # numbers acknowledged to the agent
+    committed: set[int] = set()  # numbers the cloud holds
+    clock = T0
+    stamps: list[int] = []
+
+    async def queued() -> list[int]:
+        rows = await db.fetch_all(
+            "SELECT seq FROM outbox UNION ALL SELECT seq FROM outbox_readings"
+            " UNION ALL SELECT seq FROM outbox_staged"
+        )
+        return [int(r[0]) for r in rows]
+
+    async def post(taken: Selection) -> None:
+        nonlocal acked, pending
+        assert not done.intersection(taken.seqs), "a reading acknowledged was sent again"
+        claims = await outbox.claims(taken.seqs)
+        built = build_records(taken, await outbox.series(series_ids(taken)))
+        for record in built.records:
+            if record.seq > acked and record.seq not in receipts:
+                receipts.add(record.seq)
+                if record.kind == "readings":
+                    held.update(decode_readings(record.data).timestamps_ms)
+        committed.update(taken.seqs)
+        acked, pending = advance(acked, [*pending, *claims])
+
+    for step in range(300):
+        action = rng.choice(["stage"] * 3 + ["entity", "fold", "restart"] + ["send"] * 4)
+        if action == "stage":
+            count = rng.randint(1, 40)
+            new = [clock + i * 1000 for i in range(count)]
+            await store.write([NewReading(device, "ph", "pH", ts, 6.0) for ts in new])
+            stamps += new
+            clock += count * 1000
+        elif action == "entity":
+            async with db.transaction() as conn:
+                await conn.execute("UPDATE farms SET name = ? WHERE id = ?", (f"n{step}", farm))
+        elif action == "fold":
+            await store.fold()
+        elif action == "restart":  # kill -9 or a stop: the database is what remains
+            await db.close()
+            db = Database(path)
+            await db.open()
+            store, outbox = ReadingStore(db, staged=True), OutboxStore(db)
+        else:
+            limit = rng.randint(1, 60)
+            taken = await outbox.in_flight(limit, with_entities=True)
+            fresh = not taken
+            if fresh:
+                taken = await outbox.take(limit, latest_first=rng.random() < 0.2)
+            fate = rng.random()
+            if fate < 0.15 and fresh:
+                await outbox.release()  # the connection never opened
+                continue
+            await post(taken)
+            if fate < 0.3:
+                continue  # the cloud committed it and its answer is lost: it stays in flight
+            staged_before = int(await db.fetch_value("SELECT count(*) FROM readings_stage"))
+            await outbox.acknowledge(taken, acked, 0)
+            done.update(taken.seqs)
+            assert await db.fetch_value("SELECT count(*) FROM readings_stage") == staged_before
+        passed = [seq for seq in await queued() if seq <= acked and seq not in committed]
+        assert passed == [], f"step {step}: the ack {acked} passed queued rows"
+    while len(rest := await outbox.in_flight(1000, with_entities=True)) or len(
+        rest := await outbox.take(1000)
+    ):
+        await post(rest)
+        await outbox.acknowledge(rest, acked, 0)
+        done.update(rest.seqs)
+    try:
+        assert held == set(stamps), "every staged reading reached the cloud"
+        newest = int(await db.fetch_value(HIGHEST_COMMITTED))
+        assert (acked, pending) == (newest, [])
+        figures = await outbox.figures()
+        assert (figures.records, figures.bytes) == (0, 0) == await _recount(db)
+    finally:
+        await db.close()
+
+
+async def test_a_fold_queues_exactly_the_staged_readings_the_cloud_has_not_acknowledged(
+    tmp_path: Path,
+) -> None:
+    """Staged readings partly sent and acknowledged, then the cloud goes away: the fold queues
+    the others in `outbox_readings` under their numbers, and after a restart they are sent."""
+    path = tmp_path / "agent.db"
+    db = Database(path)
+    await db.open()
+    farm = await add_farm(db, await add_user(db))
+    device = await add_device(db, farm)
+    outbox = OutboxStore(db)
+    await outbox.acknowledge(await outbox.take(100), 0, 0)  # the farm and the device
+    await _stage(db, device, [T0 + s * 1000 for s in range(10)])
+    staged = await _numbers(db, "readings_stage")
+    sent = await outbox.take(4)
+    assert [r.seq for r in sent.readings] == staged[:4]
+    cloud = await outbox.claims(sent.seqs)
+    await outbox.acknowledge(sent, 0, 0)
+    assert await _numbers(db, "readings_stage") == staged, "acknowledged: no row deleted"
+    await _stage(db, device, [T0 + s * 1000 for s in range(10, 15)])  # the cloud is away
+    later = [seq for seq in await _numbers(db, "readings_stage") if seq not in staged]
+    await ReadingStore(db, staged=True).fold()
+    assert await _numbers(db, "outbox_readings") == staged[4:] + later
+    assert await _numbers(db, "readings_stage") == []
+    await db.close()
+    db = Database(path)
+    await db.open()
+    try:
+        outbox = OutboxStore(db)
+        rest = await outbox.take(100)
+        assert [r.ts for r in rest.readings] == [T0 + s * 1000 for s in range(4, 15)]
+        cloud += await outbox.claims(rest.seqs)
+        await outbox.acknowledge(rest, 0, 0)
+        assert advance(0, cloud) == (int(await db.fetch_value(HIGHEST_COMMITTED)), [])
+        assert await _recount(db) == (0, 0)
+    finally:
+        await db.close()
+
+
+async def test_an_outage_backlog_is_counted_whole_when_a_bucket_was_kept_at_a_fold(
+    db: Database,
+) -> None:
+    """During an outage a fold queues the readings of the buckets that ended and keeps the
+    bucket under way staged; a reading of the ended bucket that came after one of the new
+    bucket (a device's clock a little behind) has the higher number. The next fold queues
+    the kept one below numbers already counted: the outbox's totals still count every
+    queued reading."""
+    farm = await add_farm(db, await add_user(db))
+    device = await add_device(db, farm)
+    outbox = OutboxStore(db)
+    await outbox.acknowledge(await outbox.take(100), 0, 0)  # the farm and the device
+    boundary = T0 + BUCKET_MS
+    await _stage(db, device, [boundary + 1000])  # the new bucket's first reading
+    await _stage(db, device, [boundary - 1000])  # then a late one of the bucket that ended
+    now = boundary + 60_000
+    assert await ReadingStore(db, staged=True, now=lambda: now).fold() == 1
+    await outbox.count_in()  # the totals written: the late reading's number is counted
+    now = boundary + BUCKET_MS + 60_000
+    assert await ReadingStore(db, staged=True, now=lambda: now).fold() == 1
+    assert await _numbers(db, "readings_stage") == []
+    figures = await outbox.figures()
+    assert (figures.records, figures.bytes) == await _recount(db) == (2, 2 * READING_BYTES)
