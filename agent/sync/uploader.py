@@ -279,21 +279,9 @@ class Uploader:
             return False
         ready = await self._take_next()
         if ready is None:
-            limit = self._policy.batch_max_records
-            rows = await self._outbox.in_flight(limit, with_entities=True)
-            fresh = not rows
-            latest = False
-            if fresh:
-                if self._catching_up and self.before_catch_up is not None:
-                    await self.before_catch_up()
-                latest = self._catching_up and await self._outbox.bulk_waiting() > limit
-                self._catching_up = False
-                rows = await self._outbox.take(limit, latest_first=latest)
-            # With nothing to send, an empty batch every heartbeat asks for a newer identity
-            # delta (the cloud answers none when the replica's version is current).
-            if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:
+            ready = await self._take()
+            if ready is None:
                 return False
-            ready = await self._fit(rows, fresh=fresh, more=latest or not fresh)
         skewed = False
         while True:
             if ready.full:
@@ -337,6 +325,28 @@ class Uploader:
         if ack.identity is not None:
             await self._replica.apply(ack.identity)
         return len(sent) > 0 and ready.full
+
+    async def _take(self) -> _Ready | None:
+        """The next batch when none was prepared: rows in flight first, else fresh ones;
+        ``None`` when there is nothing to send and no heartbeat is due.
+
+        A method of its own, so the rows a batch was cut from (up to ``batch_max_records``)
+        are not kept while it is posted: the next batch reads those left in flight again."""
+        limit = self._policy.batch_max_records
+        rows = await self._outbox.in_flight(limit, with_entities=True)
+        fresh = not rows
+        latest = False
+        if fresh:
+            if self._catching_up and self.before_catch_up is not None:
+                await self.before_catch_up()
+            latest = self._catching_up and await self._outbox.bulk_waiting() > limit
+            self._catching_up = False
+            rows = await self._outbox.take(limit, latest_first=latest)
+        # With nothing to send, an empty batch every heartbeat asks for a newer identity
+        # delta (the cloud answers none when the replica's version is current).
+        if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:
+            return None
+        return await self._fit(rows, fresh=fresh, more=latest or not fresh)
 
     async def _prepare_after(self, posting: Selection) -> _Ready | None:
         """The batch after ``posting``, made while it is posted: the rest of what is in flight
