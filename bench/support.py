@@ -35,10 +35,11 @@ def wait_http(url: str, timeout_s: float = 30.0) -> None:
     raise SystemExit(f"{url} did not come up within {timeout_s} s")
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of a process in MiB (Linux /proc)."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of a process in MiB (Linux /proc); ``field="VmHWM"``: its peak since it
+    started, as the kernel kept it (no sample can miss it)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 

@@ -186,13 +186,23 @@ class Uploader:
                     raise
                 except Exception as err:  # supervised: any failure is logged and retried
                     await self._drop_next()
-                    await self._failed(err)
+                    delay, answered = await self._failed(err)
+                else:
+                    self._succeeded()
+                    if not more:
+                        # Idle: wake at least every heartbeat, so a revocation made in the
+                        # cloud takes effect here within about one heartbeat (issue 16).
+                        await asyncio.sleep(
+                            min(self._policy.idle_interval_s, self._policy.heartbeat_s)
+                        )
                     continue
-                self._succeeded()
-                if not more:
-                    # Idle: wake at least every heartbeat, so a revocation made in the cloud
-                    # takes effect here within about one heartbeat (issue 16).
-                    await asyncio.sleep(min(self._policy.idle_interval_s, self._policy.heartbeat_s))
+                # Waited out of the handler: the failure's traceback holds the failed step's
+                # frames, and with them its batch (tens of thousands of rows, its body) and the
+                # one prepared behind it, through an outage of hours.
+                if answered:
+                    await asyncio.sleep(delay)
+                else:
+                    await self._probe_until_reachable(delay)
 
     def _succeeded(self) -> None:
         if self.status.stuck_since_ms is not None:
@@ -200,35 +210,36 @@ class Uploader:
         self.status.failures = 0
         self.status.stuck_since_ms = None
 
-    async def _failed(self, err: Exception) -> None:
+    async def _failed(self, err: Exception) -> tuple[float, bool]:
+        """Count, log and alert a failed step; the wait before the next one, and whether the
+        cloud answered (else it is probed for until it does)."""
         status = self.status
         status.failures += 1
         if status.failures == 1:
             self._first_failure_ms = now_ms()
-        status.last_error = str(err)
+        # Logged as text: a log record kept by a handler must not keep the failure's
+        # traceback, and with it the failed batch (see run()).
+        status.last_error = error = str(err)
         delay = self._backoff(status.failures, err)
         answered = isinstance(err, UploadRefused)
         status.connected = False
         if not answered:
             self._catching_up = True  # after an outage: the latest state before the backfill
         log.warning("sync failed (%d in a row), retrying in %.1f s: %s",
-                    status.failures, delay, err)  # fmt: skip
+                    status.failures, delay, error)  # fmt: skip
         if (
             answered
             and status.stuck_since_ms is None
             and status.failures >= self._policy.stuck_after_failures
         ):
             status.stuck_since_ms = self._first_failure_ms
-            log.error("sync stuck since %s: %s", status.stuck_since_ms, err)
+            log.error("sync stuck since %s: %s", status.stuck_since_ms, error)
             if self._on_stuck is not None:
                 try:
                     await self._on_stuck(status)
                 except Exception:
                     log.exception("raising the stuck-sync alert failed")
-        if answered:
-            await asyncio.sleep(delay)
-        else:
-            await self._probe_until_reachable(delay)
+        return delay, answered
 
     async def _probe_until_reachable(self, delay: float) -> None:
         """Wait at least ``delay`` and until a cheap request finds the cloud answering, probing
@@ -268,21 +279,9 @@ class Uploader:
             return False
         ready = await self._take_next()
         if ready is None:
-            limit = self._policy.batch_max_records
-            rows = await self._outbox.in_flight(limit, with_entities=True)
-            fresh = not rows
-            latest = False
-            if fresh:
-                if self._catching_up and self.before_catch_up is not None:
-                    await self.before_catch_up()
-                latest = self._catching_up and await self._outbox.bulk_waiting() > limit
-                self._catching_up = False
-                rows = await self._outbox.take(limit, latest_first=latest)
-            # With nothing to send, an empty batch every heartbeat asks for a newer identity
-            # delta (the cloud answers none when the replica's version is current).
-            if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:
+            ready = await self._take()
+            if ready is None:
                 return False
-            ready = await self._fit(rows, fresh=fresh, more=latest or not fresh)
         skewed = False
         while True:
             if ready.full:
@@ -326,6 +325,28 @@ class Uploader:
         if ack.identity is not None:
             await self._replica.apply(ack.identity)
         return len(sent) > 0 and ready.full
+
+    async def _take(self) -> _Ready | None:
+        """The next batch when none was prepared: rows in flight first, else fresh ones;
+        ``None`` when there is nothing to send and no heartbeat is due.
+
+        A method of its own, so the rows a batch was cut from (up to ``batch_max_records``)
+        are not kept while it is posted: the next batch reads those left in flight again."""
+        limit = self._policy.batch_max_records
+        rows = await self._outbox.in_flight(limit, with_entities=True)
+        fresh = not rows
+        latest = False
+        if fresh:
+            if self._catching_up and self.before_catch_up is not None:
+                await self.before_catch_up()
+            latest = self._catching_up and await self._outbox.bulk_waiting() > limit
+            self._catching_up = False
+            rows = await self._outbox.take(limit, latest_first=latest)
+        # With nothing to send, an empty batch every heartbeat asks for a newer identity
+        # delta (the cloud answers none when the replica's version is current).
+        if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:
+            return None
+        return await self._fit(rows, fresh=fresh, more=latest or not fresh)
 
     async def _prepare_after(self, posting: Selection) -> _Ready | None:
         """The batch after ``posting``, made while it is posted: the rest of what is in flight
