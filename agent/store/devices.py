@@ -110,11 +110,13 @@ _ORDER = {
 
 def stamp_last_readings(conn: sqlite3.Connection, latest: Mapping[str, str]) -> None:
     """Move devices' ``last_reading`` and ``last_seen`` forward to ``latest`` (never back), in
-    the caller's transaction: one statement, a JSON object of device id to time (text, exact)."""
+    the caller's transaction: one statement, a JSON object of device id to time (text, exact).
+    A device whose stamps are there already is not written (its page is not rewritten)."""
     conn.execute(
         "UPDATE devices SET last_reading = max(coalesce(last_reading, ''), l.value),"
         " last_seen = max(coalesce(last_seen, ''), l.value)"
-        " FROM json_each(?) AS l WHERE devices.id = l.key",
+        " FROM json_each(?) AS l WHERE devices.id = l.key"
+        " AND (coalesce(last_reading, '') < l.value OR coalesce(last_seen, '') < l.value)",
         (json.dumps(dict(latest)),),
     )
 

@@ -907,11 +907,20 @@ def _fold_chunk(upto: int, until: int, low: int, high: int, conn: sqlite3.Connec
 def _end_fold(upto: int, until: int, moved: bool, conn: sqlite3.Connection) -> None:
     """Stamp the devices' last reading (of every reading staged up to ``upto``, folded or
     not); when any were ``moved``, queue the folded rows the cloud has not acknowledged for
-    it and drop the folded rows from the stage; end the fold."""
+    it and drop the folded rows from the stage; end the fold.
+
+    The newest of the folded readings are in ``readings_latest`` already (the trigger of
+    ``readings`` keeps it); only those of the bucket under way are looked for in the stage. A
+    ``GROUP BY`` over the whole stage sorted every staged reading in memory: some 20 MB of
+    the agent's peak at each fold of 500 devices' half hour."""
     rows = conn.execute(
-        "SELECT s.device_id, max(st.ts) FROM readings_stage AS st"
-        " JOIN series AS s ON s.id = st.series_id WHERE st.seq <= ? GROUP BY s.device_id",
-        (upto,),
+        "SELECT s.device_id, max(n.ts) FROM ("
+        " SELECT series_id, ts FROM readings_latest"
+        " UNION ALL"
+        " SELECT series_id, max(ts) FROM readings_stage WHERE seq <= ? AND ts >= ?"
+        " GROUP BY series_id"
+        ") AS n JOIN series AS s ON s.id = n.series_id GROUP BY s.device_id",
+        (upto, until),
     ).fetchall()
     if rows:
         stamp_last_readings(conn, {device: iso(from_ms(ts)) for device, ts in rows})
