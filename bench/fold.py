@@ -10,6 +10,10 @@ tables (that minute stays staged, for the next fold) and checkpoints the WAL. Pr
 bytes written per reading (``write_bytes`` and ``wchar`` of /proc/self/io, the fold and its
 checkpoint), and which tables its WAL frames went to (bench/walpages.py). bench/pace.py
 measures the commits of a farm's pace without a fold in its window; this is the other half.
+Before each fold the cloud has acknowledged every staged reading, as a connected cloud does
+within seconds (the mark an acknowledgement raises is set directly, outside the measured
+span); ``--cloud-away`` leaves them unacknowledged, as in an outage, so the fold also queues
+each of them for the cloud.
 
 Baseline, measured in the same run: the rows folded, appended in key order to a table of the
 raw readings' shape (keyed by bucket, series and time) in a database of its own, and
@@ -120,6 +124,13 @@ async def _stage_span(
     return staged
 
 
+def _acknowledged(conn: sqlite3.Connection) -> None:
+    """The cloud holds every staged reading (agent/sync/outbox.py raises this mark)."""
+    conn.execute(
+        "UPDATE outbox_stats SET staged_acked = (SELECT coalesce(max(seq), 0) FROM readings_stage)"
+    )
+
+
 async def _run(args: argparse.Namespace, tmp: Path, run: Run) -> None:
     path = tmp / "agent.db"
     db = Database(path)
@@ -143,6 +154,8 @@ async def _run(args: argparse.Namespace, tmp: Path, run: Run) -> None:
             staged_to = now[0]
             rows = [row for row in pending if row[2] < ended]
             pending = [row for row in pending if row[2] >= ended]
+            if not args.cloud_away:
+                await db.write(_acknowledged)
             await db.checkpoint()
             census = _Census(WalTail(Path(f"{path}-wal")))
             before = _io()
@@ -175,6 +188,9 @@ def main() -> None:
         "--interval", type=float, default=10.0, help="s between a device's messages"
     )
     parser.add_argument("--census", action="store_true", help="print each fold's WAL frames")
+    parser.add_argument(
+        "--cloud-away", action="store_true", help="nothing acknowledged: an outage's folds"
+    )
     args = parser.parse_args()
     with Run().reported() as run, tempfile.TemporaryDirectory(prefix="bench-fold-") as tmp:
         asyncio.run(_run(args, Path(tmp), run))
