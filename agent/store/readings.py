@@ -653,21 +653,18 @@ class _Batch:
         """Receive-stamped readings minus re-deliveries (same device time and value)."""
         seen: set[tuple[int, int, float]] = set()
         timed = [(sid, r.device_ts) for sid, r in received if r.device_ts is not None]
-        for chunk in _batched(timed, _CHUNK):
-            values = ", ".join("(?, ?)" for _ in chunk)
-            # By the device time (an index of each table): where the receive stamp put it is
-            # not known.
-            rows = _rows(
-                conn,
-                f"WITH k AS (VALUES {values})"
-                " SELECT r.series_id, r.device_ts, r.value FROM k CROSS JOIN readings r"
-                " ON r.series_id = k.column1 AND r.device_ts = k.column2"
-                " UNION ALL SELECT r.series_id, r.device_ts, r.value FROM k"
-                " CROSS JOIN readings_by_series r"
-                " ON r.series_id = k.column1 AND r.device_ts = k.column2",
-                [part for key in chunk for part in key],
-            )
-            seen.update((row[0], row[1], row[2]) for row in rows)
+        # By the device time (an index of each table): where the receive stamp put it is not
+        # known.
+        rows = _probe(
+            conn,
+            timed,
+            "SELECT r.series_id, r.device_ts, r.value FROM k CROSS JOIN readings r"
+            " ON r.series_id = k.column1 AND r.device_ts = k.column2"
+            " UNION ALL SELECT r.series_id, r.device_ts, r.value FROM k"
+            " CROSS JOIN readings_by_series r"
+            " ON r.series_id = k.column1 AND r.device_ts = k.column2",
+        )
+        seen.update((row[0], row[1], row[2]) for row in rows)
         if timed and self.staged_max is not None:
             for chunk in _batched({sid for sid, _ in timed}, _CHUNK):
                 rows = _rows(
@@ -751,26 +748,19 @@ class _Batch:
             for sid, low, high in ranges
             for bucket in range(bucket_of(low), bucket_of(high) + 1)
         ]
-        for chunk in _batched(pieces, _CHUNK):
-            values = ", ".join("(?, ?, ?, ?)" for _ in chunk)
-            rows = _rows(
-                conn,
-                f"SELECT r.series_id, r.ts FROM (VALUES {values}) AS k CROSS JOIN readings r"
-                " ON r.bucket = k.column1 AND r.series_id = k.column2"
-                " AND r.ts >= k.column3 AND r.ts <= k.column4",
-                [part for key in chunk for part in key],
-            )
-            used.update((row[0], row[1]) for row in rows)
-        for chunk in _batched(ranges, _CHUNK):
-            values = ", ".join("(?, ?, ?)" for _ in chunk)
-            rows = _rows(
-                conn,
-                f"SELECT r.series_id, r.ts FROM (VALUES {values}) AS k"
-                " CROSS JOIN readings_by_series r"
-                " ON r.series_id = k.column1 AND r.ts >= k.column2 AND r.ts <= k.column3",
-                [part for key in chunk for part in key],
-            )
-            used.update((row[0], row[1]) for row in rows)
+        rows = _probe(
+            conn,
+            pieces,
+            "SELECT r.series_id, r.ts FROM k CROSS JOIN readings r"
+            " ON r.bucket = k.column1 AND r.series_id = k.column2"
+            " AND r.ts >= k.column3 AND r.ts <= k.column4",
+        ) + _probe(
+            conn,
+            ranges,
+            "SELECT r.series_id, r.ts FROM k CROSS JOIN readings_by_series r"
+            " ON r.series_id = k.column1 AND r.ts >= k.column2 AND r.ts <= k.column3",
+        )
+        used.update((row[0], row[1]) for row in rows)
         used.update(self._staged_in(conn, ranges))
         for sid, _, high in ranges:
             checked[sid] = high
@@ -858,21 +848,15 @@ class _Batch:
     def _existing(
         self, conn: sqlite3.Connection, keys: Iterable[tuple[int, int]]
     ) -> list[tuple[int, int]]:
-        found: list[tuple[int, int]] = []
-        for chunk in _batched(keys, _CHUNK):
-            values = ", ".join("(?, ?, ?)" for _ in chunk)
-            # A join on VALUES probes the primary key per key; `(a, b) IN (VALUES ...)` scans.
-            rows = _rows(
-                conn,
-                f"WITH k AS (VALUES {values})"
-                " SELECT r.series_id, r.ts FROM k CROSS JOIN readings r"
-                " ON r.bucket = k.column1 AND r.series_id = k.column2 AND r.ts = k.column3"
-                " UNION ALL SELECT r.series_id, r.ts FROM k CROSS JOIN readings_by_series r"
-                " ON r.series_id = k.column2 AND r.ts = k.column3",
-                [part for sid, ts in chunk for part in (bucket_of(ts), sid, ts)],
-            )
-            found.extend((row[0], row[1]) for row in rows)
-        return found
+        rows = _probe(
+            conn,
+            ((bucket_of(ts), sid, ts) for sid, ts in keys),
+            "SELECT r.series_id, r.ts FROM k CROSS JOIN readings r"
+            " ON r.bucket = k.column1 AND r.series_id = k.column2 AND r.ts = k.column3"
+            " UNION ALL SELECT r.series_id, r.ts FROM k CROSS JOIN readings_by_series r"
+            " ON r.series_id = k.column2 AND r.ts = k.column3",
+        )
+        return [(row[0], row[1]) for row in rows]
 
 
 def _spans(first: int, last: int, rows: int, size: int) -> list[tuple[int, int]]:
@@ -1004,6 +988,19 @@ def _insert(conn: sqlite3.Connection, keyed: list[tuple[Any, ...]]) -> None:
 
 def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
     return conn.execute(sql, params).fetchall()
+
+
+def _probe(conn: sqlite3.Connection, keys: Iterable[tuple[Any, ...]], sql: str) -> list[Any]:
+    """The rows ``sql`` finds for ``keys`` (tuples of one width), in chunks: in ``sql``, ``k``
+    is a table of the keys. A join on it probes a table's key once per key, where
+    ``(a, b) IN (VALUES ...)`` would scan the table."""
+    found: list[Any] = []
+    for chunk in _batched(keys, _CHUNK):
+        row = "(" + ", ".join("?" * len(chunk[0])) + ")"
+        values = ", ".join([row] * len(chunk))
+        params = [part for key in chunk for part in key]
+        found += _rows(conn, f"WITH k AS (VALUES {values}) {sql}", params)
+    return found
 
 
 def _delete_chunk(
