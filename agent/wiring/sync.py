@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -40,9 +41,12 @@ def sync_context() -> CleanupContext:
 
     async def cloud_sync(app: web.Application) -> AsyncIterator[None]:
         if READINGS in app:
-            # Staged readings reach the outbox at a fold: after an outage, fold first, so the
-            # latest state goes up before the backfill.
-            app[SYNC].before_catch_up(app[READINGS].fold_now)
+            # The latest state is sent first after an outage from what the fold queued: fold
+            # every staged reading first, the bucket under way too, so it goes up before the
+            # backfill.
+            app[SYNC].before_catch_up(
+                functools.partial(app[READINGS].fold_now, whole_buckets=False)
+            )
         app[SYNC].start()
         yield
         await app[SYNC].stop()

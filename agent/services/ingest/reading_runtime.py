@@ -80,7 +80,7 @@ class ReadingRuntime:
         retention: ReadingRetention,
         *,
         retention_interval_s: float,
-        fold: Callable[[], Awaitable[int]] | None = None,
+        fold: Callable[..., Awaitable[int]] | None = None,
         fold_interval_s: float = 0.0,
         stage_size: Callable[[], Awaitable[int]] | None = None,
         fold_rows: int = 200_000,
@@ -150,9 +150,12 @@ class ReadingRuntime:
         """Run retention once (the scheduled job)."""
         await self._prune()
 
-    async def fold_now(self) -> int:
-        """Fold the staged readings once (the scheduled job); how many moved."""
-        return await self._fold_now()
+    async def fold_now(self, *, whole_buckets: bool = True) -> int:
+        """Fold the staged readings once (the scheduled job); how many moved. With
+        ``whole_buckets`` false the bucket under way is folded too: before the uploader
+        catches up after an outage, so the newest reading of every series is queued where
+        the latest state is sent from first."""
+        return await self._fold_now(whole_buckets=whole_buckets)
 
     async def staged(self) -> int:
         """Readings in the stage (0 when the store does not stage)."""
@@ -179,12 +182,12 @@ class ReadingRuntime:
         ):
             await self._fold_now()
 
-    async def _fold_now(self) -> int:
+    async def _fold_now(self, *, whole_buckets: bool = True) -> int:
         if self._fold is None:
             return 0
         began = time.perf_counter()
         self._period = self._current_period()
-        folded = await self._fold()
+        folded = await self._fold(whole_buckets=whole_buckets)
         self._left = await self.staged()
         self.folded += folded
         if folded:

@@ -17,6 +17,7 @@ from agent.store import migrate as store_migrate
 from agent.store.db import Database
 from agent.store.reading_windows import ReadingWindows
 from agent.store.readings import BUCKET_MS, NewReading, ReadingStore, Resolution, StampShift
+from agent.sync.outbox import OutboxStore
 from tests.agent.readings.conftest import DAY, HOUR, MIN, T0, Farm, count, readings
 from tests.support.reading_seed import add_device, add_farm, add_user
 
@@ -204,7 +205,7 @@ async def test_the_fold_runs_a_minute_after_each_bucket_ends_or_when_the_stage_g
     folds: list[int] = []
     staged = [0]
 
-    async def fold() -> int:
+    async def fold(*, whole_buckets: bool = True) -> int:
         folds.append(now[0])
         return 0
 
@@ -259,3 +260,27 @@ async def test_a_clock_jump_moves_receive_stamps_of_the_bucket_under_way(farm: F
     assert [p.ts for p in raw] == [ts + DAY for ts in stamps]
     [hour] = await store.points(sid, Resolution.HOUR, T0, T0 + 2 * DAY)
     assert (hour.ts, hour.count) == (T0 + DAY, 5)
+
+
+async def test_before_a_catch_up_the_bucket_under_way_is_folded_so_the_latest_state_goes_first(
+    farm: Farm,
+) -> None:
+    """After an outage the uploader sends the newest reading of every series first, from what
+    the fold queued: the fold it runs first takes the bucket under way too."""
+    outbox = OutboxStore(farm.db)
+    await outbox.acknowledge(await outbox.take(100), 0, 0)  # the farm and its devices
+    now = T0 + 10 * MIN
+    store = ReadingStore(farm.db, staged=True, now=lambda: now)
+    stamps = list(range(T0, now, 10_000))
+    await store.write(readings(farm.sensor, stamps, [float(k) for k in range(len(stamps))]))
+    runtime = ReadingRuntime(
+        ReadingWriter(store),
+        ReadingRetention(store, RetentionPolicy()),
+        retention_interval_s=3600,
+        fold=store.fold,
+        fold_interval_s=1800,
+        stage_size=store.stage_size,
+    )
+    assert await runtime.fold_now(whole_buckets=False) == len(stamps)
+    latest = await outbox.take(1, latest_first=True)
+    assert [(r.ts, r.value) for r in latest.readings] == [(stamps[-1], float(len(stamps) - 1))]
