@@ -71,6 +71,17 @@ _ROLLUP = "seq, series_id, width_ms, ts, vmin, vmax, vsum, n"
 _NOT_IN_FLIGHT = (
     "NOT EXISTS (SELECT 1 FROM outbox_inflight AS i WHERE r.seq > i.lo AND r.seq <= i.hi)"
 )
+# Readings and rollups in flight above ?1, lowest numbers first, the first ?2 of both kinds
+# together. A reading's row has no width (column 5), a rollup's always has one.
+_IN_FLIGHT = f"""
+    SELECT {_R_COLUMNS}, NULL, NULL, NULL, NULL FROM outbox_inflight AS i
+        JOIN outbox_readings AS r ON r.seq > i.lo AND r.seq <= i.hi WHERE r.seq > ?1
+    UNION ALL SELECT {_R_COLUMNS}, NULL, NULL, NULL, NULL FROM outbox_inflight AS i
+        JOIN outbox_staged AS r ON r.seq > i.lo AND r.seq <= i.hi WHERE r.seq > ?1
+    UNION ALL SELECT seq, series_id, ts, vmin, width_ms, vmax, vsum, n FROM outbox_rollups
+        WHERE inflight = 1 AND seq > ?1
+    ORDER BY 1 LIMIT ?2
+"""
 # The highest number still queued below ?1, in any of the three tables or the stage.
 _PREV = (
     "max(coalesce((SELECT max(seq) FROM outbox WHERE seq < ?1), 0),"
@@ -145,6 +156,18 @@ def _rollups(found: Iterable[Any]) -> list[QueuedRollup]:
     return [QueuedRollup(*tuple(r)) for r in found]
 
 
+def _bulk(found: Iterable[Any]) -> tuple[list[QueuedReading], list[QueuedRollup]]:
+    """The rows of :data:`_IN_FLIGHT`, each kind in sequence order."""
+    readings: list[QueuedReading] = []
+    rollups: list[QueuedRollup] = []
+    for seq, series_id, ts, value, width_ms, vmax, vsum, n in found:
+        if width_ms is None:
+            readings.append(QueuedReading(seq, series_id, ts, value))
+        else:
+            rollups.append(QueuedRollup(seq, series_id, width_ms, ts, value, vmax, vsum, n))
+    return readings, rollups
+
+
 def _marks(count: int) -> str:
     return ",".join("?" * count)
 
@@ -174,26 +197,26 @@ class OutboxStore:
         them. Entities are never marked in flight, so a batch refused as a whole (a 409 for a
         clock far off, a 503) is resent as its readings alone unless they are added again; the
         cloud would then meet readings of a device it does not hold yet (issue 30)."""
-        readings = _readings(
-            await self._db.fetch_all(
-                f"SELECT {_R_COLUMNS} FROM outbox_inflight AS i JOIN outbox_readings AS r"
-                " ON r.seq > i.lo AND r.seq <= i.hi WHERE r.seq > ?1"
-                f" UNION ALL SELECT {_R_COLUMNS} FROM outbox_inflight AS i JOIN outbox_staged AS r"
-                " ON r.seq > i.lo AND r.seq <= i.hi WHERE r.seq > ?1 ORDER BY 1 LIMIT ?2",
-                (above, limit),
-            )
-        )
-        rollups = _rollups(
-            await self._db.fetch_all(
-                f"SELECT {_ROLLUP} FROM outbox_rollups WHERE inflight = 1 AND seq > ?"
-                " ORDER BY seq LIMIT ?",
-                (above, limit),
-            )
-        )
         entities: list[EntityRow] = []
-        if with_entities and (readings or rollups):
+        if with_entities:
+            readings, rollups = await self._in_flight_bulk(1, above)
+            if not readings and not rollups:
+                return Selection()
             entities = await self._queued_entities(limit)
-        return Selection(entities, readings, rollups).head(limit)
+        room = limit - len(entities)
+        if room <= 0:
+            return Selection(entities[:limit])
+        readings, rollups = await self._in_flight_bulk(room, above)
+        if not readings and not rollups:
+            return Selection()
+        return Selection(entities, readings, rollups)
+
+    async def _in_flight_bulk(
+        self, room: int, above: int
+    ) -> tuple[list[QueuedReading], list[QueuedRollup]]:
+        """The ``room`` lowest readings and rollups in flight above ``above``, in one ordered
+        read of both kinds: never more rows than the batch holds."""
+        return _bulk(await self._db.fetch_all(_IN_FLIGHT, (above, room)))
 
     async def _queued_entities(self, limit: int) -> list[EntityRow]:
         """The first ``limit`` entity changes queued: lane (events first), then sequence."""
@@ -530,16 +553,28 @@ class OutboxStore:
 async def _mark_oldest(
     conn: aiosqlite.Connection, room: int, *, floor: int = 0
 ) -> tuple[tuple[int, int] | None, list[QueuedRollup]]:
-    """Mark the oldest ``room`` queued readings above ``floor`` (one range: every reading from
-    the first to the last) and the oldest ``room`` rollups in flight; the range marked, and
-    the rollups."""
+    """Mark the oldest ``room`` rows of the queued readings above ``floor`` and the rollups
+    not in flight, both kinds together in sequence order (the readings as one range: every
+    reading from the first to the last); the range marked, and the rollups.
+
+    Counted across the kinds, so a batch never marks (nor reads) more rows than it holds."""
     # One ordered walk of each table's key, merged (a compound ORDER BY): no sort of a backlog.
+    cut = await _value(
+        conn,
+        "SELECT max(seq) FROM (SELECT r.seq FROM outbox_readings AS r"
+        f" WHERE r.seq > ?1 AND {_NOT_IN_FLIGHT} UNION ALL SELECT r.seq FROM outbox_staged"
+        f" AS r WHERE r.seq > ?1 AND {_NOT_IN_FLIGHT} UNION ALL SELECT seq FROM outbox_rollups"
+        " WHERE inflight = 0 ORDER BY 1 LIMIT ?2)",
+        (floor, room),
+    )
+    if cut is None:
+        return None, []
     bounds = list(
         await conn.execute_fetchall(
             "SELECT min(seq), max(seq) FROM (SELECT r.seq FROM outbox_readings AS r"
-            f" WHERE r.seq > ?1 AND {_NOT_IN_FLIGHT} UNION ALL SELECT r.seq FROM outbox_staged"
-            f" AS r WHERE r.seq > ?1 AND {_NOT_IN_FLIGHT} ORDER BY 1 LIMIT ?2)",
-            (floor, room),
+            f" WHERE r.seq > ?1 AND r.seq <= ?2 AND {_NOT_IN_FLIGHT} UNION ALL SELECT r.seq"
+            f" FROM outbox_staged AS r WHERE r.seq > ?1 AND r.seq <= ?2 AND {_NOT_IN_FLIGHT})",
+            (floor, int(cut)),
         )
     )
     span = None
@@ -551,9 +586,9 @@ async def _mark_oldest(
         span = (lo - 1, hi)
     rollups = _rollups(
         await conn.execute_fetchall(
-            "UPDATE outbox_rollups SET inflight = 1 WHERE seq IN (SELECT seq FROM outbox_rollups"
-            f" WHERE inflight = 0 ORDER BY seq LIMIT ?) RETURNING {_ROLLUP}",
-            (room,),
+            "UPDATE outbox_rollups SET inflight = 1 WHERE inflight = 0 AND seq <= ?"
+            f" RETURNING {_ROLLUP}",
+            (int(cut),),
         )
     )
     return span, rollups

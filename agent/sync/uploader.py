@@ -315,8 +315,10 @@ class Uploader:
                             " splitting it", len(ready.body), len(ready.rows))  # fmt: skip
                 ready = await self._fit(ready.rows.head(max(1, len(ready.rows) // 2)),
                                         fresh=ready.fresh, more=True)  # fmt: skip
-        sent = ready.rows
-        await self._outbox.acknowledge(sent, ack.acked_seq, ack.rejected + ready.dropped)
+        # The body is answered: only the rows are needed now (their numbers), not its bytes.
+        sent, dropped, more = ready.rows, ready.dropped, ready.full
+        del ready
+        await self._outbox.acknowledge(sent, ack.acked_seq, ack.rejected + dropped)
         for refusal in ack.refused:
             log.warning("cloud refused %s %s (seq %d): %s",
                         refusal.kind, refusal.key, refusal.seq, refusal.reason)  # fmt: skip
@@ -324,7 +326,7 @@ class Uploader:
                      "max_body_bytes": ack.max_body_bytes or 0})  # fmt: skip
         if ack.identity is not None:
             await self._replica.apply(ack.identity)
-        return len(sent) > 0 and ready.full
+        return len(sent) > 0 and more
 
     async def _take(self) -> _Ready | None:
         """The next batch when none was prepared: rows in flight first, else fresh ones;

@@ -548,3 +548,43 @@ async def test_an_outage_backlog_is_counted_whole_when_a_bucket_was_kept_at_a_fo
     assert await _numbers(db, "readings_stage") == []
     figures = await outbox.figures()
     assert (figures.records, figures.bytes) == await _recount(db) == (2, 2 * READING_BYTES)
+
+
+async def test_a_batch_marks_in_flight_exactly_the_rows_it_holds_across_kinds(
+    db: Database,
+) -> None:
+    # A backlog of rollups and readings: a batch of 100 takes the 100 lowest numbers of both
+    # kinds together and pins nothing more in flight, beside a batch at the cloud too (rows
+    # marked and not sent would only be read again, and kept from compaction meanwhile).
+    outbox = OutboxStore(db)
+    series = await _series(db)
+    await _readings(db, series, [T0 + s * 1000 for s in range(600)])
+    await outbox.roll_up_readings(1000)  # ten 1-minute rollups, below everything after
+    await _readings(db, series, [T0 + 600_000 + s * 1000 for s in range(300)])
+
+    first = await outbox.take(100)  # the device's changes first, then the rows below
+    assert len(first) == 100 and len(first.rollups) == 10
+    assert _bulk_seqs(await outbox.in_flight(1000)) == _bulk_seqs(first)
+    await outbox.roll_up_readings(50)  # the next readings, folded while the batch is posted
+
+    second = await outbox.take_beside(100, first)
+    assert second is not None and len(second) == 100 and second.rollups
+    below = await db.fetch_value(
+        "SELECT count(*) FROM (SELECT seq FROM outbox_readings UNION ALL"
+        " SELECT seq FROM outbox_rollups) WHERE seq < ? AND seq NOT IN"
+        " (SELECT value FROM json_each(?))",
+        (max(second.seqs), f"[{','.join(map(str, first.seqs + second.seqs))}]"),
+    )
+    assert below == 0  # the lowest numbers not in flight
+    in_flight = _bulk_seqs(await outbox.in_flight(1000))
+    assert in_flight == sorted(_bulk_seqs(first) + _bulk_seqs(second))
+
+    await outbox.acknowledge(first, 0, 0)
+    await outbox.acknowledge(second, 0, 0)
+    assert len(await outbox.in_flight(1000)) == 0
+    figures = await outbox.figures()
+    assert (figures.records, figures.bytes) == await _recount(db)
+
+
+def _bulk_seqs(rows: Selection) -> list[int]:
+    return sorted([r.seq for r in rows.readings] + [r.seq for r in rows.rollups])
