@@ -117,6 +117,9 @@ class ReadingRuntime:
         # An owned loop, not a scheduler job: a fold during a backlog's catch-up outlasts the
         # check interval, and the scheduler warned of every check it skipped meanwhile.
         self._folds = fold is not None and fold_interval_s > 0
+        # The scheduled fold and the one before a sync catch-up never run at once: both would
+        # move and queue the same staged rows.
+        self._folding = asyncio.Lock()
         self._folder: asyncio.Task[None] | None = None
         self._subscription: ReadingSubscription | None = None
         self._recorder: asyncio.Task[None] | None = None
@@ -185,9 +188,10 @@ class ReadingRuntime:
     async def _fold_now(self, *, whole_buckets: bool = True) -> int:
         if self._fold is None:
             return 0
-        began = time.perf_counter()
-        self._period = self._current_period()
-        folded = await self._fold(whole_buckets=whole_buckets)
+        async with self._folding:
+            began = time.perf_counter()
+            self._period = self._current_period()
+            folded = await self._fold(whole_buckets=whole_buckets)
         self._left = await self.staged()
         self.folded += folded
         if folded:

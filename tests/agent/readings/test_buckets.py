@@ -4,6 +4,7 @@ where they were and are read, pruned and deduplicated alongside the new ones."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -284,3 +285,32 @@ async def test_before_a_catch_up_the_bucket_under_way_is_folded_so_the_latest_st
     assert await runtime.fold_now(whole_buckets=False) == len(stamps)
     latest = await outbox.take(1, latest_first=True)
     assert [(r.ts, r.value) for r in latest.readings] == [(stamps[-1], float(len(stamps) - 1))]
+
+
+async def test_the_scheduled_fold_and_a_catch_up_fold_never_run_at_once(farm: Farm) -> None:
+    """Both would move and queue the same staged rows: the second waits for the first."""
+    running: list[int] = []
+    overlapped = False
+    release = asyncio.Event()
+
+    async def fold(*, whole_buckets: bool = True) -> int:
+        nonlocal overlapped
+        overlapped = overlapped or bool(running)
+        running.append(1)
+        await release.wait()
+        running.pop()
+        return 0
+
+    runtime = ReadingRuntime(
+        ReadingWriter(farm.store),
+        ReadingRetention(farm.store, RetentionPolicy()),
+        retention_interval_s=3600,
+        fold=fold,
+        fold_interval_s=1800,
+    )
+    scheduled = asyncio.create_task(runtime.fold_now())
+    catch_up = asyncio.create_task(runtime.fold_now(whole_buckets=False))
+    await asyncio.sleep(0)
+    release.set()
+    await asyncio.gather(scheduled, catch_up)
+    assert not overlapped
