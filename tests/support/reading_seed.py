@@ -1,10 +1,12 @@
-"""Rows the readings tests need below them: a user, a farm, devices (plain SQL, no API)."""
+"""Rows the readings tests need below them: a user, a farm, devices, series and readings (plain
+SQL, no API)."""
 
 from __future__ import annotations
 
 import uuid
 
 from agent.store.db import Database
+from agent.store.readings import bucket_of
 from protocol.identity import Principal, Role
 from protocol.timefmt import now_iso
 
@@ -56,4 +58,27 @@ async def grant(db: Database, principal: Principal, farm_id: str, permission: st
             "INSERT INTO permissions (id, user_id, farm_id, permission_type, granted_at)"
             " VALUES (?, ?, ?, ?, ?)",
             (str(uuid.uuid4()), principal.user_id, farm_id, permission, now_iso()),
+        )
+
+
+async def add_series(db: Database, device_id: str, metric: str = "ph") -> int:
+    """A series of ``device_id``'s ``metric``; its id."""
+    async with db.transaction() as conn:
+        cursor = await conn.execute(
+            "INSERT INTO series (device_id, metric, unit, created_at)"
+            " VALUES (?, ?, '', '2024-01-01T00:00:00.000Z')",
+            (device_id, metric),
+        )
+        series_id = cursor.lastrowid
+    assert series_id is not None
+    return series_id
+
+
+async def add_readings(db: Database, series_id: int, stamps: list[int], value: float = 1.0) -> None:
+    """Readings written into ``readings`` directly (not staged), ``value``, ``value + 1``, ...
+    at ``stamps``; the trigger of ``readings`` queues each for the cloud."""
+    async with db.transaction() as conn:
+        await conn.executemany(
+            "INSERT INTO readings (bucket, series_id, ts, value) VALUES (?, ?, ?, ?)",
+            [(bucket_of(ts), series_id, ts, value + i) for i, ts in enumerate(stamps)],
         )

@@ -7,53 +7,29 @@ import asyncio
 import random
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from agent.store.db import Database
 from agent.store.outbox_sequence import HIGHEST_COMMITTED
-from agent.store.readings import BUCKET_MS, NewReading, ReadingStore, bucket_of
+from agent.store.readings import BUCKET_MS, NewReading, ReadingStore
 from agent.sync.batcher import build_records, series_ids
 from agent.sync.outbox import OutboxStore
 from agent.sync.outbox_rows import HOUR_MS, MINUTE_MS, READING_BYTES, ROLLUP_BYTES, Selection
 from protocol.sync import advance, decode_readings
-from tests.support.reading_seed import add_device, add_farm, add_user
+from tests.support.reading_seed import (
+    add_device,
+    add_farm,
+    add_readings,
+    add_series,
+    add_user,
+)
 
 T0 = 1_700_000_040_000 - 1_700_000_040_000 % HOUR_MS  # an hour boundary
 
 
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = Database(tmp_path / "agent.db")
-    await database.open()
-    try:
-        yield database
-    finally:
-        await database.close()
-
-
 async def _series(db: Database) -> int:
     farm = await add_farm(db, await add_user(db))
-    device = await add_device(db, farm)
-    async with db.transaction() as conn:
-        cursor = await conn.execute(
-            "INSERT INTO series (device_id, metric, unit, created_at)"
-            " VALUES (?, 'ph', '', '2024-01-01T00:00:00.000Z')",
-            (device,),
-        )
-        series_id = cursor.lastrowid
-    assert series_id is not None
-    return series_id
-
-
-async def _readings(db: Database, series_id: int, stamps: list[int], value: float = 1.0) -> None:
-    async with db.transaction() as conn:
-        await conn.executemany(
-            "INSERT INTO readings (bucket, series_id, ts, value) VALUES (?, ?, ?, ?)",
-            [(bucket_of(ts), series_id, ts, value + i) for i, ts in enumerate(stamps)],
-        )
+    return await add_series(db, await add_device(db, farm))
 
 
 async def _rollups(db: Database) -> list[sqlite3.Row]:
@@ -80,9 +56,9 @@ async def _recount(db: Database) -> tuple[int, int]:
 async def test_two_compactions_that_split_a_minute_merge_into_one_rollup(db: Database) -> None:
     outbox = OutboxStore(db)
     series = await _series(db)
-    await _readings(db, series, [T0 + s * 1000 for s in range(30)], value=10)
+    await add_readings(db, series, [T0 + s * 1000 for s in range(30)], value=10)
     assert (await outbox.roll_up_readings(1000)).replaced == 30
-    await _readings(db, series, [T0 + s * 1000 for s in range(30, 60)], value=50)
+    await add_readings(db, series, [T0 + s * 1000 for s in range(30, 60)], value=50)
     assert (await outbox.roll_up_readings(1000)).replaced == 30
     rows = await _rollups(db)
     assert [tuple(r) for r in rows] == [
@@ -97,7 +73,7 @@ async def test_minutes_become_hours_when_they_no_longer_fit(db: Database) -> Non
     outbox = OutboxStore(db)
     series = await _series(db)
     # Two hours at one reading every 10 s.
-    await _readings(db, series, [T0 + s * 10_000 for s in range(720)])
+    await add_readings(db, series, [T0 + s * 10_000 for s in range(720)])
     await outbox.roll_up_readings(10_000)
     assert len(await _rollups(db)) == 120
     await outbox.roll_up_minutes(10_000)
@@ -115,13 +91,13 @@ async def test_rows_in_flight_are_never_folded_and_a_new_rollup_stands_beside_th
 ) -> None:
     outbox = OutboxStore(db)
     series = await _series(db)
-    await _readings(db, series, [T0 + s * 1000 for s in range(20)])
+    await add_readings(db, series, [T0 + s * 1000 for s in range(20)])
     await outbox.roll_up_readings(1000)
     taken = await outbox.take(100)
     assert len(taken.rollups) == 1
     # The rest of the minute arrives while that rollup is posted: compaction leaves the posted
     # rollup alone (the cloud may hold it already) and starts another for the minute.
-    await _readings(db, series, [T0 + s * 1000 for s in range(20, 60)], value=100)
+    await add_readings(db, series, [T0 + s * 1000 for s in range(20, 60)], value=100)
     await outbox.roll_up_readings(1000)
     rows = await _rollups(db)
     assert sorted(r["n"] for r in rows) == [20, 40]
@@ -134,10 +110,10 @@ async def test_rows_in_flight_are_never_folded_and_a_new_rollup_stands_beside_th
 async def test_a_release_merges_rollups_back(db: Database) -> None:
     outbox = OutboxStore(db)
     series = await _series(db)
-    await _readings(db, series, [T0 + s * 1000 for s in range(20)])
+    await add_readings(db, series, [T0 + s * 1000 for s in range(20)])
     await outbox.roll_up_readings(1000)
     await outbox.take(100)
-    await _readings(db, series, [T0 + s * 1000 for s in range(20, 60)])
+    await add_readings(db, series, [T0 + s * 1000 for s in range(20, 60)])
     await outbox.roll_up_readings(1000)
     await outbox.release()
     assert [r["n"] for r in await _rollups(db)] == [60]
@@ -152,7 +128,7 @@ async def test_claims_let_the_cloud_ack_advance_over_what_compaction_replaced(
     the rest: the cloud's contiguous acknowledgement reaches the newest number."""
     outbox = OutboxStore(db)
     series = await _series(db)
-    await _readings(db, series, [T0 + s * 1000 for s in range(120)])
+    await add_readings(db, series, [T0 + s * 1000 for s in range(120)])
     farm = await db.fetch_value("SELECT id FROM farms")
     async with db.transaction() as conn:
         await conn.execute("UPDATE farms SET name = 'Renamed' WHERE id = ?", (farm,))
@@ -181,7 +157,7 @@ async def test_claims_cover_what_compaction_folds_below_a_row_sent_first(db: Dat
     series = await _series(db)
     async with db.transaction() as conn:
         await conn.execute("DELETE FROM outbox")
-    await _readings(db, series, [T0 + s * 1000 for s in range(120)])
+    await add_readings(db, series, [T0 + s * 1000 for s in range(120)])
     cloud: list[tuple[int, int]] = []
     latest = await outbox.take(10, latest_first=True)
     assert [r.ts for r in latest.readings] == [T0 + 119_000]
@@ -202,7 +178,7 @@ async def test_the_oldest_unsent_age_counts_when_one_kind_of_row_is_empty(db: Da
     series = await _series(db)
     async with db.transaction() as conn:
         await conn.execute("DELETE FROM outbox")  # the set-up's own farm and device rows
-    await _readings(db, series, [T0, T0 + 1000])
+    await add_readings(db, series, [T0, T0 + 1000])
     assert (await outbox.figures()).oldest_unsent_ms == T0
 
 
@@ -232,7 +208,7 @@ async def test_whatever_the_order_the_ack_never_passes_a_queued_row_and_reaches_
         action = rng.choice(["readings", "readings", "entity", "minutes", "hours", "send", "send"])
         if action == "readings":
             count = rng.randint(1, 80)
-            await _readings(db, series, [clock + i * 7_000 for i in range(count)])
+            await add_readings(db, series, [clock + i * 7_000 for i in range(count)])
             clock += count * 7_000
         elif action == "entity":
             async with db.transaction() as conn:
@@ -273,7 +249,7 @@ async def test_the_next_batch_taken_beside_one_in_flight_lies_above_it(db: Datab
     # backfill behind a batch of the latest state must wait for its answer.
     outbox = OutboxStore(db)
     series = await _series(db)
-    await _readings(db, series, [T0 + s * 1000 for s in range(300)])
+    await add_readings(db, series, [T0 + s * 1000 for s in range(300)])
     latest = await outbox.take(100, latest_first=True)
     assert [r.ts for r in latest.readings] == [T0 + 299_000]
     assert await outbox.take_beside(100, latest) is None
@@ -297,7 +273,7 @@ async def test_no_second_batch_is_pinned_in_flight_past_the_outbox_cap(db: Datab
     # the outbox has N's size left under its cap, so the cap is passed by one batch at most.
     outbox = OutboxStore(db)
     series = await _series(db)
-    await _readings(db, series, [T0 + s * 1000 for s in range(300)])
+    await add_readings(db, series, [T0 + s * 1000 for s in range(300)])
     first = await outbox.take(100)
     queued = (await outbox.figures()).bytes
     full = queued + first.bytes - 1
@@ -558,9 +534,9 @@ async def test_a_batch_marks_in_flight_exactly_the_rows_it_holds_across_kinds(
     # marked and not sent would only be read again, and kept from compaction meanwhile).
     outbox = OutboxStore(db)
     series = await _series(db)
-    await _readings(db, series, [T0 + s * 1000 for s in range(600)])
+    await add_readings(db, series, [T0 + s * 1000 for s in range(600)])
     await outbox.roll_up_readings(1000)  # ten 1-minute rollups, below everything after
-    await _readings(db, series, [T0 + 600_000 + s * 1000 for s in range(300)])
+    await add_readings(db, series, [T0 + 600_000 + s * 1000 for s in range(300)])
 
     first = await outbox.take(100)  # the device's changes first, then the rows below
     assert len(first) == 100 and len(first.rollups) == 10

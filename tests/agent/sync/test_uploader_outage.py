@@ -5,32 +5,19 @@ from __future__ import annotations
 import asyncio
 import gc
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent.store.db import Database
 from agent.store.identity_replica import IdentityReplicaStore
-from agent.store.readings import bucket_of
 from agent.sync.link import CloudLink
 from agent.sync.outbox import OutboxStore
 from agent.sync.outbox_rows import Selection
 from agent.sync.replica import IdentityReplica
 from agent.sync.uploader import SyncPolicy, Uploader
 from protocol.tokens import TokenVerifier
-from tests.support.reading_seed import add_device, add_farm, add_user
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = Database(tmp_path / "agent.db")
-    await database.open()
-    try:
-        yield database
-    finally:
-        await database.close()
+from tests.support.reading_seed import add_device, add_farm, add_readings, add_series, add_user
 
 
 def _closed_port() -> int:
@@ -46,20 +33,8 @@ async def test_no_batch_is_held_while_the_cloud_is_away(db: Database, tmp_path: 
     # so the memory of the failed one (up to 50,000 rows and its body) must not wait with it.
     farm = await add_farm(db, await add_user(db))
     device = await add_device(db, farm)
-    async with db.transaction() as conn:
-        cursor = await conn.execute(
-            "INSERT INTO series (device_id, metric, unit, created_at)"
-            " VALUES (?, 'ph', '', '2024-01-01T00:00:00.000Z')",
-            (device,),
-        )
-        series_id = cursor.lastrowid
-        await conn.executemany(
-            "INSERT INTO readings (bucket, series_id, ts, value) VALUES (?, ?, ?, ?)",
-            [
-                (bucket_of(ts), series_id, ts, 6.5)
-                for ts in (1_700_000_000_000 + i * 10_000 for i in range(100))
-            ],
-        )
+    series_id = await add_series(db, device)
+    await add_readings(db, series_id, [1_700_000_000_000 + i * 10_000 for i in range(100)], 6.5)
     link = CloudLink(f"http://127.0.0.1:{_closed_port()}", "agent-1", "cloud", "")
     replica = IdentityReplica(IdentityReplicaStore(db), TokenVerifier(), link, tmp_path)
     uploader = Uploader(link, Ed25519PrivateKey.generate(), OutboxStore(db), replica, SyncPolicy())
