@@ -13,7 +13,7 @@ from agent.store.db import Database
 from agent.store.devices import DeviceFilter, DeviceStore
 from agent.store.readings import ReadingStore
 from protocol.identity import Principal
-from tests.agent.readings.conftest import MIN, T0, readings, stamps
+from tests.agent.readings.conftest import MIN, T0, Farm, readings, stamps
 from tests.support.reading_seed import add_device, add_farm, add_user
 
 DEVICES = 200
@@ -130,3 +130,16 @@ async def test_a_device_added_after_one_was_deleted_has_no_stamps(db: Database) 
     assert await DeviceStore(db).delete(gone)
     added = await add_device(db, farm_id)
     assert await stamps(db, added) == (None, None)
+
+
+async def test_coming_online_is_synced_with_when_the_device_was_heard(farm: Farm) -> None:
+    """In maintenance the shown status stays, so the availability's own record must carry it."""
+    devices = DeviceStore(farm.db)
+    await devices.set_admin_status(farm.sensor, "maintenance")
+    await devices.set_availability(farm.sensor, True, "2024-01-01T00:00:09.250Z")
+    synced = await _synced(farm.db, farm.sensor)
+    assert (synced["availability"], synced["last_seen"]) == ("online", "2024-01-01T00:00:09.250Z")
+    await devices.set_availability(farm.sensor, False, "2024-01-01T00:00:10.000Z")
+    await devices.set_availability(farm.sensor, True, "2024-01-01T00:00:05.000Z")
+    synced = await _synced(farm.db, farm.sensor)
+    assert (synced["availability"], synced["last_seen"]) == ("online", "2024-01-01T00:00:09.250Z")
