@@ -5,7 +5,7 @@
 -- JSON settings and calibration, state): 500 devices' stamps dirtied about 200 pages a minute,
 -- each written to the WAL and again at the checkpoint, on an SD card that wears by the bytes
 -- written. In `device_stamps` a row is about 20 bytes (an integer key, two integers of unix
--- milliseconds), so the same stamps dirty about ten pages.
+-- milliseconds), so the same stamps dirty about a dozen pages.
 --
 -- The key is `devices.num`, a small integer of the device's own, not its 36-character id (which
 -- would cost more than the stamps) nor the implicit rowid of `devices` (VACUUM may renumber the
