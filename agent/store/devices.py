@@ -30,11 +30,21 @@ __all__ = [
 _SHOWN = "CASE WHEN admin_status = 'active' THEN availability ELSE admin_status END"
 """``status`` as every view shows it: the operator's override, else the observed availability."""
 
+
+def _iso(stamp: str) -> str:
+    """A stamp of ``device_stamps`` (unix ms) as every view shows it: ISO 8601, ms, ``Z``."""
+    return f"strftime('%Y-%m-%dT%H:%M:%fZ', {stamp} / 1000.0, 'unixepoch')"
+
+
+_STAMPED = "devices d LEFT JOIN device_stamps t ON t.device = d.num"
+"""A device with its stamps, which live in a narrow table of their own (migration 0118)."""
+
 _COLUMNS = (
     "d.id, d.farm_id, d.name, d.kind, d.device_type, d.location, d.status, d.admin_status,"
     " d.availability, d.profile, d.transport, d.topic_base,"
     " d.topic_variables, d.serial_port, d.serial_settings, d.mac_address, d.firmware_version,"
-    " d.battery_level, d.calibration_data, d.last_reading, d.last_seen, d.state,"
+    f" d.battery_level, d.calibration_data, {_iso('t.last_reading')} AS last_reading,"
+    f" {_iso('t.last_seen')} AS last_seen, d.state,"
     " d.state_updated_at, d.max_speed, d.rated_power_w, d.runtime_s, d.running_since,"
     " d.created_at, d.updated_at"
 )
@@ -102,23 +112,32 @@ _ORDER = {
     "kind": "d.kind, d.name, d.id",
     "location": "lower(d.location), d.name, d.id",
     "status": "d.status, d.name, d.id",
-    "last_seen": "coalesce(d.last_seen, ''), d.name, d.id",
-    "-last_seen": "coalesce(d.last_seen, '') DESC, d.name, d.id",
+    # A device never seen first, as SQLite orders NULL (last when descending).
+    "last_seen": "t.last_seen, d.name, d.id",
+    "-last_seen": "t.last_seen DESC, d.name, d.id",
 }
 """ORDER BY of each sort a device list offers (after the farm)."""
 
 
-def stamp_last_readings(conn: sqlite3.Connection, latest: Mapping[str, str]) -> None:
-    """Move devices' ``last_reading`` and ``last_seen`` forward to ``latest`` (never back), in
-    the caller's transaction: one statement, a JSON object of device id to time (text, exact).
-    A device whose stamps are there already is not written (its page is not rewritten)."""
+def stamp_last_readings(conn: sqlite3.Connection, latest: Mapping[str, int]) -> None:
+    """Move devices' ``last_reading`` and ``last_seen`` forward to ``latest`` (device id to
+    unix ms; never back), in the caller's transaction: one statement, a JSON object. A device
+    whose stamps are there already is not written (its page is not rewritten)."""
     conn.execute(
-        "UPDATE devices SET last_reading = max(coalesce(last_reading, ''), l.value),"
-        " last_seen = max(coalesce(last_seen, ''), l.value)"
-        " FROM json_each(?) AS l WHERE devices.id = l.key"
-        " AND (coalesce(last_reading, '') < l.value OR coalesce(last_seen, '') < l.value)",
+        "INSERT INTO device_stamps (device, last_reading, last_seen)"
+        " SELECT d.num, l.value, l.value FROM json_each(?) AS l"
+        " JOIN devices AS d ON d.id = l.key WHERE d.num IS NOT NULL"
+        f" ON CONFLICT (device) DO UPDATE SET {_forward('last_reading')},"
+        f" {_forward('last_seen')}"
+        " WHERE coalesce(last_reading < excluded.last_reading, 1)"
+        " OR coalesce(last_seen < excluded.last_seen, 1)",
         (json.dumps(dict(latest)),),
     )
+
+
+def _forward(stamp: str) -> str:
+    """``SET stamp = ...``: the later of the stored stamp and the new one (NULL: the new)."""
+    return f"{stamp} = max(coalesce({stamp}, excluded.{stamp}), excluded.{stamp})"
 
 
 class DeviceStore:
@@ -163,7 +182,7 @@ class DeviceStore:
             f"SELECT count(*) FROM devices d WHERE {condition}", params
         )
         rows = await self._db.fetch_all(
-            f"SELECT {_COLUMNS} FROM devices d WHERE {condition}"
+            f"SELECT {_COLUMNS} FROM {_STAMPED} WHERE {condition}"
             f" ORDER BY d.farm_id, {_ORDER[where.sort]} LIMIT ? OFFSET ?",
             [*params, limit, min(offset, MAX_OFFSET)],
         )
@@ -174,12 +193,12 @@ class DeviceStore:
         loop's thread: a command's authorization took a thread hop per read, tens of
         milliseconds behind a flood of readings."""
         return await self._db.lookup(
-            f"SELECT {_COLUMNS} FROM devices d WHERE d.id = ?", (device_id,)
+            f"SELECT {_COLUMNS} FROM {_STAMPED} WHERE d.id = ?", (device_id,)
         )
 
     async def of_farm(self, farm_id: str, kind: str, device_type: str | None) -> list[sqlite3.Row]:
         """All devices of a kind on a farm (for farm-wide metrics)."""
-        sql = f"SELECT {_COLUMNS} FROM devices d WHERE d.farm_id = ? AND d.kind = ?"
+        sql = f"SELECT {_COLUMNS} FROM {_STAMPED} WHERE d.farm_id = ? AND d.kind = ?"
         params: list[Any] = [farm_id, kind]
         if device_type is not None:
             sql += " AND d.device_type = ?"
@@ -190,8 +209,9 @@ class DeviceStore:
         """Id, name, kind, location, shown status and last times of every device of a farm."""
         return list(
             await self._db.fetch_all(
-                "SELECT d.id, d.name, d.kind, d.location, d.status, d.last_seen,"
-                " d.last_reading FROM devices d WHERE d.farm_id = ? ORDER BY d.name, d.id",
+                f"SELECT d.id, d.name, d.kind, d.location, d.status, {_iso('t.last_seen')},"
+                f" {_iso('t.last_reading')} FROM {_STAMPED}"
+                " WHERE d.farm_id = ? ORDER BY d.name, d.id",
                 (farm_id,),
             )
         )
@@ -200,7 +220,7 @@ class DeviceStore:
         """Devices with a profile that are not disabled: what the runtime binds."""
         return list(
             await self._db.fetch_all(
-                f"SELECT {_COLUMNS} FROM devices d"
+                f"SELECT {_COLUMNS} FROM {_STAMPED}"
                 " WHERE d.profile IS NOT NULL AND d.admin_status != 'disabled'"
                 " ORDER BY d.created_at, d.id"
             )
@@ -261,11 +281,19 @@ class DeviceStore:
     async def set_availability(self, device_id: str, online: bool, at: str) -> None:
         """Record an observed online/offline change (and when the device was last heard)."""
         async with self._db.transaction() as conn:
+            if online:
+                # Before the row's update: the device's sync record carries the new stamp.
+                await conn.execute(
+                    "INSERT INTO device_stamps (device, last_seen)"
+                    " SELECT num, CAST(round((julianday(?) - 2440587.5) * 86400000.0) AS INTEGER)"
+                    " FROM devices WHERE id = ? AND num IS NOT NULL"
+                    f" ON CONFLICT (device) DO UPDATE SET {_forward('last_seen')}"
+                    " WHERE coalesce(last_seen < excluded.last_seen, 1)",
+                    (at, device_id),
+                )
             await conn.execute(
-                "UPDATE devices SET availability = ?,"
-                " last_seen = CASE WHEN ? THEN max(coalesce(last_seen, ''), ?) ELSE last_seen END"
-                " WHERE id = ?",
-                ("online" if online else "offline", online, at, device_id),
+                "UPDATE devices SET availability = ? WHERE id = ?",
+                ("online" if online else "offline", device_id),
             )
             await _show_status(conn, "id = ?", [device_id])
 
@@ -277,12 +305,18 @@ class DeviceStore:
         shift = f"{delta_ms / 1000:+.3f} seconds"
         first, last = iso(from_ms(first_ms)), iso(from_ms(last_ms))
         async with self._db.transaction() as conn:
-            for column in ("last_seen", "last_reading", "state_updated_at"):
+            for column in ("last_seen", "last_reading"):
                 await conn.execute(
-                    f"UPDATE devices SET {column} = strftime('%Y-%m-%dT%H:%M:%fZ', {column}, ?)"
+                    f"UPDATE device_stamps SET {column} = {column} + ?"
                     f" WHERE {column} BETWEEN ? AND ?",
-                    (shift, first, last),
+                    (delta_ms, first_ms, last_ms),
                 )
+            await conn.execute(
+                "UPDATE devices SET state_updated_at ="
+                " strftime('%Y-%m-%dT%H:%M:%fZ', state_updated_at, ?)"
+                " WHERE state_updated_at BETWEEN ? AND ?",
+                (shift, first, last),
+            )
 
     async def reset_availability(self) -> None:
         """Mark every device offline until it reports (at start-up, before binding)."""

@@ -55,7 +55,7 @@ from agent.store.db import Database
 from agent.store.devices import stamp_last_readings
 from agent.store.outbox_sequence import READING_BYTES, OutboxSequence
 from protocol.records import record
-from protocol.timefmt import from_ms, iso, now_iso
+from protocol.timefmt import now_iso
 
 __all__ = [
     "BUCKET_MS",
@@ -612,9 +612,7 @@ class _Batch:
                 if ts > newest_staged.get(sid, -1):
                     newest_staged[sid] = ts
             if self.last_readings:
-                stamp_last_readings(
-                    conn, {d: iso(from_ms(ts)) for d, ts in self.last_readings.items()}
-                )
+                stamp_last_readings(conn, self.last_readings)
             return WriteOutcome(tuple(keyed.values()), duplicates, unknown)
         # The devices' last_reading in the same transaction: a write of its own after each
         # batch cost a second commit and a second hop to this thread per batch.
@@ -623,7 +621,7 @@ class _Batch:
             if reading.ts > newest.get(reading.device_id, -1):
                 newest[reading.device_id] = reading.ts
         if newest:
-            stamp_last_readings(conn, {d: iso(from_ms(ts)) for d, ts in newest.items()})
+            stamp_last_readings(conn, newest)
         return WriteOutcome(tuple(keyed.values()), duplicates, unknown)
 
     def _stage(self, conn: sqlite3.Connection, keyed: Mapping[tuple[int, int], NewReading]) -> None:
@@ -907,7 +905,7 @@ def _end_fold(upto: int, until: int, moved: bool, conn: sqlite3.Connection) -> N
         (upto, until),
     ).fetchall()
     if rows:
-        stamp_last_readings(conn, {device: iso(from_ms(ts)) for device, ts in rows})
+        stamp_last_readings(conn, {str(device): int(ts) for device, ts in rows})
     if moved:
         _queue_folded(conn, upto, until)
         _empty_stage(conn, upto, until)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.store.db import Database
+from agent.store.devices import DeviceStore
 from agent.store.readings import NewReading, ReadingStore
 from protocol.identity import Principal
 from tests.support.reading_seed import add_device, add_farm, add_user
@@ -71,3 +72,10 @@ def readings(
 async def count(db: Database, table: str) -> int:
     """Rows in a table."""
     return int(await db.fetch_value(f"SELECT count(*) FROM {table}"))
+
+
+async def stamps(db: Database, device_id: str) -> tuple[str | None, str | None]:
+    """A device's ``last_reading`` and ``last_seen`` as the API shows them."""
+    row = await DeviceStore(db).get(device_id)
+    assert row is not None
+    return row["last_reading"], row["last_seen"]

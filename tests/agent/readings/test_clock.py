@@ -14,7 +14,7 @@ from agent.services.clock_watch import ClockWatch
 from agent.services.readings.writer import IncomingReading, ReadingWriter
 from agent.store.devices import DeviceStore
 from protocol.timefmt import from_ms, iso
-from tests.agent.readings.conftest import DAY, MIN, T0, Farm
+from tests.agent.readings.conftest import DAY, MIN, T0, Farm, stamps
 
 BEHIND = 2 * DAY
 
@@ -154,6 +154,5 @@ async def test_a_jump_moves_what_devices_were_last_seen_at(farm: Farm) -> None:
     machine.true_ms += 1000
     machine.ntp_answers()
     await watch.check()
-    seen = dict(await farm.db.fetch_all("SELECT id, last_seen FROM devices"))
-    assert seen[farm.sensor] == iso(from_ms(T0 + 1000))
-    assert seen[farm.other] == iso(from_ms(T0 - 3 * DAY))
+    assert (await stamps(farm.db, farm.sensor))[1] == iso(from_ms(T0 + 1000))
+    assert (await stamps(farm.db, farm.other))[1] == iso(from_ms(T0 - 3 * DAY))

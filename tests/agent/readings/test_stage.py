@@ -9,7 +9,7 @@ import pytest
 
 from agent.store.db import Database
 from agent.store.readings import NewReading, ReadingStore, Resolution
-from tests.agent.readings.conftest import HOUR, MIN, T0, Farm, count, readings
+from tests.agent.readings.conftest import HOUR, MIN, T0, Farm, count, readings, stamps
 from tests.agent.readings.test_rollups import assert_rollups_match, expected
 
 
@@ -132,9 +132,7 @@ async def test_the_fold_stamps_last_reading_and_a_deleted_device_takes_its_stage
     await staged.db.write_statement("DELETE FROM devices WHERE id = ?", (staged.other,))
     assert await count(staged.db, "readings_stage") == 2
     assert await staged.store.fold() == 2
-    last = await staged.db.fetch_value(
-        "SELECT last_reading FROM devices WHERE id = ?", (staged.sensor,)
-    )
+    last, _ = await stamps(staged.db, staged.sensor)
     assert last == "2024-01-01T00:01:00.000Z"
 
 
@@ -196,9 +194,7 @@ async def test_last_reading_moves_between_folds(farm: Farm) -> None:
     farm.store = ReadingStore(farm.db, staged=True, last_reading_every_s=0)
     await farm.store.write(readings(farm.sensor, [T0 + 60_000], [1.0]))
     await farm.store.write(readings(farm.sensor, [T0 + 120_000], [2.0]))
-    last = await farm.db.fetch_value(
-        "SELECT last_reading FROM devices WHERE id = ?", (farm.sensor,)
-    )
+    last, _ = await stamps(farm.db, farm.sensor)
     assert last == "2024-01-01T00:01:00.000Z", "stamped with the next batch, no fold"
     assert await count(farm.db, "readings") == 0
 

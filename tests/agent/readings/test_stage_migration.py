@@ -13,7 +13,7 @@ from agent.store.db import Database
 from agent.store.readings import NewReading, ReadingStore
 from agent.sync.outbox import OutboxStore
 from protocol.sync import advance
-from tests.agent.readings.conftest import T0, count
+from tests.agent.readings.conftest import T0, count, stamps
 from tests.support.reading_seed import add_device, add_farm, add_user
 
 
@@ -74,7 +74,7 @@ async def test_an_old_stage_is_folded_and_its_queued_copies_are_sent_once(
         assert await count(after, "readings_stage") == 0
         assert await count(after, "readings_by_series") == 8
         assert await count(after, "readings_all") == 8
-        last = await after.fetch_value("SELECT last_reading FROM devices WHERE id = ?", (device,))
+        last, _ = await stamps(after, device)
         assert last == "2024-01-01T00:00:07.000Z"
         # Queued once: the three copies the cloud does not hold, none of the five it does.
         queued = [int(r[0]) for r in await after.fetch_all("SELECT seq FROM outbox_readings")]

@@ -17,7 +17,7 @@ from agent.services.readings.writer import IncomingReading, ReadingWriter, incom
 from agent.store.db import Database
 from agent.store.readings import NewReading, ReadingStore, Resolution, WriteOutcome
 from protocol.timefmt import iso
-from tests.agent.readings.conftest import DAY, MIN, T0, Farm, count
+from tests.agent.readings.conftest import DAY, MIN, T0, Farm, count, stamps
 
 WAIT = 10.0
 
@@ -139,18 +139,15 @@ async def test_a_batch_stamps_its_devices_last_reading_in_its_own_commit(farm: F
             NewReading(farm.other, "ph", "pH", T0, 6.2),
         ]
     )
-    rows = await farm.db.fetch_all(
-        "SELECT id, last_reading, last_seen FROM devices WHERE id IN (?, ?)",
-        (farm.sensor, farm.other),
-    )
-    stamps = {row[0]: (row[1], row[2]) for row in rows}
     newest = iso(datetime.fromtimestamp((T0 + 5000) / 1000, UTC))
-    assert stamps[farm.sensor] == (newest, newest)
-    assert stamps[farm.other][0] == iso(datetime.fromtimestamp(T0 / 1000, UTC))
+    assert await stamps(farm.db, farm.sensor) == (newest, newest)
+    assert (await stamps(farm.db, farm.other))[0] == iso(datetime.fromtimestamp(T0 / 1000, UTC))
 
     await farm.store.write([NewReading(farm.sensor, "ph", "pH", T0 + 2000, 6.3)])
-    row = await farm.db.fetch_one("SELECT last_reading FROM devices WHERE id = ?", (farm.sensor,))
-    assert row is not None and row[0] == newest  # an older reading never moves it back
+    assert await stamps(farm.db, farm.sensor) == (
+        newest,
+        newest,
+    )  # an older one never moves it back
 
 
 async def test_commit_waits_at_most_one_interval(farm: Farm, make_writer: Any) -> None:
