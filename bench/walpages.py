@@ -38,6 +38,8 @@ class WalTail:
     salt: bytes = b""
     offset: int = _WAL_HEADER
     pending: list[int] = field(default_factory=list)
+    restarts: int = 0
+    """Checkpoints that restarted the WAL since the first call."""
 
     def commits(self) -> list[list[int]]:
         """Page numbers of each transaction committed since the previous call."""
@@ -49,6 +51,7 @@ class WalTail:
                     return done
                 (page_size,) = struct.unpack(">I", header[8:12])
                 if header[16:24] != self.salt:  # a new WAL after a checkpoint restarted it
+                    self.restarts += bool(self.salt)
                     self.salt, self.offset, self.pending = header[16:24], _WAL_HEADER, []
                 wal.seek(self.offset)
                 while True:
@@ -82,12 +85,20 @@ def page_names(db: Path) -> dict[int, str]:
             conn.close()
 
 
-def report(commits: list[list[int]], names: dict[int, str], seconds: float) -> list[str]:
-    """Lines of the census: rates, frames per table, commonest sets of tables per commit."""
+def report(
+    commits: list[list[int]], names: dict[int, str], seconds: float, checkpoints: int = 0
+) -> list[str]:
+    """Lines of the census: rates, frames per table, commonest sets of tables per commit.
+
+    ``checkpoints`` is how many checkpoints restarted the WAL in the window. The pages a
+    checkpoint copies into the database are written a second time, so a window without one
+    leaves that share out of the bytes measured in it."""
     frames = sum(len(c) for c in commits)
     lines = [
         f"{len(commits)} commits in {seconds:.0f} s ({len(commits) / seconds:.2f}/s),"
-        f" {frames} frames ({frames / max(len(commits), 1):.1f} per commit)",
+        f" {frames} frames ({frames / max(len(commits), 1):.1f} per commit),"
+        f" {checkpoints} checkpoint{'' if checkpoints == 1 else 's'} restarting the WAL"
+        + ("" if checkpoints else " (the bytes above leave the checkpoint's copy out)"),
         "frames per table or index (frames, commits writing it):",
     ]
     per_frame: collections.Counter[str] = collections.Counter()
@@ -109,12 +120,13 @@ def census(state: Path, done: Callable[[], bool]) -> list[str]:
     db = state / "agent.db"
     tail = WalTail(db.with_name(db.name + "-wal"))
     tail.commits()  # what is already there was written before the census began
+    tail.restarts = 0
     commits: list[list[int]] = []
     began = time.monotonic()
     while not done():
         commits += tail.commits()
         time.sleep(0.01)  # read before a checkpoint restarts the WAL over the unread frames
-    return report(commits, page_names(db), time.monotonic() - began)
+    return report(commits, page_names(db), time.monotonic() - began, tail.restarts)
 
 
 def main(args: argparse.Namespace) -> None:

@@ -30,5 +30,28 @@ def test_each_commit_names_the_tables_it_wrote(tmp_path: Path) -> None:
 
     assert [sorted(names[p] for p in c) for c in commits] == [["stage", "stats"]] * 3 + [["stats"]]
     lines = report(commits, names, 1.0)
-    assert lines[0] == "4 commits in 1 s (4.00/s), 7 frames (1.8 per commit)"
+    assert lines[0] == (
+        "4 commits in 1 s (4.00/s), 7 frames (1.8 per commit), 0 checkpoints restarting the WAL"
+        " (the bytes above leave the checkpoint's copy out)"
+    )
     assert "        3  stage, stats" in lines
+
+
+def test_a_checkpoint_that_restarts_the_wal_is_counted(tmp_path: Path) -> None:
+    db = tmp_path / "agent.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE stage (v)")
+    tail = WalTail(tmp_path / "agent.db-wal")
+    tail.commits()
+    conn.execute("INSERT INTO stage VALUES (1)")
+    assert len(tail.commits()) == 1
+    conn.execute("PRAGMA wal_checkpoint(RESTART)")
+    conn.execute("INSERT INTO stage VALUES (2)")  # the next writer starts the WAL over
+    commits = tail.commits()
+    conn.close()
+
+    assert len(commits) == 1
+    assert tail.restarts == 1
+    assert ", 1 checkpoint restarting the WAL" in report(commits, {}, 1.0, tail.restarts)[0]
