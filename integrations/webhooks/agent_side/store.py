@@ -3,6 +3,14 @@
 The agent is one process: a claim is an in-memory hold on the claimed ids, released once the
 outcomes are committed, so two delivery loops never post one delivery at once. After a crash
 nothing is held and every pending delivery is due again.
+
+It is also the database's only writer, and :class:`Database` counts the commits that may change
+what a read shows (``generation``; the hot writes of readings, stamps and command records never
+queue a delivery). So a claim that found nothing remembers when the next pending delivery is
+due, and until then, while no such commit has landed, the next claims answer without a query:
+the delivery loop's look every second costs nothing while nothing is due. Whatever queues a
+delivery (an event's trigger, a harvest's, the test message, a webhook enabled again) commits,
+and the next look queries.
 """
 
 from __future__ import annotations
@@ -71,6 +79,9 @@ class WebhookStore:
         # delivery is released only once its outcome is committed, so no read sees it pending
         # after it was settled (docs/adr/0051-outgoing-webhooks.md).
         self._claiming = asyncio.Lock()
+        self._quiet: tuple[int, str | None] | None = None
+        """After a claim found nothing: the ``generation`` it read at, and when the next
+        pending delivery not held is due (None: none is pending)."""
 
     # Webhooks ----------------------------------------------------------------------------------
 
@@ -170,14 +181,23 @@ class WebhookStore:
         """Up to ``limit`` pending deliveries due at ``now`` of enabled webhooks that no other
         loop holds, held until the block ends."""
         async with self._claiming:
-            rows = await self._db.fetch_all(
-                "SELECT d.id, d.webhook_id, w.url, w.secret, d.body, d.attempts, d.created_at"
-                " FROM webhook_deliveries AS d JOIN webhooks AS w ON w.id = d.webhook_id"
-                " WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND w.enabled = 1"
-                " AND d.id NOT IN (SELECT value FROM json_each(?))"
-                " ORDER BY d.next_attempt_at LIMIT ?",
-                (iso(now), json.dumps(sorted(self._held)), limit),
-            )
+            stamp = iso(now)
+            rows: list[sqlite3.Row] = []
+            if not self._nothing_due(stamp):
+                generation = self._db.generation  # before the reads: a commit meanwhile counts
+                held = json.dumps(sorted(self._held))
+                rows = list(
+                    await self._db.fetch_all(
+                        "SELECT d.id, d.webhook_id, w.url, w.secret, d.body, d.attempts, d.created_at"
+                        " FROM webhook_deliveries AS d JOIN webhooks AS w ON w.id = d.webhook_id"
+                        " WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND w.enabled = 1"
+                        " AND d.id NOT IN (SELECT value FROM json_each(?))"
+                        " ORDER BY d.next_attempt_at LIMIT ?",
+                        (stamp, held, limit),
+                    )
+                )
+                if not rows:
+                    self._quiet = (generation, await self._next_due(held))
             self._held |= {row["id"] for row in rows}
         due = [
             DueDelivery(
@@ -196,6 +216,27 @@ class WebhookStore:
             yield ClaimedDeliveries(self, due)
         finally:
             self._held -= ids
+            if ids:  # released unsettled (a failed settle commits nothing): due again
+                self._quiet = None
+
+    def _nothing_due(self, stamp: str) -> bool:
+        """Whether the last claim's finding still holds at ``stamp``: nothing due then."""
+        quiet = self._quiet
+        if quiet is None or quiet[0] != self._db.generation:
+            return False
+        due = quiet[1]
+        return due is None or stamp < due
+
+    async def _next_due(self, held: str) -> str | None:
+        """When the first pending delivery of an enabled webhook not in ``held`` is due."""
+        due = await self._db.fetch_value(
+            "SELECT min(d.next_attempt_at) FROM webhook_deliveries AS d"
+            " JOIN webhooks AS w ON w.id = d.webhook_id"
+            " WHERE d.status = 'pending' AND w.enabled = 1"
+            " AND d.id NOT IN (SELECT value FROM json_each(?))",
+            (held,),
+        )
+        return None if due is None else str(due)
 
     async def prune(self, before: datetime, chunk: int) -> int:
         """Delete up to ``chunk`` delivered or failed deliveries created before ``before``."""
