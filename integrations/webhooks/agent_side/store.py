@@ -4,13 +4,11 @@ The agent is one process: a claim is an in-memory hold on the claimed ids, relea
 outcomes are committed, so two delivery loops never post one delivery at once. After a crash
 nothing is held and every pending delivery is due again.
 
-It is also the database's only writer, and :class:`Database` counts the commits that may change
-what a read shows (``generation``; the hot writes of readings, stamps and command records never
-queue a delivery). So a claim that found nothing remembers when the next pending delivery is
-due, and until then, while no such commit has landed, the next claims answer without a query:
-the delivery loop's look every second costs nothing while nothing is due. Whatever queues a
-delivery (an event's trigger, a harvest's, the test message, a webhook enabled again) commits,
-and the next look queries.
+A claim that found nothing remembers when the next pending delivery is due (``NothingDue``):
+until then, while no commit lands, the delivery loop's look every second answers without a
+query. Whatever queues a delivery (an event's trigger, a harvest's, the test message, a webhook
+enabled again) is a commit that counts; the hot writes (readings, stamps, command records)
+never queue one.
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agent.store.access import writable_page
+from agent.store.cache import NothingDue
 from agent.store.db import Database
 from integrations.webhooks import DueDelivery, Verdict
 from integrations.webhooks.health import fold_health
@@ -40,6 +39,14 @@ _WEBHOOK_COLUMNS = (
 _DELIVERY_COLUMNS = (
     "id, webhook_id, event_type, event_id, status, attempts, last_status_code, last_error,"
     " last_attempt_at, next_attempt_at, created_at, delivered_at"
+)
+
+_CLAIM = (
+    "SELECT d.id, d.webhook_id, w.url, w.secret, d.body, d.attempts, d.created_at"
+    " FROM webhook_deliveries AS d JOIN webhooks AS w ON w.id = d.webhook_id"
+    " WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND w.enabled = 1"
+    " AND d.id NOT IN (SELECT value FROM json_each(?))"
+    " ORDER BY d.next_attempt_at LIMIT ?"
 )
 
 
@@ -79,9 +86,7 @@ class WebhookStore:
         # delivery is released only once its outcome is committed, so no read sees it pending
         # after it was settled (docs/adr/0051-outgoing-webhooks.md).
         self._claiming = asyncio.Lock()
-        self._quiet: tuple[int, str | None] | None = None
-        """After a claim found nothing: the ``generation`` it read at, and when the next
-        pending delivery not held is due (None: none is pending)."""
+        self._nothing_due = NothingDue(db)
 
     # Webhooks ----------------------------------------------------------------------------------
 
@@ -183,21 +188,12 @@ class WebhookStore:
         async with self._claiming:
             stamp = iso(now)
             rows: list[sqlite3.Row] = []
-            if not self._nothing_due(stamp):
-                generation = self._db.generation  # before the reads: a commit meanwhile counts
+            if not self._nothing_due.holds(stamp):
+                generation = self._nothing_due.generation()
                 held = json.dumps(sorted(self._held))
-                rows = list(
-                    await self._db.fetch_all(
-                        "SELECT d.id, d.webhook_id, w.url, w.secret, d.body, d.attempts, d.created_at"
-                        " FROM webhook_deliveries AS d JOIN webhooks AS w ON w.id = d.webhook_id"
-                        " WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND w.enabled = 1"
-                        " AND d.id NOT IN (SELECT value FROM json_each(?))"
-                        " ORDER BY d.next_attempt_at LIMIT ?",
-                        (stamp, held, limit),
-                    )
-                )
+                rows = list(await self._db.fetch_all(_CLAIM, (stamp, held, limit)))
                 if not rows:
-                    self._quiet = (generation, await self._next_due(held))
+                    self._nothing_due.found_nothing(generation, await self._next_due(held))
             self._held |= {row["id"] for row in rows}
         due = [
             DueDelivery(
@@ -217,15 +213,7 @@ class WebhookStore:
         finally:
             self._held -= ids
             if ids:  # released unsettled (a failed settle commits nothing): due again
-                self._quiet = None
-
-    def _nothing_due(self, stamp: str) -> bool:
-        """Whether the last claim's finding still holds at ``stamp``: nothing due then."""
-        quiet = self._quiet
-        if quiet is None or quiet[0] != self._db.generation:
-            return False
-        due = quiet[1]
-        return due is None or stamp < due
+                self._nothing_due.forget()
 
     async def _next_due(self, held: str) -> str | None:
         """When the first pending delivery of an enabled webhook not in ``held`` is due."""
