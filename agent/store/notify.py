@@ -467,8 +467,10 @@ class NotifyStore:
     async def due(self, limit: int, now: datetime, busy: frozenset[str]) -> list[DueNotification]:
         """Pending notifications due at ``now`` of enabled contact points, oldest first.
 
-        A look that found nothing remembers when the next one is due (``NothingDue``): the
-        sending loop's look every second then costs no query until a commit lands. Held back
+        A look first asks when the first pending one is due, a point read on the event loop's
+        thread, and queries only once one is; a look that found nothing remembers when the next
+        one is due (``NothingDue``): the sending loop's look then costs no query until a commit
+        lands. Held back
         by a device back online is a hot write's doing, and a send may end without a commit,
         so the next due time counts those notifications and the ones in ``busy`` too (the plan
         cancels the first within seconds, a commit).
@@ -477,6 +479,13 @@ class NotifyStore:
         if self._nothing_due.holds(stamp):
             return []
         generation = self._nothing_due.generation()
+        # One seek in the index of pending ones, on the event loop's thread: no reader's hop.
+        first = await self._db.lookup(
+            "SELECT min(next_attempt_at) FROM notifications WHERE status = 'pending'"
+        )
+        if first is None or first[0] is None or stamp < first[0]:
+            self._nothing_due.found_nothing(generation, None if first is None else first[0])
+            return []
         busy_ids = json.dumps(sorted(busy))
         rows = await self._db.fetch_all(
             "SELECT n.id, n.contact_point_id, c.url_sealed, n.step, n.severity, n.event,"

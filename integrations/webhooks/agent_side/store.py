@@ -4,11 +4,12 @@ The agent is one process: a claim is an in-memory hold on the claimed ids, relea
 outcomes are committed, so two delivery loops never post one delivery at once. After a crash
 nothing is held and every pending delivery is due again.
 
-A claim that found nothing remembers when the next pending delivery is due (``NothingDue``):
-until then, while no commit lands, the delivery loop's look every second answers without a
-query. Whatever queues a delivery (an event's trigger, a harvest's, the test message, a webhook
-enabled again) is a commit that counts; the hot writes (readings, stamps, command records)
-never queue one.
+A claim first asks when the first pending delivery is due, a point read on the event loop's
+thread (no hop to a reader thread), and claims only once one is; a claim that found nothing
+remembers when the next one is due (``NothingDue``): until then, while no commit lands, the
+delivery loop's look every second answers without a query. Whatever queues a delivery (an
+event's trigger, a harvest's, the test message, a webhook enabled again) is a commit that
+counts; the hot writes (readings, stamps, command records) never queue one.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ _CLAIM = (
     " AND d.id NOT IN (SELECT value FROM json_each(?))"
     " ORDER BY d.next_attempt_at LIMIT ?"
 )
+
+# When the first pending delivery is due, whatever its webhook and whoever holds it: one seek in
+# the index of pending deliveries, read on the event loop's thread. Nothing is due before then.
+_FIRST_DUE = "SELECT min(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending'"
 
 
 def _webhook(row: sqlite3.Row) -> dict[str, Any]:
@@ -190,10 +195,14 @@ class WebhookStore:
             rows: list[sqlite3.Row] = []
             if not self._nothing_due.holds(stamp):
                 generation = self._nothing_due.generation()
-                held = json.dumps(sorted(self._held))
-                rows = list(await self._db.fetch_all(_CLAIM, (stamp, held, limit)))
-                if not rows:
-                    self._nothing_due.found_nothing(generation, await self._next_due(held))
+                first = await self._db.lookup(_FIRST_DUE)
+                if first is None or first[0] is None or stamp < first[0]:
+                    self._nothing_due.found_nothing(generation, None if first is None else first[0])
+                else:
+                    held = json.dumps(sorted(self._held))
+                    rows = list(await self._db.fetch_all(_CLAIM, (stamp, held, limit)))
+                    if not rows:
+                        self._nothing_due.found_nothing(generation, await self._next_due(held))
             self._held |= {row["id"] for row in rows}
         due = [
             DueDelivery(

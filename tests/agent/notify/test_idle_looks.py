@@ -1,6 +1,7 @@
-"""The agent's notification outbox answers an idle look without reading the database: once a
-look found nothing due, the next ones are free until a commit lands or the next retry is due,
-and then they see what was queued."""
+"""The agent's notification outbox answers an idle look without a query on a reader thread: it
+asks when the first pending one is due (a point read on the event loop's thread), and a look
+that found nothing is free until a commit lands or the next retry is due; then the look sees
+what was queued."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ class _CountedReads:
         return found
 
 
-async def test_an_idle_look_reads_nothing_until_a_commit_or_the_next_retry(
+async def test_an_idle_look_leaves_the_reader_threads_alone_until_something_is_due(
     make_agent: AgentFactory, ntfy: NtfyReceiver
 ) -> None:
     agent = await make_agent()
@@ -56,6 +57,9 @@ async def test_an_idle_look_reads_nothing_until_a_commit_or_the_next_retry(
     reads = db.reads
     assert await due_ids() == []
     assert db.reads == reads  # nothing committed, nothing pending: no query
+    await create_farm(agent, "South")  # a commit, nothing queued by it
+    assert await due_ids() == []
+    assert db.reads == reads  # the first due time, read on the event loop's thread, said so
 
     # The event's trigger queues the notification in the event log's commit.
     await record_event(agent, farm_id)

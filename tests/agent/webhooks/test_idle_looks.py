@@ -1,6 +1,7 @@
-"""The agent's delivery outbox answers an idle look without reading the database: once a look
-found nothing, the next ones are free until a commit lands or the next retry is due, and then
-they see what was queued."""
+"""The agent's delivery outbox answers an idle look without a query on a reader thread: it
+asks when the first pending one is due (a point read on the event loop's thread), and a look
+that found nothing is free until a commit lands or the next retry is due; then the look sees
+what was queued."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ async def _claim_ids(store: WebhookStore, at_s: float = 0.0) -> list[str]:
         return [delivery.id for delivery in batch.deliveries]
 
 
-async def test_an_idle_look_reads_nothing_until_a_commit_or_the_next_retry(
+async def test_an_idle_look_leaves_the_reader_threads_alone_until_something_is_due(
     make_agent: AgentFactory, receiver: WebhookReceiver
 ) -> None:
     agent: Agent = await make_agent()
@@ -56,6 +57,9 @@ async def test_an_idle_look_reads_nothing_until_a_commit_or_the_next_retry(
     reads = db.reads
     assert await _claim_ids(store) == []
     assert db.reads == reads  # nothing committed, nothing pending: no query
+    await create_farm(agent, "South")  # a commit, nothing queued by it
+    assert await _claim_ids(store) == []
+    assert db.reads == reads  # the first due time, read on the event loop's thread, said so
 
     # The event's trigger queues a delivery in the event log's commit: the next look sees it.
     await raise_alert(agent, farm_id)
