@@ -42,6 +42,7 @@ __all__ = [
     "StreamClosed",
     "SubscribeMessage",
     "batch_prefix",
+    "compact_json",
     "frame",
     "frame_prefix",
     "id_strings",
@@ -122,11 +123,20 @@ def parse_client_message(text: str) -> AuthMessage | SubscribeMessage | PingMess
         raise ValueError(issues) from None
 
 
+# One encoder for every message: ``json.dumps`` with ``separators`` builds a new one per call,
+# a quarter of its cost for a reading's message (and a tablet gets one per reading).
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as JSON text without spaces, as ``json.dumps(value, separators=(",", ":"))``."""
+    return _COMPACT.encode(value)
+
+
 def frame_prefix(type_: str, farm_id: str | None, data: dict[str, Any], at: datetime) -> str:
     """A server message as JSON text up to its ``seq`` value (shared by every connection)."""
-    body = json.dumps(
-        {"type": type_, "farm_id": farm_id, "data": data, "timestamp": iso(at), "seq": 0},
-        separators=(",", ":"),
+    body = _COMPACT.encode(
+        {"type": type_, "farm_id": farm_id, "data": data, "timestamp": iso(at), "seq": 0}
     )
     return body[: -len("0}")]
 

@@ -22,6 +22,12 @@ agent needs and neither offers is done here, and only here, with paho's own inte
   ``_packet_write`` gives a queued PUBLISH entry of QoS 0 its ``info`` back once written (and
   calls ``on_publish`` with its ``mid``): the joined publishes carry an info of their own under
   mid 0, which paho never gives a message.
+- ``_sock``'s ``send``, ``_out_packet`` and ``_last_msg_out`` (:func:`_write`): when nothing
+  waits in paho's queue, the joined bytes are sent at once, as ``_packet_write`` sends them and
+  sets the keep-alive's clock; only what the socket does not take is queued. Queued through
+  paho, each write had aiomqtt register the socket for writing (a system call), wait a turn of
+  the event loop, run paho's writer (for a PUBLISH, a callback with a ``Properties`` built for
+  it), then unregister it (another).
 - ``_protocol``: MQTT 5 PUBLISH packets carry a properties length, 3.1.1 ones do not.
 - aiomqtt's ``_client`` (paho's client), ``_connected`` and ``_disconnected`` (its futures for
   the CONNACK and the connection's end), ``_pending_subscribes`` and ``_pending_unsubscribes``
@@ -251,7 +257,7 @@ def send_pubacks(client: aiomqtt.Client, mids: Iterable[int]) -> None:
     """
     packets = b"".join(_PUBACK.pack(_PUBACK_TYPE, 2, mid) for mid in mids)
     if packets:
-        client._client._packet_queue(_PUBACK_TYPE, packets, 0, 1)
+        _write(client._client, _PUBACK_TYPE, packets, 1)
 
 
 def send_publishes(client: aiomqtt.Client, messages: Sequence[OutgoingMessage]) -> None:
@@ -286,9 +292,28 @@ def send_publishes(client: aiomqtt.Client, messages: Sequence[OutgoingMessage]) 
         return
     if paho.socket() is None:
         raise aiomqtt.MqttError("not connected")
-    rc = paho._packet_queue(_PUBLISH_TYPE, b"".join(parts), 0, 0, mqtt.MQTTMessageInfo(0))
+    rc = _write(paho, _PUBLISH_TYPE, b"".join(parts), 0)
     if rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
         raise aiomqtt.MqttCodeError(rc, "could not publish")
+
+
+def _write(paho: mqtt.Client, command: int, data: bytes, qos: int) -> MQTTErrorCode:
+    """Send ``data`` (whole packets) now if nothing waits before it; queue with paho what the
+    socket does not take at once (or all of it, behind what waits), to be written in order."""
+    sock = paho._sock
+    if not paho._out_packet and isinstance(sock, socket.socket):
+        try:
+            sent = sock.send(data)
+        except OSError:  # full (BlockingIOError), or broken: paho's writer finds out
+            sent = 0
+        if sent:
+            with paho._msgtime_mutex:
+                paho._last_msg_out = mqtt.time_func()
+            if sent == len(data):
+                return MQTTErrorCode.MQTT_ERR_SUCCESS
+            data = data[sent:]
+    info = mqtt.MQTTMessageInfo(0) if command == _PUBLISH_TYPE and qos == 0 else None
+    return paho._packet_queue(command, data, 0, qos, info)
 
 
 def disconnect(client: aiomqtt.Client) -> None:

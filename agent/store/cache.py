@@ -8,7 +8,7 @@ from typing import Generic, TypeVar
 
 from agent.store.db import Database
 
-__all__ = ["GenerationCache"]
+__all__ = ["GenerationCache", "NothingDue"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -80,3 +80,38 @@ class GenerationCache(Generic[K, V]):
         future.set_result(value)
         self.put(key, generation, value)
         return value
+
+
+class NothingDue:
+    """What an outbox's look that found nothing due learned: when the next pending item is due
+    (None: nothing is pending), as of a commit ``generation``.
+
+    Until a commit lands or that time comes, a look would find nothing again, and can answer
+    without a query: a delivery loop's look every second then costs nothing while nothing is
+    due. Correct only for an outbox whose items are queued, made due or enabled by commits
+    that count in the generation, never by hot writes alone.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._found: tuple[int, str | None] | None = None
+
+    def generation(self) -> int:
+        """Take this before the look's queries."""
+        return self._db.generation
+
+    def holds(self, stamp: str) -> bool:
+        """Whether a look at ``stamp`` (``iso`` text) would still find nothing."""
+        found = self._found
+        if found is None or found[0] != self._db.generation:
+            return False
+        due = found[1]
+        return due is None or stamp < due
+
+    def found_nothing(self, generation: int, next_due: str | None) -> None:
+        """A look that began at ``generation`` found nothing due; the next is due then."""
+        self._found = (generation, next_due)
+
+    def forget(self) -> None:
+        """Look again next time (items were released without a commit)."""
+        self._found = None

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from agent.store.access import visible_farm_filter, writable_page
+from agent.store.cache import NothingDue
 from agent.store.db import Database
 from farmkit.secretbox import SecretBox
 from integrations.notify import REPEATABLE, DueNotification, Message, Settled, Where
@@ -119,6 +120,7 @@ class NotifyStore:
         self._db = db
         self._box = box
         self._cloud = cloud
+        self._nothing_due = NothingDue(db)
 
     # Contact points ----------------------------------------------------------------------------
 
@@ -463,7 +465,28 @@ class NotifyStore:
         return await self._db.write(work)
 
     async def due(self, limit: int, now: datetime, busy: frozenset[str]) -> list[DueNotification]:
-        """Pending notifications due at ``now`` of enabled contact points, oldest first."""
+        """Pending notifications due at ``now`` of enabled contact points, oldest first.
+
+        A look first asks when the first pending one is due, a point read on the event loop's
+        thread, and queries only once one is; a look that found nothing remembers when the next
+        one is due (``NothingDue``): the sending loop's look then costs no query until a commit
+        lands. Held back
+        by a device back online is a hot write's doing, and a send may end without a commit,
+        so the next due time counts those notifications and the ones in ``busy`` too (the plan
+        cancels the first within seconds, a commit).
+        """
+        stamp = iso(now)
+        if self._nothing_due.holds(stamp):
+            return []
+        generation = self._nothing_due.generation()
+        # One seek in the index of pending ones, on the event loop's thread: no reader's hop.
+        first = await self._db.lookup(
+            "SELECT min(next_attempt_at) FROM notifications WHERE status = 'pending'"
+        )
+        if first is None or first[0] is None or stamp < first[0]:
+            self._nothing_due.found_nothing(generation, None if first is None else first[0])
+            return []
+        busy_ids = json.dumps(sorted(busy))
         rows = await self._db.fetch_all(
             "SELECT n.id, n.contact_point_id, c.url_sealed, n.step, n.severity, n.event,"
             " n.attempts, n.created_at, c.quiet_start, c.quiet_end, f.name AS farm_name,"
@@ -476,8 +499,16 @@ class NotifyStore:
             " AND n.id NOT IN (SELECT value FROM json_each(?))"
             f" AND NOT ({_DEVICE_BACK})"
             " ORDER BY n.next_attempt_at LIMIT ?",
-            (iso(now), json.dumps(sorted(busy)), limit),
+            (stamp, busy_ids, limit),
         )
+        if not rows:
+            next_due = await self._db.fetch_value(
+                "SELECT min(n.next_attempt_at) FROM notifications AS n"
+                " JOIN contact_points AS c ON c.id = n.contact_point_id AND c.enabled = 1"
+                " WHERE n.status = 'pending'"
+            )
+            self._nothing_due.found_nothing(generation, next_due)
+            return []
         return [
             DueNotification(
                 id=row["id"],

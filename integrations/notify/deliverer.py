@@ -297,7 +297,8 @@ class NotifyDeliverer:
                 await asyncio.sleep(pause)
                 continue
             try:
-                await asyncio.wait_for(self._wakeup.wait(), self._policy.poll_s)
+                async with asyncio.timeout(self._policy.poll_s):
+                    await self._wakeup.wait()
             except TimeoutError:
                 continue
             self._wakeup.clear()

@@ -9,7 +9,6 @@ lost between the ones it received, and a slow client never slows anybody else.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from protocol.streams import frame_prefix
+from protocol.streams import compact_json, frame_prefix
 from protocol.timefmt import iso
 
 __all__ = ["Missed", "Outbox", "Stream", "StreamEvent"]
@@ -54,7 +53,7 @@ class StreamEvent:
     def batch_item(self) -> str:
         """The event as one item of a batch: its data with its timestamp, encoded once."""
         if self._item is None:
-            self._item = json.dumps({**self.data, "timestamp": iso(self.at)}, separators=(",", ":"))
+            self._item = compact_json({**self.data, "timestamp": iso(self.at)})
         return self._item
 
 

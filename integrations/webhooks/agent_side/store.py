@@ -3,6 +3,13 @@
 The agent is one process: a claim is an in-memory hold on the claimed ids, released once the
 outcomes are committed, so two delivery loops never post one delivery at once. After a crash
 nothing is held and every pending delivery is due again.
+
+A claim first asks when the first pending delivery is due, a point read on the event loop's
+thread (no hop to a reader thread), and claims only once one is; a claim that found nothing
+remembers when the next one is due (``NothingDue``): until then, while no commit lands, the
+delivery loop's look every second answers without a query. Whatever queues a delivery (an
+event's trigger, a harvest's, the test message, a webhook enabled again) is a commit that
+counts; the hot writes (readings, stamps, command records) never queue one.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agent.store.access import writable_page
+from agent.store.cache import NothingDue
 from agent.store.db import Database
 from integrations.webhooks import DueDelivery, Verdict
 from integrations.webhooks.health import fold_health
@@ -33,6 +41,18 @@ _DELIVERY_COLUMNS = (
     "id, webhook_id, event_type, event_id, status, attempts, last_status_code, last_error,"
     " last_attempt_at, next_attempt_at, created_at, delivered_at"
 )
+
+_CLAIM = (
+    "SELECT d.id, d.webhook_id, w.url, w.secret, d.body, d.attempts, d.created_at"
+    " FROM webhook_deliveries AS d JOIN webhooks AS w ON w.id = d.webhook_id"
+    " WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND w.enabled = 1"
+    " AND d.id NOT IN (SELECT value FROM json_each(?))"
+    " ORDER BY d.next_attempt_at LIMIT ?"
+)
+
+# When the first pending delivery is due, whatever its webhook and whoever holds it: one seek in
+# the index of pending deliveries, read on the event loop's thread. Nothing is due before then.
+_FIRST_DUE = "SELECT min(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending'"
 
 
 def _webhook(row: sqlite3.Row) -> dict[str, Any]:
@@ -71,6 +91,7 @@ class WebhookStore:
         # delivery is released only once its outcome is committed, so no read sees it pending
         # after it was settled (docs/adr/0051-outgoing-webhooks.md).
         self._claiming = asyncio.Lock()
+        self._nothing_due = NothingDue(db)
 
     # Webhooks ----------------------------------------------------------------------------------
 
@@ -170,14 +191,18 @@ class WebhookStore:
         """Up to ``limit`` pending deliveries due at ``now`` of enabled webhooks that no other
         loop holds, held until the block ends."""
         async with self._claiming:
-            rows = await self._db.fetch_all(
-                "SELECT d.id, d.webhook_id, w.url, w.secret, d.body, d.attempts, d.created_at"
-                " FROM webhook_deliveries AS d JOIN webhooks AS w ON w.id = d.webhook_id"
-                " WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND w.enabled = 1"
-                " AND d.id NOT IN (SELECT value FROM json_each(?))"
-                " ORDER BY d.next_attempt_at LIMIT ?",
-                (iso(now), json.dumps(sorted(self._held)), limit),
-            )
+            stamp = iso(now)
+            rows: list[sqlite3.Row] = []
+            if not self._nothing_due.holds(stamp):
+                generation = self._nothing_due.generation()
+                first = await self._db.lookup(_FIRST_DUE)
+                if first is None or first[0] is None or stamp < first[0]:
+                    self._nothing_due.found_nothing(generation, None if first is None else first[0])
+                else:
+                    held = json.dumps(sorted(self._held))
+                    rows = list(await self._db.fetch_all(_CLAIM, (stamp, held, limit)))
+                    if not rows:
+                        self._nothing_due.found_nothing(generation, await self._next_due(held))
             self._held |= {row["id"] for row in rows}
         due = [
             DueDelivery(
@@ -196,6 +221,19 @@ class WebhookStore:
             yield ClaimedDeliveries(self, due)
         finally:
             self._held -= ids
+            if ids:  # released unsettled (a failed settle commits nothing): due again
+                self._nothing_due.forget()
+
+    async def _next_due(self, held: str) -> str | None:
+        """When the first pending delivery of an enabled webhook not in ``held`` is due."""
+        due = await self._db.fetch_value(
+            "SELECT min(d.next_attempt_at) FROM webhook_deliveries AS d"
+            " JOIN webhooks AS w ON w.id = d.webhook_id"
+            " WHERE d.status = 'pending' AND w.enabled = 1"
+            " AND d.id NOT IN (SELECT value FROM json_each(?))",
+            (held,),
+        )
+        return None if due is None else str(due)
 
     async def prune(self, before: datetime, chunk: int) -> int:
         """Delete up to ``chunk`` delivered or failed deliveries created before ``before``."""

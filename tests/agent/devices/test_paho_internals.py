@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import inspect
+import socket
 
 import aiomqtt
 import paho.mqtt
@@ -61,6 +62,7 @@ def test_paho_s_private_methods_are_there_with_the_parameters_used() -> None:
         "pos",
     }
     assert hasattr(client, "_last_bytes_received") or hasattr(client, "_last_msg_in")
+    assert hasattr(client, "_last_msg_out") and hasattr(client, "_sock")
     with client._msgtime_mutex:
         assert callable(mqtt.time_func)
     assert client._protocol == MQTTProtocolVersion.MQTTv311
@@ -114,6 +116,32 @@ async def test_joined_publishes_arrive_in_order_with_their_retain_flags(
         "relay/2": ("é" * 194).encode(),
         "relay/big": b"x" * 20_000,
     }
+
+
+async def test_joined_writes_leave_at_once_and_what_the_socket_refuses_follows_in_order(
+    broker: Mosquitto,
+) -> None:
+    async with (
+        aiomqtt.Client(broker.host, broker.port, identifier="hub") as hub,
+        aiomqtt.Client(broker.host, broker.port, identifier="agent") as agent,
+    ):
+        await hub.subscribe("relay/#", qos=1)
+        paho_internals.send_publishes(agent, [OutgoingMessage("relay/0", "first", 0, True)])
+        # Sent in the call: nothing waits for a turn of the event loop in paho's queue.
+        assert not agent._client._out_packet
+        sock = agent._client.socket()
+        assert isinstance(sock, socket.socket)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        big = [OutgoingMessage(f"relay/{n}", str(n) * 4000, 0, False) for n in range(1, 200)]
+        paho_internals.send_publishes(agent, big[:100])
+        paho_internals.send_publishes(agent, big[100:])
+        got = []
+        async with asyncio.timeout(WAIT):
+            async for message in hub.messages:
+                got.append((str(message.topic), message.payload))
+                if len(got) == 200:
+                    break
+    assert got == [("relay/0", b"first")] + [(m.topic, m.payload.encode()) for m in big]
 
 
 @pytest.mark.parametrize(
