@@ -31,6 +31,7 @@ from agent.store.group_commit import (
     refusal,
     run_batch,
     run_jobs,
+    schema_cookie,
     take_all,
 )
 from agent.store.integrity import StoreCorrupted, check_integrity
@@ -386,6 +387,7 @@ class Database(Reads):
             return False
         jobs = take_all(self._queued)
         try:
+            schema = schema_cookie(raw)
             outcomes = run_jobs(raw, jobs, self.sequence)
         except Exception as err:
             self._settle(None, jobs, err)
@@ -394,7 +396,7 @@ class Database(Reads):
 
         def commit(conn: sqlite3.Connection) -> None:
             try:
-                end_batch(conn, outcomes, True)
+                end_batch(conn, outcomes, True, jobs, schema)
             except BaseException as err:
                 loop.call_soon_threadsafe(self._settle, None, jobs, err)
                 raise
@@ -409,7 +411,7 @@ class Database(Reads):
     ) -> None:
         """On the event loop: answer the writers of a batch once its ``COMMIT`` has returned."""
         failed = isinstance(outcomes, BaseException)
-        if failed or group is not None or not all(job.hot for job in jobs):
+        if failed or group is not None or not all(job.hot or not job.wrote for job in jobs):
             self.generation += 1  # even a failed COMMIT may have landed: invalidate caches
         self._observe(refusal(outcomes))
         if isinstance(outcomes, BaseException):

@@ -22,6 +22,7 @@ __all__ = [
     "refusal",
     "run_batch",
     "run_jobs",
+    "schema_cookie",
     "take_all",
 ]
 
@@ -68,6 +69,8 @@ class Job(Generic[T]):
         """The work takes its outbox numbers from :class:`OutboxSequence` and queues no other
         change: the stored counter is not brought up to date before it."""
         self.outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self.wrote = True
+        """False once the work ran and changed no row (see :func:`end_batch`)."""
 
 
 class GroupLost(Exception):
@@ -81,8 +84,9 @@ def run_batch(
     the group already open; each job's result or its exception."""
     if begin:
         conn.execute("BEGIN IMMEDIATE")
+    schema = schema_cookie(conn)
     outcomes = run_jobs(conn, jobs, sequence)
-    end_batch(conn, outcomes, begin)
+    end_batch(conn, outcomes, begin, jobs, schema)
     return outcomes
 
 
@@ -99,7 +103,9 @@ def run_jobs(conn: sqlite3.Connection, jobs: list[Job[Any]], sequence: OutboxSeq
             try:
                 if not job.sequenced:
                     sequence.sync(conn)
+                before = conn.total_changes  # triggers' rows included
                 outcomes.append(job.work(conn))
+                job.wrote = conn.total_changes != before
             except Exception as err:
                 if not conn.in_transaction:
                     raise GroupLost(str(err)) from err
@@ -115,9 +121,31 @@ def run_jobs(conn: sqlite3.Connection, jobs: list[Job[Any]], sequence: OutboxSeq
     return outcomes
 
 
-def end_batch(conn: sqlite3.Connection, outcomes: list[Any], begin: bool) -> None:
-    """``COMMIT`` the batch (``ROLLBACK`` if it began it and every job failed)."""
-    if begin and all(isinstance(outcome, Exception) for outcome in outcomes):
+def schema_cookie(conn: sqlite3.Connection) -> int:
+    """The schema's version number, which any change of the schema raises."""
+    return int(conn.execute("PRAGMA schema_version").fetchone()[0])
+
+
+def end_batch(
+    conn: sqlite3.Connection,
+    outcomes: list[Any],
+    begin: bool,
+    jobs: list[Job[Any]],
+    schema: int,
+) -> None:
+    """``COMMIT`` the batch; ``ROLLBACK`` if it began it and no job changed anything (every
+    one failed, or changed no row and the schema stayed ``schema``).
+
+    A write that finds nothing to do (a periodic look with nothing due) would otherwise commit
+    the outbox counter's raise alone: a page and an fsync for nothing, every few seconds on
+    the SD card. Rolled back, it takes that raise with it; the next write raises it again."""
+    if schema_cookie(conn) != schema:  # a schema change counts no row: it wrote
+        for job in jobs:
+            job.wrote = True
+    if begin and all(
+        isinstance(outcome, Exception) or not job.wrote
+        for outcome, job in zip(outcomes, jobs, strict=True)
+    ):
         conn.execute("ROLLBACK")  # nothing to commit
         return
     try:

@@ -33,6 +33,10 @@ def _committed(db: Database, sql: str) -> list[tuple[object, ...]]:
         return [tuple(row) for row in other.execute(sql)]
 
 
+def _wal_size(db: Database) -> int:
+    return Path(f"{db.path}-wal").stat().st_size
+
+
 class Boom(Exception):
     pass
 
@@ -319,3 +323,22 @@ async def test_a_checkpoint_waits_for_the_commit_of_a_transaction_block_that_end
     await writer
     assert busy == 0
     assert _committed(db, "SELECT text FROM notes") == [("block",)]
+
+
+async def test_a_write_that_finds_nothing_to_change_writes_nothing(db: Database) -> None:
+    counter = "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'"
+    await db.write(lambda conn: conn.execute("INSERT INTO notes VALUES (1, 'one')"))
+    [(stored,)] = _committed(db, counter)
+    db.sequence.given = stored + 100  # numbers handed to reading commits, above the counter
+    size, generation = _wal_size(db), db.generation
+
+    # A periodic look with nothing due: neither its counter raise nor an fsync reach the card.
+    await db.write(lambda conn: conn.execute("UPDATE notes SET text = 'x' WHERE id = 7"))
+    assert _wal_size(db) == size
+    assert db.generation == generation
+    assert _committed(db, counter) == [(stored,)]
+
+    # The next write that changes something raises the counter with it.
+    await db.write(lambda conn: conn.execute("INSERT INTO notes VALUES (7, 'seven')"))
+    assert _committed(db, counter) == [(stored + 100,)]
+    assert db.generation > generation
