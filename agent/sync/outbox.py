@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import bisect
 import time
+from array import array
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Any
 
 import aiosqlite
@@ -155,6 +157,12 @@ def _add_bulk(found: Iterable[Any], readings: Readings, rollups: Rollups) -> Non
             readings.append((seq, series_id, ts, value))
         else:
             rollups.append((seq, series_id, width_ms, ts, value, vmax, vsum, n))
+
+
+def _holds(ordered: Sequence[int], seq: int) -> bool:
+    """Whether ``seq`` is one of ``ordered`` (ascending)."""
+    at = bisect.bisect_left(ordered, seq)
+    return at < len(ordered) and ordered[at] == seq
 
 
 def _marks(count: int) -> str:
@@ -292,7 +300,9 @@ class OutboxStore:
 
     async def claims(self, seqs: Sequence[int]) -> list[tuple[int, int]]:
         """The sequence ranges a batch of ``seqs`` accounts for (see the module docstring)."""
-        ordered = sorted(seqs)
+        ordered = array("q", seqs)  # a column of a batch's numbers, not an object each
+        if any(a > b for a, b in zip(ordered, islice(ordered, 1, None), strict=False)):
+            ordered = array("q", sorted(ordered))
         if not ordered:
             return []
         first, last = ordered[0], ordered[-1]
@@ -300,14 +310,13 @@ class OutboxStore:
             return await self._claims_each(ordered)
         # Runs of the batch with no other queued row between them claim from below the first
         # to below the next queued row above the last, in one range.
-        batch = set(ordered)
         others: list[int] = []
         for table in ("outbox", "outbox_readings", "outbox_staged", "outbox_rollups"):
             # Mostly the batch's own rows: read a chunk at a time, only the others kept.
             async for found in self._db.fetch_chunks(
                 f"SELECT seq FROM {table} WHERE seq BETWEEN ? AND ?", (first, last)
             ):
-                others.extend(seq for (seq,) in found if seq not in batch)
+                others.extend(seq for (seq,) in found if not _holds(ordered, seq))
         others.sort()
         runs: list[tuple[int, int]] = []
         start = before = first

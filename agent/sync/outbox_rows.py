@@ -219,9 +219,10 @@ class Selection:
         return len(self.entities) + len(self.readings) + len(self.rollups)
 
     @property
-    def seqs(self) -> list[int]:
-        """Every sequence number the selection holds."""
-        return sorted([r.seq for r in self.entities] + [*self.readings.seq, *self.rollups.seq])
+    def seqs(self) -> array[int]:
+        """Every sequence number the selection holds, ascending (a column, as its rows)."""
+        entities = sorted(r.seq for r in self.entities)
+        return array("q", heapq.merge(entities, self.readings.seq, self.rollups.seq))
 
     @property
     def top(self) -> int:
