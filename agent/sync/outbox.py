@@ -296,7 +296,7 @@ class OutboxStore:
                 span,
             ):
                 readings.extend(chunk)
-        return Selection(entities, readings, rollups.in_seq_order())
+        return Selection(entities, readings, rollups)
 
     async def claims(self, seqs: Sequence[int]) -> list[tuple[int, int]]:
         """The sequence ranges a batch of ``seqs`` accounts for (see the module docstring)."""
@@ -582,14 +582,18 @@ async def _mark_oldest(
             "INSERT OR IGNORE INTO outbox_inflight (lo, hi) VALUES (?, ?)", (lo - 1, hi)
         )
         span = (lo - 1, hi)
+    # Read, then marked, in the same transaction: an UPDATE ... RETURNING would hold every
+    # row it returns in SQLite's memory before the first (megabytes for a batch of rollups).
     rollups = Rollups()
     async with conn.execute(
-        "UPDATE outbox_rollups SET inflight = 1 WHERE inflight = 0 AND seq <= ?"
-        f" RETURNING {_ROLLUP}",
+        f"SELECT {_ROLLUP} FROM outbox_rollups WHERE inflight = 0 AND seq <= ? ORDER BY seq",
         (int(cut),),
     ) as cursor:
         while chunk := await cursor.fetchmany(2_000):
             rollups.extend(chunk)
+    await conn.execute(
+        "UPDATE outbox_rollups SET inflight = 1 WHERE inflight = 0 AND seq <= ?", (int(cut),)
+    )
     return span, rollups
 
 

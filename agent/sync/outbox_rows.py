@@ -148,14 +148,6 @@ class _Columns(Sequence[_Row], Generic[_Row]):
         """The rows numbered ``seq`` or lower."""
         return self[: bisect_right(self.seq, seq)]
 
-    def in_seq_order(self) -> Self:
-        """The same rows ordered by number (an ``UPDATE ... RETURNING`` gives no order)."""
-        seqs = self.seq
-        if all(a < b for a, b in zip(seqs, islice(seqs, 1, None), strict=False)):
-            return self
-        order = sorted(range(len(seqs)), key=seqs.__getitem__)
-        return self._of(tuple(array(c.typecode, (c[i] for i in order)) for c in self._columns))
-
 
 class Readings(_Columns[QueuedReading]):
     """Queued raw readings as columns: seq, series_id, ts (int64), value (double)."""
