@@ -3,7 +3,7 @@ entity changes, queued readings and rollups, a batch's selection of them, and th
 operators watch.
 
 A batch's readings and rollups are held as columns of machine numbers (:class:`Readings`,
-:class:`Rollups`), not as an object per row: a drain holds two batches of up to 50,000 rows
+:class:`Rollups`), not as an object per row: a drain holds two batches of up to 25,000 rows
 (the one posted, the next prepared beside it), which as objects cost about 190 bytes a reading
 and 300 a rollup, and as columns 32 and 64."""
 

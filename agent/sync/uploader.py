@@ -69,7 +69,7 @@ _MARGIN = 0.8
 class SyncPolicy:
     """Batch caps, pacing, back-off and the outbox bounds (from the agent's settings)."""
 
-    batch_max_records: int = 50_000
+    batch_max_records: int = 25_000
     batch_max_bytes: int = 2 * 1024 * 1024
     """Until the cloud announces its limits: the largest batch, decompressed JSON."""
     batch_max_body_bytes: int = 768 * 1024

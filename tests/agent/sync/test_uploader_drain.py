@@ -26,7 +26,7 @@ T0 = 1_700_000_000_000
 async def test_a_drain_sends_every_row_once_and_holds_no_object_per_row(
     db: Database, tmp_path: Path
 ) -> None:
-    # A backlog of hours is drained in batches of up to 50,000 rows, two at a time (the one
+    # A backlog of hours is drained in batches of up to 25,000 rows, two at a time (the one
     # posted, the next prepared beside it): as an object per row they cost the agent tens of
     # megabytes on a Raspberry Pi. Here batches of 2,500 rows span several chunks of the
     # reads, mix rollups with readings that came out of time order, and are cut to the size
