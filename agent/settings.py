@@ -68,7 +68,7 @@ class AgentSettings(HubSettings, WebhookSettings, BaseSettings):
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Larger bodies get a 413")
 
     sync_enabled: bool = Field(True, description="Upload to the cloud once paired")
-    sync_batch_max_records: int = Field(50_000, ge=1, description="Outbox rows per batch")
+    sync_batch_max_records: int = Field(25_000, ge=1, description="Outbox rows per batch")
     sync_batch_max_bytes: int = Field(
         2 * 1024 * 1024,
         ge=1024,

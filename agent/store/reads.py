@@ -4,7 +4,7 @@ connections with threads of their own (SQLite releases the GIL while it reads)."
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 import aiosqlite
@@ -56,6 +56,15 @@ class Reads:
     async def fetch_all(self, sql: str, params: Params = ()) -> Iterable[sqlite3.Row]:
         """Run a read query and return all rows."""
         return await self._read_conn.execute_fetchall(sql, params)
+
+    async def fetch_chunks(
+        self, sql: str, params: Params = (), size: int = 2_000
+    ) -> AsyncIterator[list[sqlite3.Row]]:
+        """The rows of a read query ``size`` at a time, for a caller that keeps them in a form
+        of its own: a result of tens of thousands of rows is never held whole as row objects."""
+        async with self._read_conn.execute(sql, params) as cursor:
+            while rows := await cursor.fetchmany(size):
+                yield list(rows)
 
     async def fetch_one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
         """Run a read query and return its first row, if any."""

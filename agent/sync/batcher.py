@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
-from collections.abc import Mapping
+from array import array
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from agent.sync.outbox_rows import (
     HOUR_MS,
     MINUTE_MS,
     EntityRow,
-    QueuedReading,
-    QueuedRollup,
+    Rollups,
     Selection,
 )
 from protocol.sync import (
@@ -76,32 +76,32 @@ def build_records(rows: Selection, series: Series) -> Outgoing:
     order = {key: pos for pos, key in enumerate(sorted(newest, key=first.__getitem__))}
     entities.sort(key=lambda r: order[(r.kind, r.key)])
     # The cloud applies records in batch order; rollups and blocks go after the entities.
-    rollups: dict[tuple[int, int], list[QueuedRollup]] = defaultdict(list)
-    for rollup in rows.rollups:
-        rollups[(rollup.series_id, rollup.width_ms)].append(rollup)
-    for (series_id, width_ms), members in rollups.items():
-        record = _rollups(series_id, width_ms, members, series)
+    # Grouped by row number, straight from the columns: no object per row.
+    rollups = rows.rollups
+    for (series_id, width_ms), members in _groups(
+        zip(rollups.series_id, rollups.width_ms, strict=True)
+    ).items():
+        record = _rollups(series_id, width_ms, rollups, members, series)
         if record is None:
             out.dropped += len(members)
         else:
             out.records.append(record)
-    readings: dict[int, list[QueuedReading]] = defaultdict(list)
-    for reading in rows.readings:
-        readings[reading.series_id].append(reading)
-    for series_id, points in readings.items():
+    readings = rows.readings
+    seq, ts, value = readings.seq, readings.ts, readings.value
+    for series_id, points in _groups(readings.series_id).items():
         found = series.get(series_id)
         if found is None:
             out.dropped += len(points)
             continue
         device_id, metric, unit = found
-        points.sort(key=lambda p: (p.ts, p.seq))
+        ranked = sorted(points, key=lambda i: (ts[i], seq[i]))
         data = encode_readings(
-            ReadingBlock(device_id, metric, [p.ts for p in points], [p.value for p in points])
+            ReadingBlock(device_id, metric, [ts[i] for i in ranked], [value[i] for i in ranked])
         )
         data["u"] = unit
         out.records.append(
             Record(
-                seq=max(p.seq for p in points),
+                seq=max(seq[i] for i in points),
                 lane=Lane.BULK,
                 kind="readings",
                 op="upsert",
@@ -116,29 +116,44 @@ def build_records(rows: Selection, series: Series) -> Outgoing:
 _WIDTH = {MINUTE_MS: "1m", HOUR_MS: "1h"}
 
 
+_K = TypeVar("_K", bound=Hashable)
+
+
+def _groups(keys: Iterable[_K]) -> dict[_K, array[int]]:
+    """The row numbers of each key, keys in the order they first come."""
+    groups: dict[_K, array[int]] = {}
+    for index, key in enumerate(keys):
+        found = groups.get(key)
+        if found is None:
+            groups[key] = found = array("q")
+        found.append(index)
+    return groups
+
+
 def _rollups(
-    series_id: int, width_ms: int, members: list[QueuedRollup], series: Series
+    series_id: int, width_ms: int, rows: Rollups, members: array[int], series: Series
 ) -> Record | None:
-    """One block for the rollups of a series and width, each under its own number."""
+    """One block for the rollups of a series and width (rows ``members`` of ``rows``), each
+    under its own number."""
     found = series.get(series_id)
     if found is None:
         return None
     device_id, metric, unit = found
-    members.sort(key=lambda r: r.seq)
+    order = sorted(members, key=rows.seq.__getitem__)
     block = RollupBlock(
         device_id=device_id,
         metric=metric,
         unit=unit,
         width=_WIDTH[width_ms],
-        seqs=[r.seq for r in members],
-        buckets_ms=[r.ts for r in members],
-        mins=[r.vmin for r in members],
-        maxes=[r.vmax for r in members],
-        sums=[r.vsum for r in members],
-        counts=[r.n for r in members],
+        seqs=[rows.seq[i] for i in order],
+        buckets_ms=[rows.ts[i] for i in order],
+        mins=[rows.vmin[i] for i in order],
+        maxes=[rows.vmax[i] for i in order],
+        sums=[rows.vsum[i] for i in order],
+        counts=[rows.n[i] for i in order],
     )
     return Record(
-        seq=members[-1].seq,
+        seq=block.seqs[-1],
         lane=Lane.BULK,
         kind=ROLLUP_BLOCK,
         op="upsert",
@@ -149,7 +164,7 @@ def _rollups(
 
 def series_ids(rows: Selection) -> list[int]:
     """The reading series that ``rows`` refer to."""
-    return sorted({r.series_id for r in rows.readings} | {r.series_id for r in rows.rollups})
+    return sorted(set(rows.readings.series_id) | set(rows.rollups.series_id))
 
 
 def now_ms() -> int:

@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import bisect
 import time
+from array import array
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Any
 
 import aiosqlite
@@ -54,8 +56,8 @@ from agent.sync.outbox_rows import (
     Compaction,
     EntityRow,
     OutboxFigures,
-    QueuedReading,
-    QueuedRollup,
+    Readings,
+    Rollups,
     Selection,
 )
 from protocol.sync import merge_ranges
@@ -148,24 +150,19 @@ def _entities(found: Iterable[Any]) -> list[EntityRow]:
     return [EntityRow(*tuple(r)) for r in found]
 
 
-def _readings(found: Iterable[Any]) -> list[QueuedReading]:
-    return [QueuedReading(*tuple(r)) for r in found]
-
-
-def _rollups(found: Iterable[Any]) -> list[QueuedRollup]:
-    return [QueuedRollup(*tuple(r)) for r in found]
-
-
-def _bulk(found: Iterable[Any]) -> tuple[list[QueuedReading], list[QueuedRollup]]:
-    """The rows of :data:`_IN_FLIGHT`, each kind in sequence order."""
-    readings: list[QueuedReading] = []
-    rollups: list[QueuedRollup] = []
+def _add_bulk(found: Iterable[Any], readings: Readings, rollups: Rollups) -> None:
+    """Rows of :data:`_IN_FLIGHT` added to the columns of their kind."""
     for seq, series_id, ts, value, width_ms, vmax, vsum, n in found:
         if width_ms is None:
-            readings.append(QueuedReading(seq, series_id, ts, value))
+            readings.append((seq, series_id, ts, value))
         else:
-            rollups.append(QueuedRollup(seq, series_id, width_ms, ts, value, vmax, vsum, n))
-    return readings, rollups
+            rollups.append((seq, series_id, width_ms, ts, value, vmax, vsum, n))
+
+
+def _holds(ordered: Sequence[int], seq: int) -> bool:
+    """Whether ``seq`` is one of ``ordered`` (ascending)."""
+    at = bisect.bisect_left(ordered, seq)
+    return at < len(ordered) and ordered[at] == seq
 
 
 def _marks(count: int) -> str:
@@ -211,12 +208,13 @@ class OutboxStore:
             return Selection()
         return Selection(entities, readings, rollups)
 
-    async def _in_flight_bulk(
-        self, room: int, above: int
-    ) -> tuple[list[QueuedReading], list[QueuedRollup]]:
+    async def _in_flight_bulk(self, room: int, above: int) -> tuple[Readings, Rollups]:
         """The ``room`` lowest readings and rollups in flight above ``above``, in one ordered
-        read of both kinds: never more rows than the batch holds."""
-        return _bulk(await self._db.fetch_all(_IN_FLIGHT, (above, room)))
+        read of both kinds: never more rows than the batch holds (nor their row objects)."""
+        readings, rollups = Readings(), Rollups()
+        async for chunk in self._db.fetch_chunks(_IN_FLIGHT, (above, room)):
+            _add_bulk(chunk, readings, rollups)
+        return readings, rollups
 
     async def _queued_entities(self, limit: int) -> list[EntityRow]:
         """The first ``limit`` entity changes queued: lane (events first), then sequence."""
@@ -289,22 +287,22 @@ class OutboxStore:
                     return None
             floor = await _value(conn, "SELECT coalesce(max(hi), 0) FROM outbox_inflight", ())
             span, rollups = await _mark_oldest(conn, room, floor=int(floor))
-        readings: list[QueuedReading] = []
+        readings = Readings()
         if span is not None:
-            readings = _readings(
-                await self._db.fetch_all(
-                    f"SELECT {_READING} FROM outbox_readings WHERE seq > ?1 AND seq <= ?2"
-                    f" UNION ALL SELECT {_READING} FROM outbox_staged WHERE seq > ?1 AND seq <= ?2"
-                    " ORDER BY 1",
-                    span,
-                )
-            )
-        rollups.sort(key=lambda r: r.seq)
+            async for chunk in self._db.fetch_chunks(
+                f"SELECT {_READING} FROM outbox_readings WHERE seq > ?1 AND seq <= ?2"
+                f" UNION ALL SELECT {_READING} FROM outbox_staged WHERE seq > ?1 AND seq <= ?2"
+                " ORDER BY 1",
+                span,
+            ):
+                readings.extend(chunk)
         return Selection(entities, readings, rollups)
 
     async def claims(self, seqs: Sequence[int]) -> list[tuple[int, int]]:
         """The sequence ranges a batch of ``seqs`` accounts for (see the module docstring)."""
-        ordered = sorted(seqs)
+        ordered = array("q", seqs)  # a column of a batch's numbers, not an object each
+        if any(a > b for a, b in zip(ordered, islice(ordered, 1, None), strict=False)):
+            ordered = array("q", sorted(ordered))
         if not ordered:
             return []
         first, last = ordered[0], ordered[-1]
@@ -312,13 +310,13 @@ class OutboxStore:
             return await self._claims_each(ordered)
         # Runs of the batch with no other queued row between them claim from below the first
         # to below the next queued row above the last, in one range.
-        batch = set(ordered)
         others: list[int] = []
         for table in ("outbox", "outbox_readings", "outbox_staged", "outbox_rollups"):
-            found = await self._db.fetch_all(
+            # Mostly the batch's own rows: read a chunk at a time, only the others kept.
+            async for found in self._db.fetch_chunks(
                 f"SELECT seq FROM {table} WHERE seq BETWEEN ? AND ?", (first, last)
-            )
-            others.extend(int(r[0]) for r in found if int(r[0]) not in batch)
+            ):
+                others.extend(seq for (seq,) in found if not _holds(ordered, seq))
         others.sort()
         runs: list[tuple[int, int]] = []
         start = before = first
@@ -403,8 +401,8 @@ class OutboxStore:
             rows = sent.entities[start : start + _ACK_ROWS]
             pieces.append(("outbox", [r.seq for r in rows], sum(r.bytes for r in rows)))
         for table, seqs, each in (
-            ("outbox_readings", [r.seq for r in sent.readings], READING_BYTES),
-            ("outbox_rollups", [r.seq for r in sent.rollups], ROLLUP_BYTES),
+            ("outbox_readings", sent.readings.seq, READING_BYTES),
+            ("outbox_rollups", sent.rollups.seq, ROLLUP_BYTES),
         ):
             for start in range(0, len(seqs), _ACK_ROWS):
                 chunk = seqs[start : start + _ACK_ROWS]
@@ -440,7 +438,7 @@ class OutboxStore:
                     )
                 if index < len(transactions) - 1:
                     continue
-                await _acknowledge_staged(conn, [r.seq for r in sent.readings])
+                await _acknowledge_staged(conn, sent.readings.seq)
                 # In-flight ranges that hold no queued reading any more are done.
                 await conn.execute(
                     "DELETE FROM outbox_inflight WHERE NOT EXISTS (SELECT 1 FROM outbox_readings"
@@ -552,7 +550,7 @@ class OutboxStore:
 
 async def _mark_oldest(
     conn: aiosqlite.Connection, room: int, *, floor: int = 0
-) -> tuple[tuple[int, int] | None, list[QueuedRollup]]:
+) -> tuple[tuple[int, int] | None, Rollups]:
     """Mark the oldest ``room`` rows of the queued readings above ``floor`` and the rollups
     not in flight, both kinds together in sequence order (the readings as one range: every
     reading from the first to the last); the range marked, and the rollups.
@@ -568,7 +566,7 @@ async def _mark_oldest(
         (floor, room),
     )
     if cut is None:
-        return None, []
+        return None, Rollups()
     bounds = list(
         await conn.execute_fetchall(
             "SELECT min(seq), max(seq) FROM (SELECT r.seq FROM outbox_readings AS r"
@@ -584,12 +582,17 @@ async def _mark_oldest(
             "INSERT OR IGNORE INTO outbox_inflight (lo, hi) VALUES (?, ?)", (lo - 1, hi)
         )
         span = (lo - 1, hi)
-    rollups = _rollups(
-        await conn.execute_fetchall(
-            "UPDATE outbox_rollups SET inflight = 1 WHERE inflight = 0 AND seq <= ?"
-            f" RETURNING {_ROLLUP}",
-            (int(cut),),
-        )
+    # Read, then marked, in the same transaction: an UPDATE ... RETURNING would hold every
+    # row it returns in SQLite's memory before the first (megabytes for a batch of rollups).
+    rollups = Rollups()
+    async with conn.execute(
+        f"SELECT {_ROLLUP} FROM outbox_rollups WHERE inflight = 0 AND seq <= ? ORDER BY seq",
+        (int(cut),),
+    ) as cursor:
+        while chunk := await cursor.fetchmany(2_000):
+            rollups.extend(chunk)
+    await conn.execute(
+        "UPDATE outbox_rollups SET inflight = 1 WHERE inflight = 0 AND seq <= ?", (int(cut),)
     )
     return span, rollups
 

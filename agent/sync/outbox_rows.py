@@ -1,10 +1,21 @@
 """The rows of the sync outbox as the uploader and the batcher see them (agent/sync/outbox.py):
 entity changes, queued readings and rollups, a batch's selection of them, and the figures
-operators watch."""
+operators watch.
+
+A batch's readings and rollups are held as columns of machine numbers (:class:`Readings`,
+:class:`Rollups`), not as an object per row: a drain holds two batches of up to 25,000 rows
+(the one posted, the next prepared beside it), which as objects cost about 190 bytes a reading
+and 300 a rollup, and as columns 32 and 64."""
 
 from __future__ import annotations
 
+import heapq
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any, ClassVar, Generic, Self, TypeVar, overload
 
 from agent.store.outbox_sequence import READING_BYTES
 
@@ -18,6 +29,8 @@ __all__ = [
     "OutboxFigures",
     "QueuedReading",
     "QueuedRollup",
+    "Readings",
+    "Rollups",
     "Selection",
 ]
 
@@ -65,25 +78,148 @@ class QueuedRollup:
     n: int
 
 
+_Row = TypeVar("_Row", QueuedReading, QueuedRollup)
+
+
+class _Columns(Sequence[_Row], Generic[_Row]):
+    """Rows of one kind in sequence order, one array per field; indexing or iterating makes a
+    row object on demand (tests, a rare resend), the batch's own work reads the columns."""
+
+    __slots__ = ("_columns",)
+    _row: ClassVar[type]
+    _codes: ClassVar[str]
+    _fields: ClassVar[tuple[str, ...]]
+
+    def __init__(self, rows: Iterable[_Row] = ()) -> None:
+        self._columns: tuple[array[Any], ...] = tuple(array(code) for code in self._codes)
+        self.extend(tuple(getattr(row, name) for name in self._fields) for row in rows)
+
+    def extend(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Append database rows (their fields in the row type's order)."""
+        for column, values in zip(self._columns, zip(*rows, strict=True), strict=False):
+            column.extend(values)
+
+    def append(self, row: Sequence[Any]) -> None:
+        for column, value in zip(self._columns, row, strict=True):
+            column.append(value)
+
+    @property
+    def seq(self) -> array[int]:
+        return self._columns[0]
+
+    @property
+    def series_id(self) -> array[int]:
+        return self._columns[1]
+
+    def __len__(self) -> int:
+        return len(self._columns[0])
+
+    @overload
+    def __getitem__(self, index: int) -> _Row: ...
+    @overload
+    def __getitem__(self, index: slice) -> Self: ...
+    def __getitem__(self, index: int | slice) -> _Row | Self:
+        if isinstance(index, slice):
+            return self._of(tuple(column[index] for column in self._columns))
+        row: _Row = self._row(*(column[index] for column in self._columns))
+        return row
+
+    def __iter__(self) -> Iterator[_Row]:
+        for values in zip(*self._columns, strict=True):
+            yield self._row(*values)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Columns):
+            return type(other) is type(self) and other._columns == self._columns
+        return isinstance(other, list) and list(self) == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
+
+    @classmethod
+    def _of(cls, columns: tuple[array[Any], ...]) -> Self:
+        made = cls()
+        made._columns = columns
+        return made
+
+    def upto(self, seq: int) -> Self:
+        """The rows numbered ``seq`` or lower."""
+        return self[: bisect_right(self.seq, seq)]
+
+
+class Readings(_Columns[QueuedReading]):
+    """Queued raw readings as columns: seq, series_id, ts (int64), value (double)."""
+
+    __slots__ = ()
+    _row = QueuedReading
+    _codes = "qqqd"
+    _fields = ("seq", "series_id", "ts", "value")
+
+    @property
+    def ts(self) -> array[int]:
+        return self._columns[2]
+
+    @property
+    def value(self) -> array[float]:
+        return self._columns[3]
+
+
+class Rollups(_Columns[QueuedRollup]):
+    """Queued rollups as columns: seq, series_id, width_ms, ts, vmin, vmax, vsum, n."""
+
+    __slots__ = ()
+    _row = QueuedRollup
+    _codes = "qqqqdddq"
+    _fields = ("seq", "series_id", "width_ms", "ts", "vmin", "vmax", "vsum", "n")
+
+    @property
+    def width_ms(self) -> array[int]:
+        return self._columns[2]
+
+    @property
+    def ts(self) -> array[int]:
+        return self._columns[3]
+
+    @property
+    def vmin(self) -> array[float]:
+        return self._columns[4]
+
+    @property
+    def vmax(self) -> array[float]:
+        return self._columns[5]
+
+    @property
+    def vsum(self) -> array[float]:
+        return self._columns[6]
+
+    @property
+    def n(self) -> array[int]:
+        return self._columns[7]
+
+
 @dataclass
 class Selection:
     """Rows for one batch, each kind in sequence order."""
 
     entities: list[EntityRow] = field(default_factory=list)
-    readings: list[QueuedReading] = field(default_factory=list)
-    rollups: list[QueuedRollup] = field(default_factory=list)
+    readings: Readings = field(default_factory=Readings)
+    rollups: Rollups = field(default_factory=Rollups)
 
     def __len__(self) -> int:
         return len(self.entities) + len(self.readings) + len(self.rollups)
 
     @property
-    def seqs(self) -> list[int]:
-        """Every sequence number the selection holds."""
-        return sorted(
-            [r.seq for r in self.entities]
-            + [r.seq for r in self.readings]
-            + [r.seq for r in self.rollups]
-        )
+    def seqs(self) -> array[int]:
+        """Every sequence number the selection holds, ascending (a column, as its rows)."""
+        entities = sorted(r.seq for r in self.entities)
+        return array("q", heapq.merge(entities, self.readings.seq, self.rollups.seq))
+
+    @property
+    def top(self) -> int:
+        """The highest number of its readings and rollups (0 without any)."""
+        return max(self.readings.seq[-1:] + self.rollups.seq[-1:], default=0)
 
     @property
     def bytes(self) -> int:
@@ -98,13 +234,14 @@ class Selection:
         """The first ``count`` rows: entities, then rollups and readings by sequence."""
         entities = self.entities[:count]
         rest = count - len(entities)
-        bulk: list[QueuedReading | QueuedRollup] = [*self.rollups, *self.readings]
-        bulk = sorted(bulk, key=lambda r: r.seq)[: max(0, rest)]
-        return Selection(
-            entities,
-            [r for r in bulk if isinstance(r, QueuedReading)],
-            [r for r in bulk if isinstance(r, QueuedRollup)],
-        )
+        if rest <= 0:
+            return Selection(entities)
+        # Each kind is in sequence order: the rest-th lowest number of both is the cut.
+        both = heapq.merge(self.readings.seq, self.rollups.seq)
+        cut = next(islice(both, rest - 1, None), None)
+        if cut is None:
+            return Selection(entities, self.readings, self.rollups)
+        return Selection(entities, self.readings.upto(cut), self.rollups.upto(cut))
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,7 @@ _MARGIN = 0.8
 class SyncPolicy:
     """Batch caps, pacing, back-off and the outbox bounds (from the agent's settings)."""
 
-    batch_max_records: int = 50_000
+    batch_max_records: int = 25_000
     batch_max_bytes: int = 2 * 1024 * 1024
     """Until the cloud announces its limits: the largest batch, decompressed JSON."""
     batch_max_body_bytes: int = 768 * 1024
@@ -355,9 +355,7 @@ class Uploader:
         above it if any (a batch cut to the limits leaves some), else fresh rows beside it;
         ``None`` when there is nothing, or the next rows must wait for its answer."""
         limit = self._policy.batch_max_records
-        above = max([r.seq for r in posting.readings] + [r.seq for r in posting.rollups],
-                    default=0)  # fmt: skip
-        rows: Selection | None = await self._outbox.in_flight(limit, above=above)
+        rows: Selection | None = await self._outbox.in_flight(limit, above=posting.top)
         fresh = not rows
         if fresh:
             rows = await self._outbox.take_beside(

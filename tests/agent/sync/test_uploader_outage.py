@@ -30,7 +30,7 @@ def _closed_port() -> int:
 
 async def test_no_batch_is_held_while_the_cloud_is_away(db: Database, tmp_path: Path) -> None:
     # An outage lasts hours; a batch the cloud never received is taken again when it is back,
-    # so the memory of the failed one (up to 50,000 rows and its body) must not wait with it.
+    # so the memory of the failed one (up to 25,000 rows and its body) must not wait with it.
     farm = await add_farm(db, await add_user(db))
     device = await add_device(db, farm)
     series_id = await add_series(db, device)
