@@ -6,35 +6,15 @@ what was queued."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
-from agent.store.db import Database
 from agent.web.keys import NOTIFY_DELIVERER
 from integrations.notify import Settled
 from protocol.timefmt import utcnow
 from tests.agent.devices_api.conftest import create_farm
 from tests.agent.notify.conftest import add_contact, add_rule, record_event
 from tests.conftest import AgentFactory
+from tests.support.counted_reads import CountedReads
 from tests.support.ntfy_receiver import NtfyReceiver
-
-
-class _CountedReads:
-    """The database, counting the reads a store makes through it."""
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        self.reads = 0
-
-    def __getattr__(self, name: str) -> Any:
-        found = getattr(self._db, name)
-        if name.startswith("fetch_"):
-
-            async def counted(*args: Any, **kwargs: Any) -> Any:
-                self.reads += 1
-                return await found(*args, **kwargs)
-
-            return counted
-        return found
 
 
 async def test_an_idle_look_leaves_the_reader_threads_alone_until_something_is_due(
@@ -44,7 +24,7 @@ async def test_an_idle_look_leaves_the_reader_threads_alone_until_something_is_d
     deliverer = agent.client.app[NOTIFY_DELIVERER]
     await deliverer.stop()  # this test is the only looker
     store = deliverer._store
-    db = store._db = _CountedReads(store._db)
+    db = store._db = CountedReads(store._db)
     farm_id = await create_farm(agent)
     contact = await add_contact(agent, farm_id, ntfy.url("night"))
     await add_rule(agent, farm_id, [contact["id"]])

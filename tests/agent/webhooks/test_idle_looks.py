@@ -6,9 +6,7 @@ what was queued."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
-from agent.store.db import Database
 from agent.web.keys import DATABASE, WEBHOOK_DELIVERER
 from integrations.webhooks import Verdict
 from integrations.webhooks.agent_side.store import WebhookStore
@@ -16,26 +14,8 @@ from protocol.timefmt import utcnow
 from tests.agent.devices_api.conftest import create_farm
 from tests.agent.webhooks.conftest import add_webhook, raise_alert
 from tests.conftest import Agent, AgentFactory
+from tests.support.counted_reads import CountedReads
 from tests.support.webhook_receiver import WebhookReceiver
-
-
-class _CountedReads:
-    """The database, counting the reads a store makes through it."""
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        self.reads = 0
-
-    def __getattr__(self, name: str) -> Any:
-        found = getattr(self._db, name)
-        if name.startswith("fetch_"):
-
-            async def counted(*args: Any, **kwargs: Any) -> Any:
-                self.reads += 1
-                return await found(*args, **kwargs)
-
-            return counted
-        return found
 
 
 async def _claim_ids(store: WebhookStore, at_s: float = 0.0) -> list[str]:
@@ -50,7 +30,7 @@ async def test_an_idle_look_leaves_the_reader_threads_alone_until_something_is_d
     await agent.client.app[WEBHOOK_DELIVERER].stop()  # this test's store is the only looker
     farm_id = await create_farm(agent)
     await add_webhook(agent, farm_id, receiver)
-    db = _CountedReads(agent.client.app[DATABASE])
+    db = CountedReads(agent.client.app[DATABASE])
     store = WebhookStore(db)  # type: ignore[arg-type]
 
     assert await _claim_ids(store) == []
