@@ -8,12 +8,18 @@ from pathlib import Path
 from bench.walpages import WalTail, page_names, report
 
 
-def test_each_commit_names_the_tables_it_wrote(tmp_path: Path) -> None:
-    db = tmp_path / "agent.db"
+def _wal_database(db: Path) -> sqlite3.Connection:
+    """A database in WAL mode that checkpoints only when told, with a table ``stage``."""
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA wal_autocheckpoint=0")
     conn.execute("CREATE TABLE stage (v)")
+    return conn
+
+
+def test_each_commit_names_the_tables_it_wrote(tmp_path: Path) -> None:
+    db = tmp_path / "agent.db"
+    conn = _wal_database(db)
     conn.execute("CREATE TABLE stats (n)")
     conn.execute("INSERT INTO stats VALUES (0)")
     tail = WalTail(tmp_path / "agent.db-wal")
@@ -39,10 +45,7 @@ def test_each_commit_names_the_tables_it_wrote(tmp_path: Path) -> None:
 
 def test_a_checkpoint_that_restarts_the_wal_is_counted(tmp_path: Path) -> None:
     db = tmp_path / "agent.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA wal_autocheckpoint=0")
-    conn.execute("CREATE TABLE stage (v)")
+    conn = _wal_database(db)
     tail = WalTail(tmp_path / "agent.db-wal")
     tail.commits()
     conn.execute("INSERT INTO stage VALUES (1)")
