@@ -470,10 +470,10 @@ class NotifyStore:
         A look first asks when the first pending one is due, a point read on the event loop's
         thread, and queries only once one is; a look that found nothing remembers when the next
         one is due (``NothingDue``): the sending loop's look then costs no query until a commit
-        lands. Held back
-        by a device back online is a hot write's doing, and a send may end without a commit,
-        so the next due time counts those notifications and the ones in ``busy`` too (the plan
-        cancels the first within seconds, a commit).
+        lands. A notification held back because its device is back online is a hot write's
+        doing, and a send may end without a commit, so the next due time counts those
+        notifications and the ones in ``busy`` too (the plan cancels the first within seconds,
+        a commit).
         """
         stamp = iso(now)
         if self._nothing_due.holds(stamp):
