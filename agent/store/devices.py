@@ -209,8 +209,9 @@ class DeviceStore:
         """Id, name, kind, location, shown status and last times of every device of a farm."""
         return list(
             await self._db.fetch_all(
-                f"SELECT d.id, d.name, d.kind, d.location, d.status, {_iso('t.last_seen')},"
-                f" {_iso('t.last_reading')} FROM {_STAMPED}"
+                f"SELECT d.id, d.name, d.kind, d.location, d.status,"
+                f" {_iso('t.last_seen')} AS last_seen, {_iso('t.last_reading')} AS last_reading"
+                f" FROM {_STAMPED}"
                 " WHERE d.farm_id = ? ORDER BY d.name, d.id",
                 (farm_id,),
             )
