@@ -8,8 +8,10 @@ The agent's own store (agent/store) in a fresh database: every fold stages ``--m
 as the agent does a minute after a bucket ends, folds the buckets that ended into the bucketed
 tables (that minute stays staged, for the next fold) and checkpoints the WAL. Printed per fold:
 bytes written per reading (``write_bytes`` and ``wchar`` of /proc/self/io, the fold and its
-checkpoint), and which tables its WAL frames went to (bench/walpages.py). bench/pace.py
-measures the commits of a farm's pace without a fold in its window; this is the other half.
+checkpoint), the process's CPU per reading while the fold ran (a farm pays it every half
+hour, on top of what bench/pace.py measures), and which tables its WAL frames went to
+(bench/walpages.py). bench/pace.py measures the commits of a farm's pace without a fold in its
+window; this is the other half.
 Before each fold the cloud has acknowledged every staged reading, as a connected cloud does
 within seconds (the mark an acknowledgement raises is set directly, outside the measured
 span); ``--cloud-away`` leaves them unacknowledged, as in an outage, so the fold also queues
@@ -30,6 +32,7 @@ import random
 import sqlite3
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,9 +162,11 @@ async def _run(args: argparse.Namespace, tmp: Path, run: Run) -> None:
             await db.checkpoint()
             census = _Census(WalTail(Path(f"{path}-wal")))
             before = _io()
+            cpu0 = time.process_time()
             following = asyncio.create_task(census.follow())
             folded = await store.fold()
             following.cancel()
+            cpu = time.process_time() - cpu0
             census.commits.extend(census.tail.commits())  # before the checkpoint truncates it
             await db.checkpoint()
             written, handed = _per(before, _io(), max(folded, 1))
@@ -171,7 +176,8 @@ async def _run(args: argparse.Namespace, tmp: Path, run: Run) -> None:
             print(f"fold {fold + 1}: {folded:,} readings; written per reading {written:.0f} B"
                   f" write_bytes, {handed:.0f} B wchar; baseline (the rows appended in key order)"
                   f" {base_written:.0f} B, {base_handed:.0f} B;"
-                  f" ratio {written / max(base_written, 1):.2f}x write_bytes")  # fmt: skip
+                  f" ratio {written / max(base_written, 1):.2f}x write_bytes;"
+                  f" CPU {cpu * 1e6 / max(folded, 1):.1f} us per reading")  # fmt: skip
             if args.census:
                 for line in report(census.commits, page_names(path), 1.0)[1:12]:
                     print("   ", line)
