@@ -305,7 +305,10 @@ class AgentSettings(HubSettings, WebhookSettings, BaseSettings):
     )
     disk_check_interval_s: float = Field(60.0, gt=0, description="Seconds between disk checks")
     wal_checkpoint_interval_s: float = Field(
-        300.0, gt=0, description="Seconds between WAL checkpoints (the WAL is truncated)"
+        1800.0,
+        gt=0,
+        description="Seconds between WAL checkpoints (the WAL is truncated); each one copies"
+        " the pages rewritten since into the database, so fewer write less to the SD card",
     )
     backup_dir: Path | None = Field(
         None, description="Automatic backups go here; unset: no automatic backups"
