@@ -31,8 +31,11 @@ PAGE_SIZE = 1024
 WAL_CHECKPOINT_BYTES = 4 * 2**20
 
 
-async def connect(path: Path, *, check_same_thread: bool = True) -> aiosqlite.Connection:
-    """A connection for the writer or a reader, on its own thread: WAL, durable commits."""
+async def connect(
+    path: Path, *, check_same_thread: bool = True, cache_kib: int | None = None
+) -> aiosqlite.Connection:
+    """A connection for the writer or a reader, on its own thread: WAL, durable commits;
+    ``cache_kib`` bounds its page cache (None: SQLite's default, 2,000 KiB)."""
     conn = await asyncio.wait_for(
         aiosqlite.connect(path, isolation_level=None, check_same_thread=check_same_thread),
         OPEN_TIMEOUT_S,
@@ -65,6 +68,8 @@ async def connect(path: Path, *, check_same_thread: bool = True) -> aiosqlite.Co
     # ones. A page rewritten by many commits in between is copied into the database once per
     # checkpoint, so the WAL keeps its 4 MiB (bench/pace.py: 349 B written per reading at
     # 1,000 1 KiB pages, 314 B at 4,096).
+    if cache_kib is not None:
+        await conn.execute(f"PRAGMA cache_size=-{cache_kib}")
     rows = await conn.execute_fetchall("PRAGMA page_size")
     pages = WAL_CHECKPOINT_BYTES // int(next(iter(rows))[0])
     await conn.execute(f"PRAGMA wal_autocheckpoint={pages}")
