@@ -31,8 +31,11 @@ PAGE_SIZE = 1024
 WAL_CHECKPOINT_BYTES = 64 * 2**20
 
 
-async def connect(path: Path, *, check_same_thread: bool = True) -> aiosqlite.Connection:
-    """A connection for the writer or a reader, on its own thread: WAL, durable commits."""
+async def connect(
+    path: Path, *, check_same_thread: bool = True, cache_kib: int | None = None
+) -> aiosqlite.Connection:
+    """A connection for the writer or a reader, on its own thread: WAL, durable commits;
+    ``cache_kib`` bounds its page cache (None: SQLite's default, 2,000 KiB)."""
     conn = await asyncio.wait_for(
         aiosqlite.connect(path, isolation_level=None, check_same_thread=check_same_thread),
         OPEN_TIMEOUT_S,
@@ -61,6 +64,8 @@ async def connect(path: Path, *, check_same_thread: bool = True) -> aiosqlite.Co
         "PRAGMA secure_delete=FAST",
     ):
         await conn.execute(pragma)
+    if cache_kib is not None:
+        await conn.execute(f"PRAGMA cache_size=-{cache_kib}")
     # SQLite checkpoints once the WAL holds 1,000 pages (1 MiB of 1 KiB ones). A checkpoint
     # copies the newest version of every page in the WAL into the database: the pages many
     # commits rewrite (the database header, the stage's parents, the outbox's counters) once

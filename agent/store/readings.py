@@ -43,7 +43,6 @@ whole, stamped with its start. Retention deletes whole time buckets, from the ol
 from __future__ import annotations
 
 import functools
-import itertools
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -54,6 +53,7 @@ from typing import Any
 from agent.store.db import Database
 from agent.store.devices import stamp_last_readings
 from agent.store.outbox_sequence import READING_BYTES, OutboxSequence
+from agent.store.statement_shapes import fixed_chunks
 from protocol.records import record
 from protocol.timefmt import now_iso
 
@@ -282,12 +282,6 @@ def _oldest_sql(resolution: Resolution) -> str:
 
 def _placeholders(count: int) -> str:
     return ", ".join("?" * count)
-
-
-def _batched(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
-    iterator = iter(items)
-    while chunk := list(itertools.islice(iterator, size)):
-        yield chunk
 
 
 class ReadingStore:
@@ -632,7 +626,7 @@ class _Batch:
             return
         assert self.sequence is not None, "a staged batch numbers its readings"
         seq = self.sequence.reserve(conn, len(keyed))
-        for chunk in _batched(keyed.items(), _INSERT_ROWS):
+        for chunk in fixed_chunks(keyed.items(), _INSERT_ROWS):
             _rows(
                 conn,
                 "INSERT INTO readings_stage (seq, series_id, ts, value, raw, received_ts,"
@@ -664,7 +658,7 @@ class _Batch:
         )
         seen.update((row[0], row[1], row[2]) for row in rows)
         if timed and self.staged_max is not None:
-            for chunk in _batched({sid for sid, _ in timed}, _CHUNK):
+            for chunk in fixed_chunks({sid for sid, _ in timed}, _CHUNK):
                 rows = _rows(
                     conn,
                     "SELECT series_id, device_ts, value FROM readings_staged"
@@ -779,7 +773,7 @@ class _Batch:
                     (low, high) if span is None else (min(span[0], low), max(span[1], high))
                 )
         found: list[tuple[int, int]] = []
-        for chunk in _batched(wanted, _CHUNK):
+        for chunk in fixed_chunks(wanted, _CHUNK):
             low = min(wanted[sid][0] for sid in chunk)
             rows = _rows(
                 conn,
@@ -814,7 +808,7 @@ class _Batch:
         # A cached id may belong to a series deleted with its device since; check in this
         # transaction, so the check and the insert see the same database.
         alive: set[int] = set()
-        for chunk in _batched({entry.id for entry in cached.values()}, _CHUNK):
+        for chunk in fixed_chunks({entry.id for entry in cached.values()}, _CHUNK):
             rows = _rows(
                 conn, f"SELECT id FROM series WHERE id IN ({_placeholders(len(chunk))})", chunk
             )
@@ -970,7 +964,7 @@ def _insert(conn: sqlite3.Connection, keyed: list[tuple[Any, ...]]) -> None:
     """Insert readings, each given as ``(bucket, series_id, ts, reading)``, into ``readings``."""
     # Many rows per statement: each statement is one hop without the GIL, and a thread that
     # needs the GIL back once per row waits out the busy event loop every time.
-    for chunk in _batched(keyed, _INSERT_ROWS):
+    for chunk in fixed_chunks(keyed, _INSERT_ROWS):
         _rows(
             conn,
             "INSERT OR IGNORE INTO readings"
@@ -993,7 +987,7 @@ def _probe(conn: sqlite3.Connection, keys: Iterable[tuple[Any, ...]], sql: str) 
     is a table of the keys. A join on it probes a table's key once per key, where
     ``(a, b) IN (VALUES ...)`` would scan the table."""
     found: list[Any] = []
-    for chunk in _batched(keys, _CHUNK):
+    for chunk in fixed_chunks(keys, _CHUNK):
         row = "(" + ", ".join("?" * len(chunk[0])) + ")"
         values = ", ".join([row] * len(chunk))
         params = [part for key in chunk for part in key]

@@ -165,10 +165,6 @@ def _holds(ordered: Sequence[int], seq: int) -> bool:
     return at < len(ordered) and ordered[at] == seq
 
 
-def _marks(count: int) -> str:
-    return ",".join("?" * count)
-
-
 def _chunks(values: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:
     for start in range(0, len(values), size):
         yield values[start : start + size]
@@ -348,10 +344,12 @@ class OutboxStore:
         """(device_id, metric, unit) of reading series."""
         found: dict[int, tuple[str, str, str]] = {}
         for chunk in _chunks(ids):
-            marks = _marks(len(chunk))
+            # One statement for any number of ids: an ``IN`` list of the chunk's length was a
+            # prepared statement per length in the reader's cache, up to 100 KB each.
             for row in await self._db.fetch_all(
-                f"SELECT id, device_id, metric, unit FROM series WHERE id IN ({marks})",
-                list(chunk),
+                "SELECT id, device_id, metric, unit FROM series"
+                " WHERE id IN (SELECT value FROM json_each(?))",
+                (f"[{','.join(map(str, chunk))}]",),
             ):
                 found[int(row[0])] = (row[1], row[2], row[3])
         return found
