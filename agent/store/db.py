@@ -287,10 +287,13 @@ class Database(Reads):
         and runs inside it, after that batch's own work; after ``ride_s`` with none, it commits
         alone. Either way it returns once durable. On an SD card each commit costs an fsync,
         the database's first page and a re-dirtied 4 KiB block at the WAL's tail whatever it
-        carries, so a rider costs only the pages it changes. It never rides a :meth:`transaction`
-        block's own ``COMMIT`` nor a batch of small statements run on the event loop's thread
-        (:meth:`_run_inline`), and it does not hold back the write it rides: a rider is for
-        work that can wait, the writes it rides are not.
+        carries, so a rider costs only the pages it changes. It rides no ``COMMIT`` made apart
+        from the writer's thread's batches (a :meth:`transaction` block's own, or one of small
+        statements run on the event loop's thread, :meth:`_run_inline`), nor, before its
+        deadline, a batch written while :meth:`ahead_of_bulk` holds (a person waits for it);
+        it never starts a bulk write held back, and the write it rides waits for nothing but
+        the rider's own statements. A rider's work should be short: it runs in the commit of
+        a reading batch or of a request.
         """
         job = Job(work, hot=hot, bulk=bulk, sequenced=sequenced, ride_s=ride_s)
         return await self._queue(job)
@@ -403,11 +406,13 @@ class Database(Reads):
             while self._queued or self._bulk_ready() or self._riders_due():
                 # Small writes first, in a commit of their own; a bulk job only when none waits
                 # and none is expected (ahead_of_bulk). The riders go in whichever batch comes
-                # first, after its own work (or alone once one is due).
+                # first, after its own work, but not in a command's while a person waits for
+                # it (ahead_of_bulk again), unless one is due.
                 jobs = take_all(self._queued) or (
                     take_all(self._bulk) if self._bulk_ready() else []
                 )
-                jobs += take_all(self._riders)
+                if not jobs or not self._holding() or self._riders_due():
+                    jobs += take_all(self._riders)
                 try:
                     outcomes: list[Any] | BaseException = run_batch(
                         conn, jobs, group is None, self.sequence

@@ -10,12 +10,21 @@ is unreachable a cheap probe notices its return within seconds, whatever the bac
 
 While a batch of a backlog waits for the cloud's answer the next one is taken, encoded,
 compressed and signed (the encoding on a worker thread, off the event loop), so a drain costs
-the cloud's time per batch and little of the agent's. Caught up, at a farm's trickle, it sends
-what came every ``idle_interval_s``: each batch costs two commits (its marks, its
-acknowledgement), and on an SD card commits are what wear it. The next batch is only marked
-in flight, never deleted or acknowledged, before the answer to the one ahead of it is seen; it
-is thrown away (its rows stay in flight, or are released with the rest) whenever that answer
-is not an ack.
+the cloud's time per batch and little of the agent's; its marks and acknowledgements commit
+at once. The next batch is only marked in flight, never deleted or acknowledged, before the
+answer to the one ahead of it is seen; it is thrown away (its rows stay in flight, or are
+released with the rest) whenever that answer is not an ack.
+
+Caught up, at a farm's trickle, it sends what came every ``idle_interval_s``, and each batch
+writes twice: its marks and its acknowledgement. On an SD card every commit costs an fsync,
+the database's first page and a re-dirtied block at the WAL's tail, so neither commits alone
+(ADR 0081): both ride the reading writer's next commit (``ride_s`` of
+:meth:`agent.store.db.Database.write`). The marks are awaited, durable before the post (they
+are why a batch the cloud may hold is never sent in another form), and wait up to
+``mark_ride_s`` for a reading commit; the acknowledgement waits while the uploader sleeps, and
+the next step waits for it first. An acknowledgement lost in a crash costs a resend of its rows
+only, which the cloud takes once by their numbers. With no reading commit coming (a quiet
+farm), each commits alone after its wait.
 
 Batches are signed with the cloud's time as the agent's clock (:mod:`agent.clock`) estimates it
 from the cloud's answers, so an agent whose clock is not yet set syncs at once; a batch refused
@@ -111,8 +120,8 @@ class _Ready:
     """More is waiting behind it: the batch was cut to the limits, resends rows posted
     before, or is the latest state ahead of a backfill. Only then is the next batch taken
     at once; at a farm's trickle the uploader waits ``idle_interval_s`` between batches, so
-    a batch's marks and acknowledgement cost two commits every few seconds, not per reading
-    commit."""
+    a batch's marks and acknowledgement ride reading commits every few seconds, not a
+    commit each after every reading commit."""
 
 
 @dataclass

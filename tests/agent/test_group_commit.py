@@ -400,3 +400,21 @@ async def test_a_rider_commits_when_the_database_closes(tmp_path: Path) -> None:
     await asyncio.wait_for(db.close(), 10)
     await rider
     assert _committed(db, "SELECT id FROM notes") == [(1,)]
+
+
+async def test_a_rider_waits_out_a_command_a_person_waits_for(db: Database) -> None:
+    """While a command holds reading batches back, its record commits without the riders'
+    work in it; they ride the next batch."""
+
+    def insert(id_: int) -> Callable[[sqlite3.Connection], None]:
+        return lambda conn: conn.execute("INSERT INTO notes VALUES (?, 'x' || ?)", (id_, id_))
+
+    rider = asyncio.create_task(db.write(insert(1), ride_s=3600))
+    await asyncio.sleep(0)
+    with db.ahead_of_bulk(3600):
+        await db.write(insert(2))  # the command's record
+        assert _committed(db, "SELECT id FROM notes") == [(2,)]
+    assert not rider.done()
+    await db.write(insert(3), bulk=True)
+    await asyncio.wait_for(rider, 10)
+    assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,), (3,)]
