@@ -186,8 +186,9 @@ class Uploader:
         self._max_body = policy.batch_max_body_bytes
         self._catching_up = True
         self._behind = True
-        """Whether the last batch left more waiting (or failed): marks and acknowledgements
-        then commit at once, as a backlog drains; caught up, they ride reading commits."""
+        """Whether the last batch left more waiting (or failed): the next batch's marks and
+        acknowledgement then commit at once, as a backlog drains, to its last batch; caught
+        up, they ride reading commits."""
         self._acking: asyncio.Task[None] | None = None
         """The acknowledgement of the last batch at a trickle, waiting for a commit to ride."""
         self.before_catch_up: Callable[[], Awaitable[object]] | None = None
@@ -343,7 +344,7 @@ class Uploader:
         # The body is answered: only the rows are needed now (their numbers), not its bytes.
         sent, dropped, more = ready.rows, ready.dropped, ready.full
         del ready
-        if more:
+        if more or self._behind:  # a backlog's, to its last batch: at once, as it drains
             await self._outbox.acknowledge(sent, ack.acked_seq, ack.rejected + dropped)
         else:
             # Caught up: the acknowledgement rides a reading commit while the uploader sleeps
