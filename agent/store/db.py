@@ -33,6 +33,7 @@ from agent.store.group_commit import (
     run_jobs,
     schema_cookie,
     take_all,
+    wait_left,
 )
 from agent.store.integrity import StoreCorrupted, check_integrity
 from agent.store.migrate import migrate
@@ -81,6 +82,11 @@ class Database(Reads):
         """Small writes (requests, command records, stamps), committed first."""
         self._bulk: deque[Job[Any]] = deque()
         """Large background writes (reading batches), committed once no small write waits."""
+        self._riders: deque[Job[Any]] = deque()
+        """Writes that wait to run inside a commit made anyway, each until its deadline (see
+        :meth:`write`'s ``ride_s``)."""
+        self._closing = False
+        """Set by :meth:`close`: riders wait no longer."""
         self._others = 0
         """Coroutines waiting for the write lock besides the queued writes."""
         self._holds = 0
@@ -110,6 +116,7 @@ class Database(Reads):
         A failure or a cancellation (a stop asked during start-up) closes what had opened: a
         connection's thread left running would outlive the event loop."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._closing = False
         try:
             # The writer's connection also runs small writes on the event loop's thread
             # (:meth:`_run_inline`), never while its own thread uses it.
@@ -128,6 +135,8 @@ class Database(Reads):
 
     async def close(self) -> None:
         """Commit what is waiting for its commit, then close the connections."""
+        self._closing = True
+        self._wake.set()  # a rider commits now, alone if need be
         if self._drainer is not None:
             await asyncio.gather(self._drainer, return_exceptions=True)
         await asyncio.gather(*self._commits, return_exceptions=True)
@@ -250,7 +259,13 @@ class Database(Reads):
         return group
 
     async def write(
-        self, work: Work[T], *, hot: bool = False, bulk: bool = False, sequenced: bool = False
+        self,
+        work: Work[T],
+        *,
+        hot: bool = False,
+        bulk: bool = False,
+        sequenced: bool = False,
+        ride_s: float | None = None,
     ) -> T:
         """Run ``work`` as one write transaction; durable when this returns its result.
 
@@ -272,8 +287,23 @@ class Database(Reads):
         and queues no other change (a staged batch of readings). Before any other work the
         stored counter is raised to what was handed out, so that work's changes take higher
         numbers; a reading batch leaves that page alone.
+
+        ``ride_s``: the work is not worth a commit of its own (the sync uploader's marks and
+        acknowledgements, every few seconds). It waits for the next batch another write makes
+        the writer's thread commit anyway (a reading batch, every 0.75-2 s while readings flow)
+        and runs inside it, after that batch's own work; after ``ride_s`` with none, it commits
+        alone. Either way it returns once durable. On an SD card each commit costs an fsync,
+        the database's first page and a re-dirtied 4 KiB block at the WAL's tail whatever it
+        carries, so a rider costs only the pages it changes. It rides no ``COMMIT`` made apart
+        from the writer's thread's batches (a :meth:`transaction` block's own, or one of small
+        statements run on the event loop's thread, :meth:`_run_inline`), nor, before its
+        deadline, a batch written while :meth:`ahead_of_bulk` holds (a person waits for it);
+        it never starts a bulk write held back, and the write it rides waits for nothing but
+        the rider's own statements. A rider's work should be short: it runs in the commit of
+        a reading batch or of a request.
         """
-        return await self._queue(Job(work, hot=hot, bulk=bulk, sequenced=sequenced))
+        job = Job(work, hot=hot, bulk=bulk, sequenced=sequenced, ride_s=ride_s)
+        return await self._queue(job)
 
     async def write_statement(
         self, sql: str, params: Params = (), *, small: bool = False
@@ -316,9 +346,11 @@ class Database(Reads):
         return self._holds > 0 and time.monotonic() < self._held_until
 
     async def _queue(self, job: Job[T]) -> T:
-        (self._bulk if job.bulk else self._queued).append(job)
-        if not job.bulk:
-            self._wake.set()
+        if job.deadline is not None:
+            self._riders.append(job)
+        else:
+            (self._bulk if job.bulk else self._queued).append(job)
+        self._wake.set()  # a drainer waiting for riders' deadlines (or a hold) looks again
         if self._drainer is None:
             self._drainer = asyncio.create_task(self._drain())
         # A cancelled caller cancels only its wait: the job still runs (it may already have).
@@ -327,20 +359,37 @@ class Database(Reads):
     async def _drain(self) -> None:
         """Run the queued writes in batches until none is waiting."""
         try:
-            while self._queued or self._bulk:
-                if not self._queued and self._holding():
-                    await self._held()
+            while self._queued or self._bulk or self._riders:
+                if not (self._queued or self._bulk_ready() or self._riders_due()):
+                    await self._idle()
                     continue
                 async with self._write_lock:
                     await self._run_batches()
         finally:
             self._drainer = None
 
-    async def _held(self) -> None:
-        """Wait while only bulk writes are queued and they are held back."""
+    def _bulk_ready(self) -> bool:
+        """Whether a bulk write may start now (read on the writer's thread too)."""
+        return bool(self._bulk) and not self._holding()
+
+    def _riders_due(self) -> bool:
+        """Whether a rider must commit now, alone if need be (read on the writer's thread
+        too)."""
+        return bool(self._riders) and (
+            self._closing or wait_left(self._riders, time.monotonic()) == 0
+        )
+
+    async def _idle(self) -> None:
+        """Wait while only held bulk writes and riders not yet due are queued: until a write
+        is queued, a hold ends, or the first rider's deadline."""
+        now = time.monotonic()
+        waits = [self._held_until - now] if self._bulk else []
+        left = wait_left(self._riders, now)
+        if left is not None:
+            waits.append(left)
         self._wake.clear()
         with suppress(TimeoutError):
-            async with asyncio.timeout(max(0.0, self._held_until - time.monotonic())):
+            async with asyncio.timeout(max(0.0, min(waits, default=0.0))):
                 await self._wake.wait()
 
     async def _run_batches(self) -> None:
@@ -353,17 +402,24 @@ class Database(Reads):
         Each batch is answered as soon as it is committed, from the thread.
         """
         only_small = self._queued and all(job.inline for job in self._queued)
-        if self._group is None and only_small and await self._run_inline():
+        inline = self._group is None and only_small and not self._riders_due()
+        if inline and await self._run_inline():
             return
         loop = asyncio.get_running_loop()
         group, self._group = self._group, None
 
         def run(conn: sqlite3.Connection) -> None:
             nonlocal group
-            while self._queued or (self._bulk and not self._holding()):
+            while self._queued or self._bulk_ready() or self._riders_due():
                 # Small writes first, in a commit of their own; a bulk job only when none waits
-                # and none is expected (ahead_of_bulk).
-                jobs = take_all(self._queued) or take_all(self._bulk)
+                # and none is expected (ahead_of_bulk). The riders go in whichever batch comes
+                # first, after its own work, but not in a command's while a person waits for
+                # it (ahead_of_bulk again), unless one is due.
+                jobs = take_all(self._queued) or (
+                    take_all(self._bulk) if self._bulk_ready() else []
+                )
+                if not jobs or not self._holding() or self._riders_due():
+                    jobs += take_all(self._riders)
                 try:
                     outcomes: list[Any] | BaseException = run_batch(
                         conn, jobs, group is None, self.sequence

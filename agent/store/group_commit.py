@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections import deque
 from contextlib import suppress
 from typing import Any, Generic
@@ -24,6 +25,7 @@ __all__ = [
     "run_jobs",
     "schema_cookie",
     "take_all",
+    "wait_left",
 ]
 
 
@@ -55,6 +57,7 @@ class Job(Generic[T]):
         bulk: bool = False,
         inline: bool = False,
         sequenced: bool = False,
+        ride_s: float | None = None,
     ) -> None:
         self.work = work
         self.savepoint = savepoint
@@ -68,6 +71,10 @@ class Job(Generic[T]):
         self.sequenced = sequenced
         """The work takes its outbox numbers from :class:`OutboxSequence` and queues no other
         change: the stored counter is not brought up to date before it."""
+        self.deadline = None if ride_s is None else time.monotonic() + ride_s
+        """A rider (``ride_s`` given): the work waits for a commit another write makes anyway
+        and runs inside it, or commits alone at this ``time.monotonic()`` (see
+        :meth:`Database.write`)."""
         self.outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self.wrote = True
         """False once the work ran and changed no row (see :func:`end_batch`)."""
@@ -177,6 +184,15 @@ def take_all(queue: deque[Job[Any]]) -> list[Job[Any]]:
         while True:
             jobs.append(queue.popleft())
     return jobs
+
+
+def wait_left(riders: deque[Job[Any]], now: float) -> float | None:
+    """How long until the first of ``riders`` must commit, alone if need be (0: it must now);
+    None when none waits. A handful wait at most (the uploader's), so a scan will do."""
+    # A copy first (one step under the GIL): the event loop appends while the writer's
+    # thread looks.
+    deadlines = [job.deadline for job in tuple(riders) if job.deadline is not None]
+    return max(0.0, min(deadlines) - now) if deadlines else None
 
 
 def refusal(outcomes: list[Any] | BaseException) -> BaseException | None:

@@ -38,6 +38,7 @@ not yet committed.
 from __future__ import annotations
 
 import bisect
+import sqlite3
 import time
 from array import array
 from collections.abc import Iterable, Sequence
@@ -107,6 +108,11 @@ _QUEUED_BELOW_IN_FLIGHT = """
         WHERE EXISTS (SELECT 1 FROM outbox_readings WHERE seq > gap.above AND seq <= gap.upto)
            OR EXISTS (SELECT 1 FROM outbox_staged WHERE seq > gap.above AND seq <= gap.upto))
 """
+# Whether any reading or rollup is queued, in flight or not (three probes of a key).
+_ANY_QUEUED = (
+    "SELECT EXISTS (SELECT 1 FROM outbox_staged) OR EXISTS (SELECT 1 FROM outbox_readings)"
+    " OR EXISTS (SELECT 1 FROM outbox_rollups WHERE inflight = 0)"
+)
 # Queued readings the running totals do not include yet (migration 0092).
 _UNCOUNTED = (
     "SELECT count(*) FROM outbox_readings"
@@ -220,26 +226,37 @@ class OutboxStore:
             )
         )
 
-    async def take(self, limit: int, *, latest_first: bool = False) -> Selection:
+    async def take(
+        self, limit: int, *, latest_first: bool = False, ride_s: float | None = None
+    ) -> Selection:
         """Mark the next rows in flight and return them: entity changes first (events,
         configuration, calibrations); then, with ``latest_first``, the newest reading of every
         series; else the oldest readings and rollups. The mark is a short write transaction
         that moves no row through Python (compaction skips what is marked); the rows are read
-        after it."""
+        after it, once it is durable.
+
+        ``ride_s``: the mark may wait that long for a commit made anyway, a reading batch's,
+        and run inside it (see :meth:`Database.write`): at a farm's trickle, not while a
+        backlog drains."""
         entities = await self._queued_entities(limit)
         room = limit - len(entities)
         if room <= 0:
             return Selection(entities)
-        async with self._db.transaction() as conn:
+        if ride_s is not None and not await self._db.fetch_value(_ANY_QUEUED):
+            return Selection(entities)  # a quiet farm's heartbeat: no mark to wait for
+
+        def mark(conn: sqlite3.Connection) -> None:
             if latest_first:
-                await conn.execute(
+                conn.execute(
                     "INSERT OR IGNORE INTO outbox_inflight (lo, hi) SELECT r.seq - 1, r.seq"
                     " FROM outbox_latest AS l JOIN outbox_readings AS r ON r.seq = l.seq"
                     f" WHERE {_NOT_IN_FLIGHT} ORDER BY r.seq LIMIT ?",
                     (room,),
-                )
+                ).close()
             else:
-                await _mark_oldest(conn, room)
+                _mark_oldest(conn, room)
+
+        await self._db.write(mark, hot=True, ride_s=ride_s)
         rest = await self.in_flight(room)
         return Selection(entities, rest.readings, rest.rollups)
 
@@ -271,18 +288,23 @@ class OutboxStore:
         room = limit - len(entities)
         if room <= 0:
             return Selection(entities)
-        async with self._db.transaction() as conn:
-            if await _value(conn, _QUEUED_BELOW_IN_FLIGHT, ()):
+
+        def mark(conn: sqlite3.Connection) -> tuple[tuple[int, int] | None, Rollups] | None:
+            if _scalar(conn, _QUEUED_BELOW_IN_FLIGHT):
                 return None
             if max_bytes is not None:
-                queued = await _value(conn, "SELECT bytes FROM outbox_stats WHERE id = 1", ())
-                uncounted = await _value(conn, _UNCOUNTED, ())
-                staged = await _value(conn, _STAGED, ())
-                waiting = int(uncounted) + int(staged)
+                queued = _scalar(conn, "SELECT bytes FROM outbox_stats WHERE id = 1")
+                waiting = int(_scalar(conn, _UNCOUNTED)) + int(_scalar(conn, _STAGED))
                 if int(queued) + READING_BYTES * waiting + posting.bytes > max_bytes:
                     return None
-            floor = await _value(conn, "SELECT coalesce(max(hi), 0) FROM outbox_inflight", ())
-            span, rollups = await _mark_oldest(conn, room, floor=int(floor))
+            floor = _scalar(conn, "SELECT coalesce(max(hi), 0) FROM outbox_inflight")
+            return _mark_oldest(conn, room, floor=int(floor))
+
+        # Beside a batch being posted: a backlog drains, and its marks commit at once.
+        marked = await self._db.write(mark, hot=True)
+        if marked is None:
+            return None
+        span, rollups = marked
         readings = Readings()
         if span is not None:
             async for chunk in self._db.fetch_chunks(
@@ -385,7 +407,9 @@ class OutboxStore:
 
     # The answer -----------------------------------------------------------------------------
 
-    async def acknowledge(self, sent: Selection, acked_seq: int, rejected: int) -> None:
+    async def acknowledge(
+        self, sent: Selection, acked_seq: int, rejected: int, *, ride_s: float | None = None
+    ) -> None:
         """The cloud committed ``sent`` (refused records included, kept in its dead letters):
         delete exactly those rows, raise ``staged_acked`` over those staged; count, stamp, and
         note the cloud's contiguous ack.
@@ -393,7 +417,11 @@ class OutboxStore:
         In short transactions of at most ``_ACK_ROWS`` rows each, so a fan command or ingest
         never waits long behind a large batch (a farm's trickle is one transaction); a crash
         between two leaves the rest in flight, sent again and applied once. The staged readings
-        are acknowledged in the last one, with the answer."""
+        are acknowledged in the last one, with the answer.
+
+        ``ride_s``: each transaction may wait that long for a commit made anyway and run
+        inside it (see :meth:`Database.write`). An acknowledgement lost in a crash costs a
+        resend of rows the cloud takes once by their numbers, nothing more."""
         pieces: list[tuple[str, Sequence[int], int]] = []
         for start in range(0, len(sent.entities), _ACK_ROWS):
             rows = sent.entities[start : start + _ACK_ROWS]
@@ -415,13 +443,19 @@ class OutboxStore:
                 packed = 0
             transactions[-1].append(member)
             packed += len(member[1])
+        last = len(transactions) - 1
         for index, members in enumerate(transactions):
-            async with self._db.transaction() as conn:
+
+            def work(
+                conn: sqlite3.Connection,
+                members: list[tuple[str, Sequence[int], int]] = members,
+                index: int = index,
+            ) -> None:
                 if index == 0:
-                    await conn.execute(_COUNT_IN)  # the totals below include what is deleted
+                    conn.execute(_COUNT_IN).close()  # the totals below include what is deleted
                 for table, seqs_of, size in members:
                     # One statement for the piece (a JSON array of integers: exact).
-                    deleted = await _rowcount(
+                    deleted = _changed(
                         conn,
                         f"DELETE FROM {table} WHERE seq IN (SELECT value FROM json_each(?))",
                         (f"[{','.join(map(str, seqs_of))}]",),
@@ -429,26 +463,15 @@ class OutboxStore:
                     count = len(seqs_of)
                     if table == "outbox_readings":  # those sent from the stage are not here
                         count, size = deleted, deleted * READING_BYTES
-                    await conn.execute(
+                    conn.execute(
                         "UPDATE outbox_stats SET records = records - ?, bytes = bytes - ?"
                         " WHERE id = 1",
                         (count, size),
-                    )
-                if index < len(transactions) - 1:
-                    continue
-                await _acknowledge_staged(conn, sent.readings.seq)
-                # In-flight ranges that hold no queued reading any more are done.
-                await conn.execute(
-                    "DELETE FROM outbox_inflight WHERE NOT EXISTS (SELECT 1 FROM outbox_readings"
-                    " AS r WHERE r.seq > outbox_inflight.lo AND r.seq <= outbox_inflight.hi)"
-                    " AND NOT EXISTS (SELECT 1 FROM outbox_staged AS r"
-                    " WHERE r.seq > outbox_inflight.lo AND r.seq <= outbox_inflight.hi)"
-                )
-                await conn.execute(
-                    "UPDATE outbox_stats SET acked_seq = max(acked_seq, ?),"
-                    " rejected = rejected + ?, last_success_ms = ? WHERE id = 1",
-                    (acked_seq, rejected, int(time.time() * 1000)),
-                )
+                    ).close()
+                if index == last:
+                    _answered(conn, sent.readings.seq, acked_seq, rejected)
+
+            await self._db.write(work, hot=True, ride_s=ride_s)
 
     async def count_in(self) -> None:
         """Add the queued readings the stored totals do not include yet to them (one write:
@@ -546,8 +569,8 @@ class OutboxStore:
             return await _merge_stage(conn, deleted, ROLLUP_BYTES)
 
 
-async def _mark_oldest(
-    conn: aiosqlite.Connection, room: int, *, floor: int = 0
+def _mark_oldest(
+    conn: sqlite3.Connection, room: int, *, floor: int = 0
 ) -> tuple[tuple[int, int] | None, Rollups]:
     """Mark the oldest ``room`` rows of the queued readings above ``floor`` and the rollups
     not in flight, both kinds together in sequence order (the readings as one range: every
@@ -555,7 +578,7 @@ async def _mark_oldest(
 
     Counted across the kinds, so a batch never marks (nor reads) more rows than it holds."""
     # One ordered walk of each table's key, merged (a compound ORDER BY): no sort of a backlog.
-    cut = await _value(
+    cut = _scalar(
         conn,
         "SELECT max(seq) FROM (SELECT r.seq FROM outbox_readings AS r"
         f" WHERE r.seq > ?1 AND {_NOT_IN_FLIGHT} UNION ALL SELECT r.seq FROM outbox_staged"
@@ -565,37 +588,56 @@ async def _mark_oldest(
     )
     if cut is None:
         return None, Rollups()
-    bounds = list(
-        await conn.execute_fetchall(
-            "SELECT min(seq), max(seq) FROM (SELECT r.seq FROM outbox_readings AS r"
-            f" WHERE r.seq > ?1 AND r.seq <= ?2 AND {_NOT_IN_FLIGHT} UNION ALL SELECT r.seq"
-            f" FROM outbox_staged AS r WHERE r.seq > ?1 AND r.seq <= ?2 AND {_NOT_IN_FLIGHT})",
-            (floor, int(cut)),
-        )
-    )
+    bounds = conn.execute(
+        "SELECT min(seq), max(seq) FROM (SELECT r.seq FROM outbox_readings AS r"
+        f" WHERE r.seq > ?1 AND r.seq <= ?2 AND {_NOT_IN_FLIGHT} UNION ALL SELECT r.seq"
+        f" FROM outbox_staged AS r WHERE r.seq > ?1 AND r.seq <= ?2 AND {_NOT_IN_FLIGHT})",
+        (floor, int(cut)),
+    ).fetchone()
     span = None
-    if bounds and bounds[0][1] is not None:
-        lo, hi = int(bounds[0][0]), int(bounds[0][1])
-        await conn.execute(
+    if bounds is not None and bounds[1] is not None:
+        lo, hi = int(bounds[0]), int(bounds[1])
+        conn.execute(
             "INSERT OR IGNORE INTO outbox_inflight (lo, hi) VALUES (?, ?)", (lo - 1, hi)
-        )
+        ).close()
         span = (lo - 1, hi)
     # Read, then marked, in the same transaction: an UPDATE ... RETURNING would hold every
     # row it returns in SQLite's memory before the first (megabytes for a batch of rollups).
     rollups = Rollups()
-    async with conn.execute(
+    cursor = conn.execute(
         f"SELECT {_ROLLUP} FROM outbox_rollups WHERE inflight = 0 AND seq <= ? ORDER BY seq",
         (int(cut),),
-    ) as cursor:
-        while chunk := await cursor.fetchmany(2_000):
-            rollups.extend(chunk)
-    await conn.execute(
-        "UPDATE outbox_rollups SET inflight = 1 WHERE inflight = 0 AND seq <= ?", (int(cut),)
     )
+    try:
+        while chunk := cursor.fetchmany(2_000):
+            rollups.extend(chunk)
+    finally:
+        cursor.close()
+    conn.execute(
+        "UPDATE outbox_rollups SET inflight = 1 WHERE inflight = 0 AND seq <= ?", (int(cut),)
+    ).close()
     return span, rollups
 
 
-async def _acknowledge_staged(conn: aiosqlite.Connection, seqs: Sequence[int]) -> None:
+def _answered(conn: sqlite3.Connection, seqs: Sequence[int], acked_seq: int, rejected: int) -> None:
+    """The end of an acknowledgement: the staged readings among ``seqs`` no longer queued,
+    in-flight ranges that hold no queued reading any more gone, and the cloud's answer
+    noted."""
+    _acknowledge_staged(conn, seqs)
+    conn.execute(
+        "DELETE FROM outbox_inflight WHERE NOT EXISTS (SELECT 1 FROM outbox_readings"
+        " AS r WHERE r.seq > outbox_inflight.lo AND r.seq <= outbox_inflight.hi)"
+        " AND NOT EXISTS (SELECT 1 FROM outbox_staged AS r"
+        " WHERE r.seq > outbox_inflight.lo AND r.seq <= outbox_inflight.hi)"
+    ).close()
+    conn.execute(
+        "UPDATE outbox_stats SET acked_seq = max(acked_seq, ?),"
+        " rejected = rejected + ?, last_success_ms = ? WHERE id = 1",
+        (acked_seq, rejected, int(time.time() * 1000)),
+    ).close()
+
+
+def _acknowledge_staged(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
     """The cloud committed the staged readings among ``seqs``: raise ``staged_acked`` to the
     highest of them, so the stage's rows up to it are no longer queued (none is deleted).
 
@@ -606,20 +648,20 @@ async def _acknowledge_staged(conn: aiosqlite.Connection, seqs: Sequence[int]) -
     if not seqs:
         return
     sent = f"[{','.join(map(str, seqs))}]"
-    top = await _value(
+    top = _scalar(
         conn,
         "SELECT max(seq) FROM outbox_staged WHERE seq IN (SELECT value FROM json_each(?))",
         (sent,),
     )
     if top is None:
         return
-    await conn.execute(
+    conn.execute(
         "INSERT INTO outbox_readings (seq, series_id, ts, value) SELECT seq, series_id, ts, value"
         " FROM outbox_staged WHERE seq < ?1 AND seq NOT IN (SELECT value FROM json_each(?2))"
         " ORDER BY seq",
         (int(top), sent),
-    )
-    await conn.execute("UPDATE outbox_stats SET staged_acked = ? WHERE id = 1", (int(top),))
+    ).close()
+    conn.execute("UPDATE outbox_stats SET staged_acked = ? WHERE id = 1", (int(top),)).close()
 
 
 async def _merge_stage(
@@ -638,6 +680,25 @@ async def _merge_stage(
         (deleted - added, freed, deleted if rolled_up else 0),
     )
     return Compaction(deleted, freed)
+
+
+def _scalar(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> Any:
+    """The first column of the first row, on the writer's thread (inside a write's work)."""
+    cursor = conn.execute(sql, params)
+    try:
+        row = cursor.fetchone()
+    finally:
+        cursor.close()
+    return None if row is None else row[0]
+
+
+def _changed(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
+    """Rows changed by one statement, on the writer's thread."""
+    cursor = conn.execute(sql, params)
+    try:
+        return int(cursor.rowcount)
+    finally:
+        cursor.close()
 
 
 async def _value(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> Any:

@@ -10,12 +10,21 @@ is unreachable a cheap probe notices its return within seconds, whatever the bac
 
 While a batch of a backlog waits for the cloud's answer the next one is taken, encoded,
 compressed and signed (the encoding on a worker thread, off the event loop), so a drain costs
-the cloud's time per batch and little of the agent's. Caught up, at a farm's trickle, it sends
-what came every ``idle_interval_s``: each batch costs two commits (its marks, its
-acknowledgement), and on an SD card commits are what wear it. The next batch is only marked
-in flight, never deleted or acknowledged, before the answer to the one ahead of it is seen; it
-is thrown away (its rows stay in flight, or are released with the rest) whenever that answer
-is not an ack.
+the cloud's time per batch and little of the agent's; its marks and acknowledgements commit
+at once. The next batch is only marked in flight, never deleted or acknowledged, before the
+answer to the one ahead of it is seen; it is thrown away (its rows stay in flight, or are
+released with the rest) whenever that answer is not an ack.
+
+Caught up, at a farm's trickle, it sends what came every ``idle_interval_s``, and each batch
+writes twice: its marks and its acknowledgement. On an SD card every commit costs an fsync,
+the database's first page and a re-dirtied block at the WAL's tail, so neither commits alone
+(ADR 0081): both ride the reading writer's next commit (``ride_s`` of
+:meth:`agent.store.db.Database.write`). The marks are awaited, durable before the post (they
+are why a batch the cloud may hold is never sent in another form), and wait up to
+``mark_ride_s`` for a reading commit; the acknowledgement waits while the uploader sleeps, and
+the next step waits for it first. An acknowledgement lost in a crash costs a resend of its rows
+only, which the cloud takes once by their numbers. With no reading commit coming (a quiet
+farm), each commits alone after its wait.
 
 Batches are signed with the cloud's time as the agent's clock (:mod:`agent.clock`) estimates it
 from the cloud's answers, so an agent whose clock is not yet set syncs at once; a batch refused
@@ -76,6 +85,11 @@ class SyncPolicy:
     """Until the cloud announces its limits: the largest gzip body."""
     idle_interval_s: float = 5.0
     heartbeat_s: float = 4.0
+    mark_ride_s: float = 1.0
+    """Caught up, how long a batch's in-flight marks may wait for a reading commit to ride
+    (:meth:`agent.store.db.Database.write`), and never longer than the uploader sleeps
+    between two batches; the batch is posted once they are durable. (Its acknowledgement
+    may wait as long as the uploader sleeps after it.)"""
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 300.0
     request_timeout_s: float = 30.0
@@ -83,6 +97,11 @@ class SyncPolicy:
     stuck_after_failures: int = 3
     outbox_max_bytes: int = 256 * 1024 * 1024
     min_free_disk_bytes: int = 256 * 1024 * 1024
+
+    @property
+    def idle_s(self) -> float:
+        """How long the uploader sleeps after a batch when caught up."""
+        return min(self.idle_interval_s, self.heartbeat_s)
 
 
 @dataclass(frozen=True)
@@ -101,8 +120,8 @@ class _Ready:
     """More is waiting behind it: the batch was cut to the limits, resends rows posted
     before, or is the latest state ahead of a backfill. Only then is the next batch taken
     at once; at a farm's trickle the uploader waits ``idle_interval_s`` between batches, so
-    a batch's marks and acknowledgement cost two commits every few seconds, not per reading
-    commit."""
+    a batch's marks and acknowledgement ride reading commits every few seconds, not a
+    commit each after every reading commit."""
 
 
 @dataclass
@@ -166,6 +185,12 @@ class Uploader:
         self._max_json = policy.batch_max_bytes
         self._max_body = policy.batch_max_body_bytes
         self._catching_up = True
+        self._behind = True
+        """Whether the last batch left more waiting (or failed): the next batch's marks and
+        acknowledgement then commit at once, as a backlog drains, to its last batch; caught
+        up, they ride reading commits."""
+        self._acking: asyncio.Task[None] | None = None
+        """The acknowledgement of the last batch at a trickle, waiting for a commit to ride."""
         self.before_catch_up: Callable[[], Awaitable[object]] | None = None
         """Run before the first batch after start-up or an outage (staged readings folded)."""
         self._next: asyncio.Task[_Ready | None] | None = None
@@ -183,8 +208,10 @@ class Uploader:
                     more = await self.step()
                 except asyncio.CancelledError:
                     await self._drop_next(cancel=True)
+                    await self._drop_acknowledgement()
                     raise
                 except Exception as err:  # supervised: any failure is logged and retried
+                    self._behind = True
                     await self._drop_next()
                     delay, answered = await self._failed(err)
                 else:
@@ -192,9 +219,7 @@ class Uploader:
                     if not more:
                         # Idle: wake at least every heartbeat, so a revocation made in the
                         # cloud takes effect here within about one heartbeat (issue 16).
-                        await asyncio.sleep(
-                            min(self._policy.idle_interval_s, self._policy.heartbeat_s)
-                        )
+                        await asyncio.sleep(self._policy.idle_s)
                     continue
                 # Waited out of the handler: the failure's traceback holds the failed step's
                 # frames, and with them its batch (tens of thousands of rows, its body) and the
@@ -273,6 +298,7 @@ class Uploader:
 
     async def step(self) -> bool:
         """One batch (or an identity refresh when idle); ``True`` if more is waiting."""
+        await self.acknowledged()
         if self._clock.move_due():
             # NTP has just set the clock: readings stamped before go once they are moved.
             await self._drop_next()
@@ -318,7 +344,18 @@ class Uploader:
         # The body is answered: only the rows are needed now (their numbers), not its bytes.
         sent, dropped, more = ready.rows, ready.dropped, ready.full
         del ready
-        await self._outbox.acknowledge(sent, ack.acked_seq, ack.rejected + dropped)
+        if more or self._behind:  # a backlog's, to its last batch: at once, as it drains
+            await self._outbox.acknowledge(sent, ack.acked_seq, ack.rejected + dropped)
+        else:
+            # Caught up: the acknowledgement rides a reading commit while the uploader sleeps
+            # (the next step waits for it first). Lost in a crash, it costs a resend that the
+            # cloud takes once, by the rows' numbers.
+            self._acking = asyncio.create_task(
+                self._outbox.acknowledge(
+                    sent, ack.acked_seq, ack.rejected + dropped, ride_s=self._policy.idle_s
+                )
+            )
+        self._behind = more
         for refusal in ack.refused:
             log.warning("cloud refused %s %s (seq %d): %s",
                         refusal.kind, refusal.key, refusal.seq, refusal.reason)  # fmt: skip
@@ -327,6 +364,25 @@ class Uploader:
         if ack.identity is not None:
             await self._replica.apply(ack.identity)
         return len(sent) > 0 and more
+
+    async def acknowledged(self) -> None:
+        """Wait until the last batch's acknowledgement is durable: at a trickle it rides a
+        reading commit after :meth:`step` has returned (the next step waits for it first). Its
+        failure is raised here."""
+        task, self._acking = self._acking, None
+        if task is not None:
+            await task
+
+    async def _drop_acknowledgement(self) -> None:
+        """On shutdown: stop waiting for the acknowledgement still riding. Its write still
+        commits, when the database closes at the latest; if the process dies first, its rows
+        are sent again and the cloud takes them once."""
+        task, self._acking = self._acking, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await task
 
     async def _take(self) -> _Ready | None:
         """The next batch when none was prepared: rows in flight first, else fresh ones;
@@ -343,7 +399,11 @@ class Uploader:
                 await self.before_catch_up()
             latest = self._catching_up and await self._outbox.bulk_waiting() > limit
             self._catching_up = False
-            rows = await self._outbox.take(limit, latest_first=latest)
+            # Caught up, the marks ride a reading commit (they must be durable before the
+            # post, and are awaited); behind, they commit at once.
+            policy = self._policy
+            ride = None if self._behind or latest else min(policy.mark_ride_s, policy.idle_s)
+            rows = await self._outbox.take(limit, latest_first=latest, ride_s=ride)
         # With nothing to send, an empty batch every heartbeat asks for a newer identity
         # delta (the cloud answers none when the replica's version is current).
         if not rows and time.monotonic() - self._last_post < self._policy.heartbeat_s:

@@ -342,3 +342,79 @@ async def test_a_write_that_finds_nothing_to_change_writes_nothing(db: Database)
     await db.write(lambda conn: conn.execute("INSERT INTO notes VALUES (7, 'seven')"))
     assert _committed(db, counter) == [(stored + 100,)]
     assert db.generation > generation
+
+
+async def test_a_rider_runs_inside_the_next_batch_and_returns_once_durable(db: Database) -> None:
+    """A write that may wait (the uploader's marks) shares the commit of the next reading batch
+    instead of an fsync of its own, and is answered only once that commit is durable."""
+
+    def note(id_: int) -> Callable[[sqlite3.Connection], None]:
+        return lambda conn: conn.execute("INSERT INTO notes VALUES (?, 'x' || ?)", (id_, id_))
+
+    commits = db.commits
+    rider = asyncio.create_task(db.write(note(1), ride_s=3600))
+    await asyncio.sleep(0)  # queued: it waits for a commit to ride
+    assert not rider.done()
+    await db.write(note(2), bulk=True)
+    await asyncio.wait_for(rider, 10)
+    assert db.commits - commits == 1
+    assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,)]
+
+
+async def test_a_rider_with_no_other_writer_commits_alone_after_its_longest_wait(
+    db: Database,
+) -> None:
+    commits = db.commits
+    await asyncio.wait_for(
+        db.write(lambda conn: conn.execute("INSERT INTO notes VALUES (1, 'alone')"), ride_s=0.2),
+        10,
+    )
+    assert db.commits - commits == 1
+    assert _committed(db, "SELECT text FROM notes") == [("alone",)]
+
+
+async def test_a_rider_does_not_release_held_bulk_writes(db: Database) -> None:
+    """A rider due while a command holds reading batches back commits alone: it never pulls a
+    held batch ahead of the command's record."""
+
+    def insert(id_: int) -> Callable[[sqlite3.Connection], None]:
+        return lambda conn: conn.execute("INSERT INTO notes VALUES (?, 'x' || ?)", (id_, id_))
+
+    with db.ahead_of_bulk(3600):
+        batch = asyncio.create_task(db.write(insert(1), bulk=True))
+        await asyncio.wait_for(db.write(insert(2), ride_s=0.1), 10)
+        assert not batch.done()
+        assert _committed(db, "SELECT id FROM notes") == [(2,)]
+    await asyncio.wait_for(batch, 10)
+    assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,)]
+
+
+async def test_a_rider_commits_when_the_database_closes(tmp_path: Path) -> None:
+    db = Database(tmp_path / "closing.db")
+    await db.open()
+    await db.write(lambda conn: conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY)"))
+    rider = asyncio.create_task(
+        db.write(lambda conn: conn.execute("INSERT INTO notes VALUES (1)"), ride_s=3600)
+    )
+    await asyncio.sleep(0)
+    await asyncio.wait_for(db.close(), 10)
+    await rider
+    assert _committed(db, "SELECT id FROM notes") == [(1,)]
+
+
+async def test_a_rider_waits_out_a_command_a_person_waits_for(db: Database) -> None:
+    """While a command holds reading batches back, its record commits without the riders'
+    work in it; they ride the next batch."""
+
+    def insert(id_: int) -> Callable[[sqlite3.Connection], None]:
+        return lambda conn: conn.execute("INSERT INTO notes VALUES (?, 'x' || ?)", (id_, id_))
+
+    rider = asyncio.create_task(db.write(insert(1), ride_s=3600))
+    await asyncio.sleep(0)
+    with db.ahead_of_bulk(3600):
+        await db.write(insert(2))  # the command's record
+        assert _committed(db, "SELECT id FROM notes") == [(2,)]
+    assert not rider.done()
+    await db.write(insert(3), bulk=True)
+    await asyncio.wait_for(rider, 10)
+    assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,), (3,)]

@@ -564,3 +564,51 @@ async def test_a_batch_marks_in_flight_exactly_the_rows_it_holds_across_kinds(
 
 def _bulk_seqs(rows: Selection) -> list[int]:
     return sorted([r.seq for r in rows.readings] + [r.seq for r in rows.rollups])
+
+
+def _stored(path: Path, sql: str) -> int:
+    """What another connection reads: only what was committed."""
+    with sqlite3.connect(path) as other:
+        return int(other.execute(sql).fetchone()[0])
+
+
+async def test_marks_and_an_acknowledgement_ride_reading_commits_and_are_durable(
+    db: Database,
+) -> None:
+    """At a farm's trickle the uploader's marks and its acknowledgement wait for the next
+    reading commit and are written in it: no commit (fsync, first page, WAL block) of their
+    own. Each is answered once that commit is durable."""
+    farm = await add_farm(db, await add_user(db))
+    device = await add_device(db, farm)
+    store, outbox = ReadingStore(db, staged=True), OutboxStore(db)
+    clock = T0
+
+    async def readings_until(write: asyncio.Task[object]) -> int:
+        """Reading commits, one after another, until ``write`` is answered; how many."""
+        nonlocal clock
+        count = 0
+        while not write.done():
+            assert count < 20, "the write never rode a reading commit"
+            await store.write([NewReading(device, "ph", "pH", clock, 6.0)])
+            clock += 1000
+            count += 1
+            await asyncio.sleep(0)  # the answer of the commit it rode is delivered
+        return count
+
+    await outbox.acknowledge(await outbox.take(100), 0, 0)  # the farm and the device
+    await store.write([NewReading(device, "ph", "pH", clock - 1000, 6.0)])
+    commits = db.commits
+    taking = asyncio.create_task(outbox.take(100, ride_s=3600))
+    written = await readings_until(taking)
+    taken = taking.result()
+    assert db.commits - commits == written
+    assert len(taken.readings) >= 1
+    in_flight = "SELECT count(*) FROM outbox_inflight"
+    assert _stored(db.path, in_flight) >= 1
+
+    commits = db.commits
+    acking = asyncio.create_task(outbox.acknowledge(taken, max(taken.seqs), 0, ride_s=3600))
+    written = await readings_until(acking)
+    assert db.commits - commits == written
+    acked = "SELECT staged_acked FROM outbox_stats WHERE id = 1"
+    assert _stored(db.path, acked) == max(taken.readings.seq)
