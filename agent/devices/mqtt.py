@@ -433,8 +433,11 @@ class MqttClient:
             self._forget_unhandled(client)
             # Cancellation here is shutdown: aiomqtt then disconnects cleanly (bounded by its
             # own timeout); after a network error it returns at once.
-            with contextlib.suppress(aiomqtt.MqttError):
-                await client.__aexit__(None, None, None)
+            try:
+                with contextlib.suppress(aiomqtt.MqttError):
+                    await client.__aexit__(None, None, None)
+            finally:
+                paho_internals.settle(client)
 
     async def _subscribe(self, client: aiomqtt.Client, filters: list[str]) -> None:
         qos = self.settings.subscribe_qos

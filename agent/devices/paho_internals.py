@@ -67,6 +67,7 @@ __all__ = [
     "receive_with",
     "send_pubacks",
     "send_publishes",
+    "settle",
 ]
 
 #: The paho-mqtt releases whose internals this module was checked against.
@@ -343,6 +344,16 @@ def ignore_late_acknowledgements(client: aiomqtt.Client) -> None:
                 _callback(*args)
 
         setattr(paho, attribute, acknowledged)
+
+
+def settle(client: aiomqtt.Client) -> None:
+    """Take the connection's end as handled once the session is over. aiomqtt leaves the
+    exception of a broker that dropped the connection in its ``_disconnected`` future for its
+    message iterator to raise; a session stopped before it next waited there (a stop during the
+    subscribe, say) never read it, and asyncio logged "Future exception was never retrieved"."""
+    ended = client._disconnected
+    if ended.done() and not ended.cancelled():
+        ended.exception()
 
 
 def abandon(client: aiomqtt.Client) -> None:
