@@ -394,14 +394,18 @@ class MqttClient:
         # message came on is what acknowledging it needs.
         paho_internals.receive_with(client, self._receiver(client))
         paho_internals.ignore_late_acknowledgements(client)
+        # Receiving from here: a persistent session's unacknowledged messages may come right
+        # behind the CONNACK, and are handled (and acknowledged on this connection) before
+        # the connect returns.
+        self._receiving = client
         try:
             async with asyncio.timeout(settings.timeout + 1):
                 await client.__aenter__()
         except BaseException:
+            self._receiving = None
             paho_internals.abandon(client)
             raise
         paho_internals.read_in_bursts(client, self._receiver(client))
-        self._receiving = client
         try:
             self.stats.connects += 1
             self._backoff.reset()
