@@ -71,6 +71,8 @@ class SimulatedRoom:
         self.model = model
         self._fans = tuple(fans)
         self._sensor = sensor
+        self.reported: dict[str, float] = {}
+        """The temperature and humidity the sensor last published."""
 
     def fan_speed(self) -> float:
         """The fans' combined speed as a sum of fractions (two fans at 50 % make 1.0)."""
@@ -83,6 +85,10 @@ class SimulatedRoom:
 
     async def report(self) -> None:
         """Publish the room's current temperature and humidity through the sensor."""
-        self._sensor.set_reading("temperature", round(self.model.temperature, 2))
-        self._sensor.set_reading("humidity", round(self.model.humidity, 2))
+        self.reported = {
+            "temperature": round(self.model.temperature, 2),
+            "humidity": round(self.model.humidity, 2),
+        }
+        for metric, value in self.reported.items():
+            self._sensor.set_reading(metric, value)
         await self._sensor.publish_telemetry()

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from agent.app import create_app
+from agent.devices.simulator.room import SimulatedRoom
 from agent.services.climate.runtime import ClimateRuntime
 from agent.web.keys import CLIMATE_RUNTIME, CLOCK_WATCH
+from tests.agent.runtime.conftest import eventually
 from tests.conftest import ADMIN_EMAIL, ADMIN_PASSWORD, Agent, agent_settings
 from tests.support.clock import Clock
 
@@ -48,6 +50,24 @@ def loop_of(agent: Agent) -> ClimateRuntime:
     """The agent's climate runtime."""
     runtime: ClimateRuntime = agent.client.app[CLIMATE_RUNTIME]
     return runtime
+
+
+async def heard(agent: Agent, farm_id: str, room: SimulatedRoom) -> None:
+    """Wait until the loop holds what the room's sensor last reported (to the sensor's own
+    precision, a tenth for ESPHome), received at the loop's present time. Counting readings was
+    not enough: the sensor's announcement on connect could still be on its way and pass for the
+    tick's report."""
+    loop = loop_of(agent)
+
+    async def holds() -> bool:
+        samples = await loop.sensor_samples(farm_id, None)
+        now = loop.now()
+        return all(
+            any(abs(s.value - value) < 0.06 and s.at == now for s in samples.get(metric, ()))
+            for metric, value in room.reported.items()
+        )
+
+    await eventually(holds)
 
 
 def settings_body(farm_id: str, fan_ids: list[str], **overrides: Any) -> dict[str, Any]:

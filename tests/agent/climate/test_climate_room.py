@@ -20,6 +20,7 @@ from agent.web.keys import DEVICE_RUNTIME, SCHEDULES
 from tests.agent.climate.conftest import (
     ClimateAgentFactory,
     Clock,
+    heard,
     history,
     loop_of,
     settings_body,
@@ -60,11 +61,10 @@ class Rig:
 
     async def tick(self, seconds: float = TICK_S) -> None:
         """Let time pass in the room, deliver the sensor's readings, then step the loop."""
-        before = self.loop.received
         self.clock.advance(seconds)
         await self.room.advance(seconds)
         # Temperature and humidity, through the broker, the agent and its writer.
-        await eventually(lambda: _true(self.loop.received >= before + 2))
+        await heard(self.agent, self.farm_id, self.room)
         await self.loop.step(self.clock())
 
     async def status(self, device_id: str) -> str:

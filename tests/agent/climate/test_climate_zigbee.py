@@ -12,6 +12,7 @@ from agent.web.keys import DEVICE_RUNTIME
 from tests.agent.climate.conftest import (
     ClimateAgentFactory,
     Clock,
+    heard,
     history,
     loop_of,
     settings_body,
@@ -20,7 +21,7 @@ from tests.agent.climate.conftest import (
 from tests.agent.climate.test_climate_api import fan
 from tests.agent.climate.test_climate_room import TICK_S, broker
 from tests.agent.devices_api.conftest import create_farm, register
-from tests.agent.runtime.conftest import PROFILES, eventually, runtime_settings
+from tests.agent.runtime.conftest import PROFILES, runtime_settings
 from tests.support.mosquitto import Mosquitto
 
 __all__ = ["broker"]
@@ -61,10 +62,9 @@ async def test_a_hot_room_seen_by_a_zigbee_sensor_starts_the_fan(
         resp = await update(agent, settings_body(farm_id, [fan_id], run_speed=100))
         assert resp.status == 200, await resp.text()
         loop = loop_of(agent)
-        before = loop.received
         clock.advance(TICK_S)
         await room.advance(TICK_S)
-        await eventually(lambda: _true(loop.received >= before + 2))
+        await heard(agent, farm_id, room)
         await loop.step(clock())
         actions = await history(agent, farm_id, kind="action")
         assert actions, "the loop did not act"
@@ -72,7 +72,3 @@ async def test_a_hot_room_seen_by_a_zigbee_sensor_starts_the_fan(
         assert first["speed"] == 100
         assert first["reasons"] == ["temperature_out_of_band"]
         assert first["cause"]["temperature"]["value"] == pytest.approx(28.0, abs=0.5)
-
-
-async def _true(value: bool) -> bool:
-    return value
