@@ -74,10 +74,6 @@ class Rig:
         return str((await resp.json())["status"])
 
 
-async def _true(value: bool) -> bool:
-    return value
-
-
 @pytest.fixture
 async def rig(
     make_climate_agent: ClimateAgentFactory, broker: Mosquitto, clock: Clock
