@@ -58,6 +58,22 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+
+class _LostConnectionIsAWarning(logging.Filter):
+    """paho logs a connection the broker reset at ERROR ("failed to receive on socket"); the
+    supervisor reconnects and reports it as a warning (a broker restart, the demo's broker
+    stopped with the agent), so it is a warning here too."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.ERROR and str(record.msg).startswith("failed to receive"):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_PAHO_LOG = logging.getLogger(f"{__name__}.paho")
+"""paho-mqtt's own messages, through aiomqtt."""
+_PAHO_LOG.addFilter(_LostConnectionIsAWarning())
+
 MessageKind = Literal["command", "status", "state", "telemetry"]
 
 #: QoS and retain per kind of message the agent publishes.
@@ -387,6 +403,7 @@ class MqttClient:
                 else None
             ),
             socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
+            logger=_PAHO_LOG,
         )
         # QoS 1 messages are acknowledged by _acknowledge, after their readings are committed.
         paho_internals.manual_acks(client)

@@ -364,3 +364,4 @@ def abandon(client: aiomqtt.Client) -> None:
         client._connected = asyncio.get_running_loop().create_future()
     with contextlib.suppress(Exception):
         client._client.disconnect()
+    settle(client)  # the broker may have dropped it between the CONNACK and the stop

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import socket
 
 import pytest
@@ -75,7 +76,9 @@ async def test_client_connects_once_the_broker_comes_up(broker: Mosquitto) -> No
             await eventually(lambda: inbox.payloads("late/1") == ["hello"])
 
 
-async def test_resubscribes_and_keeps_receiving_after_broker_is_killed(broker: Mosquitto) -> None:
+async def test_resubscribes_and_keeps_receiving_after_broker_is_killed(
+    broker: Mosquitto, caplog: pytest.LogCaptureFixture
+) -> None:
     inbox = Inbox()
     async with (
         MqttClient(settings_for(broker), inbox) as agent,
@@ -94,6 +97,8 @@ async def test_resubscribes_and_keeps_receiving_after_broker_is_killed(broker: M
         sent = [f"after-{i}" for i in range(20)]
         await _publish_all(device, "stream/t", sent)
         await eventually(lambda: inbox.payloads("stream/t") == ["before", *sent])
+    # A lost broker is a warning: the client reconnects by itself.
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 
 async def test_qos1_messages_for_a_persistent_session_survive_a_broker_restart(
