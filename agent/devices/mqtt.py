@@ -97,6 +97,12 @@ _INGEST_SHARE = 0.75
 # The longest the telemetry lane waits at a time for requests in progress, and how often it looks.
 _STEP_ASIDE_S = 0.05
 _STEP_ASIDE_POLL_S = 0.002
+# A connection that reads in step with the commits (``in_step_with_commits``) reads this long
+# before the batch closes, so what it reads is handled in time to join it.
+_READ_BEFORE_COMMIT_S = 0.1
+# ... and reads on as messages come once a read holds this many: past a trickle, messages
+# waiting unread (and unacknowledged) would narrow the broker's in-flight window.
+_TRICKLE_MESSAGES = 128
 
 
 def outgoing(kind: MessageKind, topic: str, payload: str) -> OutgoingMessage:
@@ -136,6 +142,11 @@ class CommitBarrier(Protocol):
     def outcome(self, start: int, end: int) -> bool | None:
         """Whether the items queued between two marks are committed: True, False if one of
         them was refused or lost, None while they are not all finished."""
+        ...
+
+    def closes_at(self) -> float | None:
+        """The loop time at which the items queued so far are committed at the latest, or None
+        when nothing waits for a commit."""
         ...
 
     async def progress(self) -> None:
@@ -216,10 +227,14 @@ class MqttClient:
         *,
         barrier: CommitBarrier | None = None,
         on_connect: Callable[[], Awaitable[None]] | None = None,
+        in_step_with_commits: bool = False,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
         self.settings = settings
+        # Telemetry: while the barrier gathers a batch, a trickle of messages is read from the
+        # socket once, shortly before the batch closes, not message by message as it comes.
+        self._in_step = in_step_with_commits and barrier is not None
         self._on_connect = on_connect
         self.stats = MqttStats()
         self._handler = handler
@@ -422,7 +437,9 @@ class MqttClient:
             self._receiving = None
             paho_internals.abandon(client)
             raise
-        paho_internals.read_in_bursts(client, self._receiver(client))
+        paho_internals.read_in_bursts(
+            client, self._receiver(client), self._pause if self._in_step else None
+        )
         try:
             self.stats.connects += 1
             self._backoff.reset()
@@ -506,6 +523,21 @@ class MqttClient:
             enqueue(client, topic, payload, qos, retain, mid)
 
         return receive
+
+    def _pause(self, messages: int) -> float:
+        """How long to leave the socket unread after a read of ``messages`` messages: until
+        shortly before the batch being gathered closes.
+
+        Every message read alone wakes the event loop, the dispatcher and the acknowledger,
+        each with caches gone cold: at a farm's pace that was most of the agent's CPU. The
+        messages' readings wait for the batch's commit anyway (they are served live and
+        acknowledged after it), so reading them just before it costs them no time; a state
+        report confirming a command comes on the control connection, read as it comes."""
+        assert self._barrier is not None
+        closes = self._barrier.closes_at()
+        if closes is None or messages >= _TRICKLE_MESSAGES:
+            return 0.0
+        return closes - _READ_BEFORE_COMMIT_S - asyncio.get_running_loop().time()
 
     def _enqueue(
         self, client: aiomqtt.Client, topic: str, payload: bytes, qos: int, retain: bool, mid: int

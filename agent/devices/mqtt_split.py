@@ -47,6 +47,10 @@ class _Unbounded:
         """The wrapped barrier's progress."""
         await self._barrier.progress()
 
+    def closes_at(self) -> float | None:
+        """The wrapped barrier's."""
+        return self._barrier.closes_at()
+
 
 def without_backpressure(barrier: CommitBarrier) -> CommitBarrier:
     """``barrier`` for the control connection: its few messages do not wait for room in the

@@ -76,7 +76,13 @@ class DeviceRuntime:
         self._listeners: dict[str, MessageHandler] = {}
         self._connect_hooks: list[Callable[[], Awaitable[None]]] = []
         if mqtt is not None:
-            self.client = MqttClient(mqtt, self._handle, barrier=writer, on_connect=self._connected)
+            self.client = MqttClient(
+                mqtt,
+                self._handle,
+                barrier=writer,
+                on_connect=self._connected,
+                in_step_with_commits=True,
+            )
             control = replace(mqtt, client_id=f"{mqtt.client_id}-control", will=None, birth=None)
             self.control = MqttClient(control, self._handle, barrier=without_backpressure(writer))
             self.control.prioritize = lambda _topic: True

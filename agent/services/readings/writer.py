@@ -237,6 +237,8 @@ class ReadingWriter:
         self._progressed = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
+        # The loop time at which the batch being gathered closes (None: no batch is open).
+        self._closes_at: float | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.stalled_since: float | None = None
@@ -290,6 +292,12 @@ class ReadingWriter:
     def full(self) -> bool:
         """True while :meth:`room` would wait."""
         return not self._has_room.is_set()
+
+    def closes_at(self) -> float | None:
+        """The loop time at which the batch being gathered closes at the latest (sooner when
+        it fills, or at a flush), or None while no batch is open (a reading queued now opens
+        one)."""
+        return self._closes_at
 
     def outcome(self, start: int, end: int) -> bool | None:
         """Whether the readings queued between marks ``start`` and ``end`` are committed:
@@ -510,40 +518,45 @@ class ReadingWriter:
         item = await self._next()
         latest = loop.time() + self._wait()
         due = min(last_commit + self._min_interval, latest)
-        while True:
-            if isinstance(item, _Marker):
-                self._markers -= 1
-                markers.append(item)
-                return batch, markers  # a flush or stop commits what came before it, now
-            batch.append(item)
-            # Every limit is at least the busy one: below it, nothing to ask.
-            if len(batch) >= self._busy_batch and len(batch) >= self._batch_limit():
-                return batch, markers
-            if self._queue:
-                item = self._queue.popleft()
-                continue
-            # Fewer than commit_rows: wait for more, up to batch_interval.
-            enough = len(batch) >= self._commit_rows
-            remaining = (due if enough else latest) - loop.time()
-            if remaining <= 0:
-                return batch, markers
-            limit = self._batch_limit()
-            closes = limit if enough else min(self._commit_rows, limit)
-            try:
-                async with asyncio.timeout(remaining):
-                    item = await self._next(closes - len(batch))
-            except TimeoutError:
-                # What came meanwhile joins the batch, as if each had woken it.
-                while self._queue:
+        try:
+            while True:
+                if isinstance(item, _Marker):
+                    self._markers -= 1
+                    markers.append(item)
+                    return batch, markers  # a flush or stop commits what came before it, now
+                batch.append(item)
+                # Every limit is at least the busy one: below it, nothing to ask.
+                if len(batch) >= self._busy_batch and len(batch) >= self._batch_limit():
+                    return batch, markers
+                if self._queue:
                     item = self._queue.popleft()
-                    if isinstance(item, _Marker):
-                        self._markers -= 1
-                        markers.append(item)
-                        break
-                    batch.append(item)
-                    if len(batch) >= self._busy_batch and len(batch) >= self._batch_limit():
-                        break
-                return batch, markers
+                    continue
+                # Fewer than commit_rows: wait for more, up to batch_interval.
+                enough = len(batch) >= self._commit_rows
+                closes = due if enough else latest
+                remaining = closes - loop.time()
+                if remaining <= 0:
+                    return batch, markers
+                self._closes_at = closes
+                limit = self._batch_limit()
+                full = limit if enough else min(self._commit_rows, limit)
+                try:
+                    async with asyncio.timeout(remaining):
+                        item = await self._next(full - len(batch))
+                except TimeoutError:
+                    # What came meanwhile joins the batch, as if each had woken it.
+                    while self._queue:
+                        item = self._queue.popleft()
+                        if isinstance(item, _Marker):
+                            self._markers -= 1
+                            markers.append(item)
+                            break
+                        batch.append(item)
+                        if len(batch) >= self._busy_batch and len(batch) >= self._batch_limit():
+                            break
+                    return batch, markers
+        finally:
+            self._closes_at = None
 
     async def _next(self, wanted: int = 1) -> NewReading | _Marker:
         """The next queued item, once ``wanted`` items (at least one) or a marker are

@@ -259,6 +259,9 @@ class Gate:
     async def progress(self) -> None:
         await self._open.wait()
 
+    def closes_at(self) -> float | None:
+        return None
+
     def open(self) -> None:
         self._open.set()
 
@@ -315,6 +318,9 @@ class LosesFirst:
 
     async def progress(self) -> None:
         await asyncio.Event().wait()  # outcome() is never None: nothing to wait for
+
+    def closes_at(self) -> float | None:
+        return None
 
 
 async def test_a_message_whose_readings_were_lost_is_delivered_again_on_a_live_connection(
@@ -412,3 +418,100 @@ def _dropped(client: MqttClient) -> bool:
     """Whether aiomqtt has seen the connection end (its private future; paho_internals.settle)."""
     session = client._receiving
     return session is not None and session._disconnected.done()
+
+
+class Batch:
+    """A commit barrier gathering one batch that closes at ``closes`` (loop time); every
+    message is committed at once."""
+
+    def __init__(self, closes: float | None) -> None:
+        self.closes = closes
+        self._position = 0
+
+    def mark(self) -> int:
+        self._position += 1
+        return self._position
+
+    async def room(self) -> None:
+        return None
+
+    def full(self) -> bool:
+        return False
+
+    def outcome(self, start: int, end: int) -> bool | None:
+        return True
+
+    async def progress(self) -> None:
+        await asyncio.Event().wait()  # outcome() is never None: nothing to wait for
+
+    def closes_at(self) -> float | None:
+        return self.closes
+
+
+class Timed(Inbox):
+    """An inbox that notes the loop time each message was handled at."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    async def __call__(self, message: InboundMessage) -> None:
+        self.times.append(asyncio.get_running_loop().time())
+        await super().__call__(message)
+
+
+async def test_a_trickle_is_read_shortly_before_the_batch_it_joins_closes(
+    broker: Mosquitto,
+) -> None:
+    """Telemetry read in step with the commits: what comes while a batch gathers waits in the
+    socket until shortly before it closes, then is read at once, and every message is still
+    handled and acknowledged."""
+    loop = asyncio.get_running_loop()
+    batch = Batch(None)
+    inbox = Timed()
+    async with (
+        MqttClient(settings_for(broker), Inbox()) as device,
+        MqttClient(settings_for(broker), inbox, barrier=batch, in_step_with_commits=True) as agent,
+    ):
+        await agent.wait_connected(WAIT)
+        await agent.subscribe(["trickle/#"])
+        await device.wait_connected(WAIT)
+        # No batch open: read as it comes.
+        await _publish_all(device, "trickle/a", ["0"])
+        await eventually(lambda: inbox.payloads("trickle/a") == ["0"])
+        batch.closes = loop.time() + 1.5
+        await _publish_all(device, "trickle/a", ["1"])
+        await eventually(lambda: inbox.payloads("trickle/a") == ["0", "1"])
+        # The read of "1" found a batch gathering: the next ones wait for its close.
+        sent = [str(i) for i in range(2, 7)]
+        await _publish_all(device, "trickle/a", sent)
+        await eventually(lambda: inbox.payloads("trickle/a") == ["0", "1", *sent])
+        assert min(inbox.times[2:]) >= batch.closes - 0.1 - 0.01  # not before (a lower bound)
+        await eventually(lambda: agent.stats.acknowledged == 7)
+
+
+async def test_a_connection_lost_while_reads_wait_for_the_commit_comes_back(
+    broker: Mosquitto, caplog: pytest.LogCaptureFixture
+) -> None:
+    loop = asyncio.get_running_loop()
+    batch = Batch(None)
+    inbox = Inbox()
+    async with (
+        MqttClient(settings_for(broker), Inbox()) as device,
+        MqttClient(settings_for(broker), inbox, barrier=batch, in_step_with_commits=True) as agent,
+    ):
+        await agent.wait_connected(WAIT)
+        await agent.subscribe(["paused/#"])
+        await device.wait_connected(WAIT)
+        batch.closes = loop.time() + 1.0
+        await _publish_all(device, "paused/a", ["before"])
+        await eventually(lambda: inbox.payloads("paused/a") == ["before"])
+        # The socket is left unread until the batch closes; the broker dies meanwhile.
+        await broker.restart(kill=True)
+        await eventually(lambda: agent.stats.connects == 2)
+        await agent.wait_connected(WAIT)
+        await device.wait_connected(WAIT)
+        batch.closes = None
+        await _publish_all(device, "paused/a", ["after"])
+        await eventually(lambda: inbox.payloads("paused/a") == ["before", "after"])
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
