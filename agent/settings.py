@@ -244,7 +244,7 @@ class AgentSettings(HubSettings, WebhookSettings, BaseSettings):
     reading_fold_rows: int = Field(
         200_000,
         ge=1,
-        description="Readings staged since the last fold that start one early (a burst, a"
+        description="Staged readings of time buckets that have ended that start a fold early (a"
         " backlog); the bucket under way stays staged",
     )
     reading_commit_rows: int = Field(

@@ -368,8 +368,15 @@ class ReadingStore:
         return outcome
 
     async def stage_size(self) -> int:
-        """Readings in the stage (folded or not): what the next fold will move."""
+        """Readings in the stage (folded or not)."""
         return int(await self._db.fetch_value("SELECT count(*) FROM readings_stage"))
+
+    async def foldable(self) -> int:
+        """Staged readings of the time buckets that have ended: what the next fold moves."""
+        until = floor_to(self._now(), BUCKET_MS)
+        return int(
+            await self._db.fetch_value("SELECT count(*) FROM readings_stage WHERE ts < ?", (until,))
+        )
 
     async def fold(self, *, whole_buckets: bool = True) -> int:
         """Move the staged readings of the time buckets that have ended into ``readings`` and

@@ -84,6 +84,7 @@ def readings_context(settings: AgentSettings) -> CleanupContext:
             fold=reading_store.fold,
             fold_interval_s=settings.reading_fold_interval_s,
             stage_size=reading_store.stage_size,
+            foldable=reading_store.foldable,
             fold_rows=settings.reading_fold_rows,
         )
         query = ReadingQuery(

@@ -83,6 +83,7 @@ class ReadingRuntime:
         fold: Callable[..., Awaitable[int]] | None = None,
         fold_interval_s: float = 0.0,
         stage_size: Callable[[], Awaitable[int]] | None = None,
+        foldable: Callable[[], Awaitable[int]] | None = None,
         fold_rows: int = 200_000,
         now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
@@ -99,19 +100,20 @@ class ReadingRuntime:
         )
         # Staged readings move to the bucketed tables a minute after each time bucket ends (the
         # store folds whole buckets), or every few buckets when fold_interval_s is longer; and
-        # whenever fold_rows more were staged since the last fold (a burst, a backlog: reads
-        # scan the stage, which has no index). The first check soon after start-up: what a
+        # whenever fold_rows readings of buckets that have ended are staged (a backlog: reads
+        # scan the stage, which has no index). The bucket under way is never folded early, so
+        # its readings do not count: at 500 devices a half hour's trickle passed 200,000 and
+        # started a fold that had nothing to move. The first check soon after start-up: what a
         # previous run staged.
         self._fold = fold
         self._stage_size = stage_size
+        self._foldable = foldable
         self._fold_interval = fold_interval_s
         self._fold_rows = fold_rows
         self._now_ms = now_ms
         self._period_ms = BUCKET_MS * max(1, math.ceil(fold_interval_s * 1000 / BUCKET_MS))
         self._period: int | None = None
         """The period (of ``_period_ms``, a grace after its start) folded last."""
-        self._left = 0
-        """Readings the last fold left staged (of the bucket under way)."""
         self.folded = 0
         """Readings folded since start."""
         # An owned loop, not a scheduler job: a fold during a backlog's catch-up outlasts the
@@ -178,10 +180,11 @@ class ReadingRuntime:
 
     async def fold_if_due(self) -> None:
         """One check of the fold loop: fold if a time bucket (or ``fold_interval_s`` of them)
-        ended a minute ago or more since the last fold, or ``fold_rows`` more readings were
-        staged since (the first check always folds: what a previous run staged)."""
+        ended a minute ago or more since the last fold, or ``fold_rows`` readings of buckets
+        that have ended are staged (the first check always folds: what a previous run
+        staged)."""
         if self._current_period() != self._period or (
-            await self.staged() - self._left >= self._fold_rows
+            self._foldable is not None and await self._foldable() >= self._fold_rows
         ):
             await self._fold_now()
 
@@ -192,7 +195,6 @@ class ReadingRuntime:
             began = time.perf_counter()
             self._period = self._current_period()
             folded = await self._fold(whole_buckets=whole_buckets)
-        self._left = await self.staged()
         self.folded += folded
         if folded:
             log.debug("folded %d staged readings in %.2f s", folded, time.perf_counter() - began)

@@ -199,19 +199,20 @@ async def test_retention_prunes_readings_from_before_the_upgrade_and_after(
     assert len(hours) == 24 and {p.count for p in hours} == {6}
 
 
-async def test_the_fold_runs_a_minute_after_each_bucket_ends_or_when_the_stage_grows(
+async def test_the_fold_runs_a_minute_after_each_bucket_ends_or_when_a_backlog_grows(
     farm: Farm,
 ) -> None:
     now = [T0 + BUCKET_MS + 30_000]
     folds: list[int] = []
-    staged = [0]
+    ended = [0]  # staged readings of the buckets that have ended
 
     async def fold(*, whole_buckets: bool = True) -> int:
         folds.append(now[0])
+        ended[0] = 0
         return 0
 
-    async def stage_size() -> int:
-        return staged[0]
+    async def foldable() -> int:
+        return ended[0]
 
     runtime = ReadingRuntime(
         ReadingWriter(farm.store),
@@ -219,20 +220,20 @@ async def test_the_fold_runs_a_minute_after_each_bucket_ends_or_when_the_stage_g
         retention_interval_s=3600,
         fold=fold,
         fold_interval_s=1800,
-        stage_size=stage_size,
+        foldable=foldable,
         fold_rows=1000,
         now_ms=lambda: now[0],
     )
     for moment, rows in (
         (T0 + BUCKET_MS + 30_000, 0),  # start-up: what a previous run staged
-        (T0 + BUCKET_MS + 59_000, 900),  # the bucket under way, with room in the stage
+        (T0 + BUCKET_MS + 59_000, 900),  # a backlog of ended buckets, with room in the stage
         (T0 + BUCKET_MS + 61_000, 900),  # a minute after the bucket ended
-        (T0 + 2 * BUCKET_MS, 1_800),
-        (T0 + 2 * BUCKET_MS + 10_000, 1_900),  # 1,000 more staged since the last fold
-        (T0 + 2 * BUCKET_MS + 50_000, 2_000),
-        (T0 + 2 * BUCKET_MS + GRACE, 2_100),
+        (T0 + 2 * BUCKET_MS, 999),
+        (T0 + 2 * BUCKET_MS + 10_000, 1_000),  # 1,000 of ended buckets (a backlog's catch-up)
+        (T0 + 2 * BUCKET_MS + 50_000, 0),  # however many of the bucket under way
+        (T0 + 2 * BUCKET_MS + GRACE, 0),
     ):
-        now[0], staged[0] = moment, rows
+        now[0], ended[0] = moment, max(ended[0], rows)
         await runtime.fold_if_due()
     assert folds == [
         T0 + BUCKET_MS + 30_000,
@@ -240,6 +241,19 @@ async def test_the_fold_runs_a_minute_after_each_bucket_ends_or_when_the_stage_g
         T0 + 2 * BUCKET_MS + 10_000,
         T0 + 2 * BUCKET_MS + GRACE,
     ]
+
+
+async def test_only_readings_of_ended_buckets_count_towards_an_early_fold(farm: Farm) -> None:
+    """A farm's trickle fills the stage with the bucket under way, which no fold moves before
+    it ends: it starts no fold early."""
+    store = ReadingStore(farm.db, staged=True, now=lambda: T0 + BUCKET_MS + 10 * MIN)
+    ended = [T0 + BUCKET_MS - k * 1000 for k in range(1, 4)]
+    under_way = [T0 + BUCKET_MS + k * 1000 for k in range(5)]
+    await store.write(readings(farm.sensor, ended + under_way, [6.0] * 8))
+    assert await store.stage_size() == 8
+    assert await store.foldable() == 3
+    await store.fold()
+    assert (await store.stage_size(), await store.foldable()) == (5, 0)
 
 
 async def test_a_clock_jump_moves_receive_stamps_of_the_bucket_under_way(farm: Farm) -> None:
