@@ -529,7 +529,7 @@ class MqttClient:
         shortly before the batch being gathered closes.
 
         Every message read alone wakes the event loop, the dispatcher and the acknowledger,
-        each with caches gone cold: at a farm's pace that was most of the agent's CPU. The
+        each with caches gone cold: at a farm's pace, a third of the agent's CPU. The
         messages' readings wait for the batch's commit anyway (they are served live and
         acknowledged after it), so reading them just before it costs them no time; a state
         report confirming a command comes on the control connection, read as it comes."""
