@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import socket
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -296,9 +298,9 @@ async def test_a_qos1_message_is_acknowledged_only_once_its_readings_are_committ
             await eventually(lambda: third.payloads("readings/ph") == ["6.3"])
 
 
-class LosesFirst:
-    """A commit barrier whose first message's readings are lost (as a batch the database
-    refused); every later one is committed. Each message takes the next two positions."""
+class Committing:
+    """A commit barrier that commits every message at once; each message takes the next two
+    positions."""
 
     def __init__(self) -> None:
         self._position = 0
@@ -314,13 +316,21 @@ class LosesFirst:
         return False
 
     def outcome(self, start: int, end: int) -> bool | None:
-        return start != 1
+        return True
 
     async def progress(self) -> None:
         await asyncio.Event().wait()  # outcome() is never None: nothing to wait for
 
     def closes_at(self) -> float | None:
         return None
+
+
+class LosesFirst(Committing):
+    """A commit barrier whose first message's readings are lost (as a batch the database
+    refused); every later one is committed."""
+
+    def outcome(self, start: int, end: int) -> bool | None:
+        return start != 1
 
 
 async def test_a_message_whose_readings_were_lost_is_delivered_again_on_a_live_connection(
@@ -420,29 +430,12 @@ def _dropped(client: MqttClient) -> bool:
     return session is not None and session._disconnected.done()
 
 
-class Batch:
-    """A commit barrier gathering one batch that closes at ``closes`` (loop time); every
-    message is committed at once."""
+class Batch(Committing):
+    """A commit barrier gathering one batch that closes at ``closes`` (loop time)."""
 
     def __init__(self, closes: float | None) -> None:
+        super().__init__()
         self.closes = closes
-        self._position = 0
-
-    def mark(self) -> int:
-        self._position += 1
-        return self._position
-
-    async def room(self) -> None:
-        return None
-
-    def full(self) -> bool:
-        return False
-
-    def outcome(self, start: int, end: int) -> bool | None:
-        return True
-
-    async def progress(self) -> None:
-        await asyncio.Event().wait()  # outcome() is never None: nothing to wait for
 
     def closes_at(self) -> float | None:
         return self.closes
@@ -460,6 +453,22 @@ class Timed(Inbox):
         await super().__call__(message)
 
 
+@contextlib.asynccontextmanager
+async def _in_step(
+    broker: Mosquitto, inbox: Inbox, batch: Batch, topics: str
+) -> AsyncIterator[tuple[MqttClient, MqttClient]]:
+    """A device, and an agent reading in step with ``batch``'s commits, subscribed to
+    ``topics``; both connected."""
+    async with (
+        MqttClient(settings_for(broker), Inbox()) as device,
+        MqttClient(settings_for(broker), inbox, barrier=batch, in_step_with_commits=True) as agent,
+    ):
+        await agent.wait_connected(WAIT)
+        await agent.subscribe([topics])
+        await device.wait_connected(WAIT)
+        yield device, agent
+
+
 async def test_a_trickle_is_read_shortly_before_the_batch_it_joins_closes(
     broker: Mosquitto,
 ) -> None:
@@ -469,13 +478,7 @@ async def test_a_trickle_is_read_shortly_before_the_batch_it_joins_closes(
     loop = asyncio.get_running_loop()
     batch = Batch(None)
     inbox = Timed()
-    async with (
-        MqttClient(settings_for(broker), Inbox()) as device,
-        MqttClient(settings_for(broker), inbox, barrier=batch, in_step_with_commits=True) as agent,
-    ):
-        await agent.wait_connected(WAIT)
-        await agent.subscribe(["trickle/#"])
-        await device.wait_connected(WAIT)
+    async with _in_step(broker, inbox, batch, "trickle/#") as (device, agent):
         # No batch open: read as it comes.
         await _publish_all(device, "trickle/a", ["0"])
         await eventually(lambda: inbox.payloads("trickle/a") == ["0"])
@@ -496,13 +499,7 @@ async def test_a_connection_lost_while_reads_wait_for_the_commit_comes_back(
     loop = asyncio.get_running_loop()
     batch = Batch(None)
     inbox = Inbox()
-    async with (
-        MqttClient(settings_for(broker), Inbox()) as device,
-        MqttClient(settings_for(broker), inbox, barrier=batch, in_step_with_commits=True) as agent,
-    ):
-        await agent.wait_connected(WAIT)
-        await agent.subscribe(["paused/#"])
-        await device.wait_connected(WAIT)
+    async with _in_step(broker, inbox, batch, "paused/#") as (device, agent):
         batch.closes = loop.time() + 1.0
         await _publish_all(device, "paused/a", ["before"])
         await eventually(lambda: inbox.payloads("paused/a") == ["before"])
