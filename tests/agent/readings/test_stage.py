@@ -136,6 +136,20 @@ async def test_the_fold_stamps_last_reading_and_a_deleted_device_takes_its_stage
     assert last == "2024-01-01T00:01:00.000Z"
 
 
+async def test_the_fold_stamps_last_reading_of_the_bucket_under_way(farm: Farm) -> None:
+    """Readings the fold leaves staged (their bucket has not ended) still stamp their devices:
+    each series' newest, whichever device has most."""
+    store = ReadingStore(farm.db, staged=True, now=lambda: T0 + 10 * MIN, last_reading_every_s=3600)
+    await store.write(readings(farm.sensor, [T0 + 3_000, T0 + 1_000], [1.0, 2.0]))
+    await store.write(readings(farm.sensor, [T0 + 2_000], [3.0], metric="ec"))
+    await store.write(readings(farm.other, [T0 + 500], [4.0]))
+    assert (await stamps(farm.db, farm.sensor))[0] is None  # not stamped by the writes
+    assert await store.fold() == 0
+    assert (await stamps(farm.db, farm.sensor))[0] == "2024-01-01T00:00:03.000Z"
+    assert (await stamps(farm.db, farm.other))[0] == "2024-01-01T00:00:00.500Z"
+    assert await count(farm.db, "readings_stage") == 4
+
+
 async def test_a_fold_cut_short_is_resumed_without_counting_a_reading_twice(
     staged: Farm, db: Database
 ) -> None:
