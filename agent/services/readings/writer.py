@@ -237,8 +237,11 @@ class ReadingWriter:
         self._progressed = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
-        # The loop time at which the batch being gathered closes (None: no batch is open).
+        # The loop time at which the batch being gathered closes (None: no batch is open), and
+        # whether the last batch closed on its interval with fewer than ``commit_rows``
+        # readings (a trickle) rather than on its size (a burst).
         self._closes_at: float | None = None
+        self._trickle = False
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.stalled_since: float | None = None
@@ -295,9 +298,10 @@ class ReadingWriter:
 
     def closes_at(self) -> float | None:
         """The loop time at which the batch being gathered closes at the latest (sooner when
-        it fills, or at a flush), or None while no batch is open (a reading queued now opens
-        one)."""
-        return self._closes_at
+        it fills, or at a flush), while readings come as a trickle: None while no batch is
+        open (a reading queued now opens one), and while the last batch closed on its size
+        (a burst: what is read sooner is committed sooner)."""
+        return self._closes_at if self._trickle else None
 
     def outcome(self, start: int, end: int) -> bool | None:
         """Whether the readings queued between marks ``start`` and ``end`` are committed:
@@ -527,6 +531,7 @@ class ReadingWriter:
                 batch.append(item)
                 # Every limit is at least the busy one: below it, nothing to ask.
                 if len(batch) >= self._busy_batch and len(batch) >= self._batch_limit():
+                    self._trickle = False
                     return batch, markers
                 if self._queue:
                     item = self._queue.popleft()
@@ -536,6 +541,7 @@ class ReadingWriter:
                 closes = due if enough else latest
                 remaining = closes - loop.time()
                 if remaining <= 0:
+                    self._trickle = not enough
                     return batch, markers
                 self._closes_at = closes
                 limit = self._batch_limit()
@@ -544,6 +550,7 @@ class ReadingWriter:
                     async with asyncio.timeout(remaining):
                         item = await self._next(full - len(batch))
                 except TimeoutError:
+                    self._trickle = not enough
                     # What came meanwhile joins the batch, as if each had woken it.
                     while self._queue:
                         item = self._queue.popleft()

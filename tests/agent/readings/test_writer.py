@@ -207,6 +207,31 @@ async def test_readings_that_come_while_a_batch_waits_all_join_it(
     assert writer.stats.commits == 1 and writer.stats.committed == 7
 
 
+async def test_the_close_of_a_batch_is_told_only_while_readings_trickle(
+    farm: Farm, make_writer: Any
+) -> None:
+    """What lets the MQTT client read in step with the commits: after a batch closed on its
+    interval, the next one's close is told; after one closed on its size (a burst, where what
+    is read sooner is committed sooner), it is not."""
+    writer = await make_writer(batch_interval=2.0, commit_rows=5)
+    with writer.subscribe() as listener:
+        assert writer.closes_at() is None  # no batch yet
+        for ts in (T0, T0 + 1):  # two readings: the batch closes on its interval
+            writer.submit(reading(farm.sensor, 6.0, ts))
+        [await asyncio.wait_for(listener.get(), WAIT) for _ in range(2)]
+        writer.submit(reading(farm.sensor, 6.0, T0 + 2))
+        await asyncio.sleep(0.02)
+        closes = writer.closes_at()
+        assert closes is not None and closes > asyncio.get_running_loop().time()
+        for ts in range(T0 + 3, T0 + 7):  # five in the batch: it closes on its size
+            writer.submit(reading(farm.sensor, 6.0, ts))
+        [await asyncio.wait_for(listener.get(), WAIT) for _ in range(5)]
+        writer.submit(reading(farm.sensor, 6.0, T0 + 7))
+        await asyncio.sleep(0.02)
+        assert writer.closes_at() is None
+        await asyncio.wait_for(listener.get(), WAIT)
+
+
 @pytest.mark.parametrize(
     ("value", "valid_range", "reason"),
     [
