@@ -100,9 +100,6 @@ _STEP_ASIDE_POLL_S = 0.002
 # A connection that reads in step with the commits (``in_step_with_commits``) reads this long
 # before the batch closes, so what it reads is handled in time to join it.
 _READ_BEFORE_COMMIT_S = 0.1
-# ... and reads on as messages come once a read holds this many: past a trickle, messages
-# waiting unread (and unacknowledged) would narrow the broker's in-flight window.
-_TRICKLE_MESSAGES = 128
 
 
 def outgoing(kind: MessageKind, topic: str, payload: str) -> OutgoingMessage:
@@ -524,9 +521,10 @@ class MqttClient:
 
         return receive
 
-    def _pause(self, messages: int) -> float:
-        """How long to leave the socket unread after a read of ``messages`` messages: until
-        shortly before the batch being gathered closes.
+    def _pause(self) -> float:
+        """How long to leave the socket unread after a read: until shortly before the batch
+        being gathered closes, while readings trickle (the barrier tells no close during a
+        burst, when what is read sooner is committed sooner).
 
         Every message read alone wakes the event loop, the dispatcher and the acknowledger,
         each with caches gone cold: at a farm's pace, a third of the agent's CPU. The
@@ -535,7 +533,7 @@ class MqttClient:
         report confirming a command comes on the control connection, read as it comes."""
         assert self._barrier is not None
         closes = self._barrier.closes_at()
-        if closes is None or messages >= _TRICKLE_MESSAGES:
+        if closes is None:
             return 0.0
         return closes - _READ_BEFORE_COMMIT_S - asyncio.get_running_loop().time()
 

@@ -107,15 +107,14 @@ def receive_with(client: aiomqtt.Client, receive: Receiver) -> None:
 
 
 def read_in_bursts(
-    client: aiomqtt.Client, receive: Receiver, pause: Callable[[int], float] | None = None
+    client: aiomqtt.Client, receive: Receiver, pause: Callable[[], float] | None = None
 ) -> None:
     """Read what the socket holds, up to ``_RECV_BYTES`` a time, each time it is readable, and
     hand each QoS 0 or 1 PUBLISH in it to ``receive``; every other packet to paho.
 
-    ``pause``: after a read that took less than ``_RECV_BYTES``, given how many PUBLISH
-    packets it held, how long to leave the socket unread (0: read it again as soon as it is
-    readable). What arrives meanwhile waits in the socket and is read at once after it; the
-    connection's end is noticed then too.
+    ``pause``: after a read that took less than ``_RECV_BYTES``, how long to leave the socket
+    unread (0: read it again as soon as it is readable). What arrives meanwhile waits in the
+    socket and is read at once after it; the connection's end is noticed then too.
 
     aiomqtt's reader has paho read one packet per event-loop turn, and paho reads a packet with
     a ``recv`` for its type, one per byte of its length and one for the rest, then builds an
@@ -143,13 +142,10 @@ def read_in_bursts(
     lost = MQTTErrorCode.MQTT_ERR_CONN_LOST
     loop = asyncio.get_running_loop()
     fd = raw.fileno()
-    published = 0  # PUBLISH packets handed to ``receive`` by the read under way
 
     def handle(command: int, body: bytearray, start: int, end: int) -> int:
         """One whole packet, ``body[start:end]`` after its fixed header; paho's return code."""
-        nonlocal published
         if command & 0xF0 == _PUBLISH_TYPE and (qos := (command >> 1) & 3) < 2:
-            published += 1
             at = start + 2 + ((body[start] << 8) | body[start + 1])
             topic = body[start + 2 : at].decode("utf-8", "replace")
             mid = 0
@@ -186,8 +182,6 @@ def read_in_bursts(
             loop.add_reader(fd, read)
 
     def read() -> None:
-        nonlocal published
-        published = 0
         try:
             if paho.socket() is not sock:
                 return
@@ -221,7 +215,7 @@ def read_in_bursts(
                 if paho.socket() is not sock:
                     return  # the packet ended the connection (a DISCONNECT)
             del buffer[:at]
-            if pause is not None and len(data) < _RECV_BYTES and (wait := pause(published)) > 0:
+            if pause is not None and len(data) < _RECV_BYTES and (wait := pause()) > 0:
                 loop.remove_reader(fd)
                 loop.call_later(wait, resume)
         except Exception as exc:
