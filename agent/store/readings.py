@@ -7,7 +7,10 @@ Timestamps are integer unix milliseconds. Where a reading lives (migrations 0002
   are appended in arrival order, so a commit rewrites the stage's last page, not a page of
   every series: on an SD card, bytes written are what wears it out. A row's ``seq`` is its
   number in the sync outbox's sequence (migration 0116): the staged row is what waits for the
-  cloud (``outbox_staged``, agent/sync/outbox.py), with no copy written beside it.
+  cloud (``outbox_staged``, agent/sync/outbox.py), with no copy written beside it. The rows
+  are in ``readings_stage_rows``, each time kept as an offset from ``readings_fold.stage_base``
+  (3 bytes instead of 6, migration 0119); ``readings_stage`` is the view that adds it back,
+  which every read of the stage goes through.
 - ``readings``, ``readings_1m`` and ``readings_1h``, keyed ``(bucket, series_id, ts)`` with
   ``bucket = ts // BUCKET_MS`` (30 minutes; a rollup row's ``ts`` is its minute's or hour's
   start): the folded store. :meth:`ReadingStore.fold` moves the staged readings of the buckets
@@ -86,7 +89,10 @@ _MAX_CHUNKS = 64
 # Rows per multi-row INSERT: 6 variables each.
 _INSERT_ROWS = 500
 # Readings staged while a fold ran, between emptying the stage and putting them back.
-_KEEP_STAGED = "CREATE TEMP TABLE IF NOT EXISTS stage_kept AS SELECT * FROM readings_stage WHERE 0"
+_KEEP_STAGED = (
+    "CREATE TEMP TABLE IF NOT EXISTS stage_kept AS SELECT * FROM readings_stage_rows WHERE 0"
+)
+_STAGE_BASE = "SELECT stage_base FROM readings_fold WHERE id = 1"
 # The newest staged reading of each series of the bucket under way, at the end of a fold.
 _NEWEST_STAGED = (
     "CREATE TEMP TABLE IF NOT EXISTS stage_newest"
@@ -638,15 +644,16 @@ class _Batch:
             return
         assert self.sequence is not None, "a staged batch numbers its readings"
         seq = self.sequence.reserve(conn, len(keyed))
+        base = int(conn.execute(_STAGE_BASE).fetchone()[0])
         for chunk in fixed_chunks(keyed.items(), _INSERT_ROWS):
             _rows(
                 conn,
-                "INSERT INTO readings_stage (seq, series_id, ts, value, raw, received_ts,"
+                "INSERT INTO readings_stage_rows (seq, series_id, dts, value, raw, received_ts,"
                 " device_ts) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk)),
                 [
                     part
                     for index, ((sid, ts), r) in enumerate(chunk, start=seq + 1)
-                    for part in (index, sid, ts, r.value, r.raw, r.received_ts, r.device_ts)
+                    for part in (index, sid, ts - base, r.value, r.raw, r.received_ts, r.device_ts)
                 ],
             )
             seq += len(chunk)
@@ -969,14 +976,26 @@ def _empty_stage(conn: sqlite3.Connection, upto: int, until: int) -> None:
     (https://www.sqlite.org/lang_delete.html#the_truncate_optimization). So the few rows staged
     while the fold ran wait in memory, the stage is emptied whole and they go back, with their
     numbers, in the same transaction. The fold runs shortly after a bucket ends, so those of
-    the bucket under way are a minute's readings or so."""
+    the bucket under way are a minute's readings or so.
+
+    The stage's base time (migration 0119) moves to ``until``, the start of the bucket under
+    way, and the rows kept are re-based: the readings staged next are stamped close to it."""
+    base = int(conn.execute(_STAGE_BASE).fetchone()[0])
+    rebase = until if until < _TS_MAX else base
     conn.execute(_KEEP_STAGED)
     conn.execute(
-        "INSERT INTO temp.stage_kept SELECT * FROM readings_stage WHERE seq > ? OR ts >= ?",
-        (upto, until),
+        "INSERT INTO temp.stage_kept SELECT * FROM readings_stage_rows"
+        " WHERE seq > ? OR dts + ? >= ?",
+        (upto, base, until),
     )
-    conn.execute("DELETE FROM readings_stage")
-    conn.execute("INSERT INTO readings_stage SELECT * FROM temp.stage_kept ORDER BY seq")
+    conn.execute("DELETE FROM readings_stage_rows")
+    conn.execute("UPDATE readings_fold SET stage_base = ? WHERE id = 1", (rebase,))
+    conn.execute(
+        "INSERT INTO readings_stage_rows (seq, series_id, dts, value, raw, received_ts,"
+        " device_ts) SELECT seq, series_id, dts + ?, value, raw, received_ts, device_ts"
+        " FROM temp.stage_kept ORDER BY seq",
+        (base - rebase,),
+    )
     conn.execute("DELETE FROM temp.stage_kept")
 
 
