@@ -44,6 +44,24 @@ from agent.store.space import out_of_space
 __all__ = ["Database", "DatabaseSize", "StoreCorrupted"]
 
 log = logging.getLogger(__name__)
+
+
+def _copy_wal(path: Path) -> None:
+    """Copy the WAL's committed pages into the database, from a connection of its own: a
+    ``PASSIVE`` checkpoint takes no lock a write needs. A failure (a full card) is left to the
+    checkpoint under the writer lock that follows, which reports it."""
+    try:
+        conn = sqlite3.connect(path, isolation_level=None)
+    except sqlite3.Error:
+        return
+    try:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    except sqlite3.Error as err:
+        log.debug("copying the WAL before the checkpoint failed: %s", err)
+    finally:
+        conn.close()
+
+
 # Reader connections, each with its own thread: SQLite releases the GIL while it reads, so
 # concurrent requests' queries run side by side instead of queueing on one thread.
 _READERS = 2
@@ -192,8 +210,14 @@ class Database(Reads):
         waits for the writer lock, so no write of ours is in flight, and truncates the file.
         A :meth:`transaction` block that has ended leaves its group's transaction open until
         its ``COMMIT`` gets the lock: the checkpoint waits for that commit (SQLite refuses a
-        checkpoint inside a transaction: "database table is locked")."""
+        checkpoint inside a transaction: "database table is locked").
+
+        It copies the WAL first from a connection of its own, without the writer lock
+        (:func:`_copy_wal`), so writes go on while half an hour's pages are copied (seconds on
+        a Pi's card); the writer is then held only to copy what was committed meanwhile and to
+        truncate the file."""
         writer = self._write_conn
+        await asyncio.to_thread(_copy_wal, self.path)
         while True:
             async with self._exclusive():
                 if not writer.in_transaction:

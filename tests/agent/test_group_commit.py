@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.store import db as db_module
 from agent.store.db import Database
 from agent.store.hierarchy import SHELVES, HierarchyStore
 from protocol.errors import Conflict
@@ -323,6 +324,34 @@ async def test_a_checkpoint_waits_for_the_commit_of_a_transaction_block_that_end
     await writer
     assert busy == 0
     assert _committed(db, "SELECT text FROM notes") == [("block",)]
+
+
+async def test_writes_commit_while_a_checkpoint_copies_the_wal(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a Pi's card half an hour's WAL takes seconds to copy: the copy must not hold the
+    # writer. Here the copy waits, on its thread, until a write has committed meanwhile; a copy
+    # under the writer lock would wait for a write that waits for it.
+    copy = db_module._copy_wal
+    copying, committed = threading.Event(), threading.Event()
+
+    def slow_copy(path: Path) -> None:
+        copying.set()
+        assert committed.wait(10), "no write committed while the WAL was copied"
+        copy(path)
+
+    monkeypatch.setattr(db_module, "_copy_wal", slow_copy)
+    await db.write(lambda conn: conn.execute("INSERT INTO notes VALUES (1, 'before')"))
+    checkpoint = asyncio.create_task(db.checkpoint())
+    await asyncio.to_thread(copying.wait, 10)
+    await asyncio.wait_for(
+        db.write(lambda conn: conn.execute("INSERT INTO notes VALUES (2, 'during')")), 10
+    )
+    committed.set()
+    busy, _, _ = await checkpoint
+    assert busy == 0
+    assert not (db.path.parent / (db.path.name + "-wal")).stat().st_size, "truncated"
+    assert _committed(db, "SELECT id FROM notes ORDER BY id") == [(1,), (2,)]
 
 
 async def test_a_write_that_finds_nothing_to_change_writes_nothing(db: Database) -> None:
