@@ -265,6 +265,10 @@ async def _run(args: argparse.Namespace, cluster: PostgresCluster, tmp: Path) ->
     root = args.agent_root or ROOT
     env = agent_env(state, broker.port)
     env["PYTHONPATH"] = str(root)
+    # The bench's tablet and fan client sign in once; a token that expired mid-run (an hour by
+    # default) closed the tablet's stream and failed the commands that came after it. A tablet
+    # refreshes its token; that is not what this measures.
+    env["FARM_ACCESS_TOKEN_TTL_S"] = str(min(86_400, max(3_600, int(args.minutes * 60) + 1_800)))
     for pair_ in args.env:
         key, _, value = pair_.partition("=")
         env[key] = value
