@@ -9,43 +9,36 @@ from pathlib import Path
 
 import pytest
 
-from agent.store import migrate as store_migrate
 from agent.store.db import Database
 from protocol.timefmt import now_iso
+from tests.support.migrations import database_before
 
 
 async def test_devices_and_calibrations_survive_and_a_bus_takes_several_units(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     path = tmp_path / "agent.db"
-    everything = store_migrate._migrations()
-    monkeypatch.setattr(
-        store_migrate, "_migrations", lambda: tuple(m for m in everything if m.version < 110)
-    )
-    before = Database(path)
-    await before.open()
-    now = now_iso()
-    async with before.transaction() as conn:
-        await conn.execute(
-            "INSERT INTO farms (id, name, status, created_at, updated_at)"
-            " VALUES ('f', 'North', 'active', ?, ?)",
-            (now, now),
-        )
-        await conn.execute(
-            "INSERT INTO devices (id, farm_id, name, kind, device_type, status, transport,"
-            " serial_port, created_at, updated_at) VALUES ('ph', 'f', 'Tank pH', 'sensor',"
-            " 'ph_sensor', 'online', 'serial', '/dev/ttyAMA0', ?, ?)",
-            (now, now),
-        )
-        await conn.execute(
-            "INSERT INTO calibrations (id, device_id, metric, performed_by_email, performed_at,"
-            " method, points, outcome, active) VALUES ('c', 'ph', 'ph', 'a@farm.test', ?,"
-            " 'on_device', '[]', 'succeeded', 1)",
-            (now,),
-        )
-    await before.close()
+    async with database_before(path, 110) as before:
+        now = now_iso()
+        async with before.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO farms (id, name, status, created_at, updated_at)"
+                " VALUES ('f', 'North', 'active', ?, ?)",
+                (now, now),
+            )
+            await conn.execute(
+                "INSERT INTO devices (id, farm_id, name, kind, device_type, status, transport,"
+                " serial_port, created_at, updated_at) VALUES ('ph', 'f', 'Tank pH', 'sensor',"
+                " 'ph_sensor', 'online', 'serial', '/dev/ttyAMA0', ?, ?)",
+                (now, now),
+            )
+            await conn.execute(
+                "INSERT INTO calibrations (id, device_id, metric, performed_by_email, performed_at,"
+                " method, points, outcome, active) VALUES ('c', 'ph', 'ph', 'a@farm.test', ?,"
+                " 'on_device', '[]', 'succeeded', 1)",
+                (now,),
+            )
 
-    monkeypatch.setattr(store_migrate, "_migrations", lambda: everything)
     after = Database(path)
     await after.open()
     try:

@@ -14,12 +14,12 @@ from agent.services.ingest.reading_runtime import ReadingRuntime
 from agent.services.readings.query import ReadingQuery
 from agent.services.readings.retention import ReadingRetention, RetentionPolicy
 from agent.services.readings.writer import ReadingWriter
-from agent.store import migrate as store_migrate
 from agent.store.db import Database
 from agent.store.reading_windows import ReadingWindows
 from agent.store.readings import BUCKET_MS, NewReading, ReadingStore, Resolution, StampShift
 from agent.sync.outbox import OutboxStore
 from tests.agent.readings.conftest import DAY, HOUR, MIN, T0, Farm, count, readings
+from tests.support.migrations import database_before
 from tests.support.reading_seed import add_device, add_farm, add_user
 
 # The fold runs a minute after a bucket ends (agent/services/ingest/reading_runtime.py).
@@ -93,33 +93,27 @@ async def test_deleting_a_series_removes_its_bucketed_rows_only(farm: Farm) -> N
 
 
 @pytest.fixture
-async def upgraded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Farm]:
+async def upgraded(tmp_path: Path) -> AsyncIterator[Farm]:
     """A farm whose database held readings before 0117: two sensors, a day of readings every
     10 minutes up to T0, written by the series-ordered schema; then upgraded."""
     path = tmp_path / "agent.db"
-    everything = store_migrate._migrations()
-    monkeypatch.setattr(
-        store_migrate, "_migrations", lambda: tuple(m for m in everything if m.version < 117)
-    )
-    before = Database(path)
-    await before.open()
-    admin = await add_user(before)
-    farm_id = await add_farm(before, admin)
-    sensor, other = await add_device(before, farm_id), await add_device(before, farm_id)
-    async with before.transaction() as conn:
-        for device in (sensor, other):
-            cursor = await conn.execute(
-                "INSERT INTO series (device_id, metric, unit, created_at)"
-                " VALUES (?, 'ph', 'pH', '2024-01-01T00:00:00Z') RETURNING id",
-                (device,),
-            )
-            (sid,) = await cursor.fetchone()  # type: ignore[misc]
-            await conn.executemany(
-                "INSERT INTO readings (series_id, ts, value) VALUES (?, ?, 6.0)",
-                [(sid, T0 - DAY + k * 10 * MIN) for k in range(144)],
-            )
-    await before.close()
-    monkeypatch.setattr(store_migrate, "_migrations", lambda: everything)
+    async with database_before(path, 117) as before:
+        admin = await add_user(before)
+        farm_id = await add_farm(before, admin)
+        sensor, other = await add_device(before, farm_id), await add_device(before, farm_id)
+        async with before.transaction() as conn:
+            for device in (sensor, other):
+                cursor = await conn.execute(
+                    "INSERT INTO series (device_id, metric, unit, created_at)"
+                    " VALUES (?, 'ph', 'pH', '2024-01-01T00:00:00Z') RETURNING id",
+                    (device,),
+                )
+                (sid,) = await cursor.fetchone()  # type: ignore[misc]
+                await conn.executemany(
+                    "INSERT INTO readings (series_id, ts, value) VALUES (?, ?, 6.0)",
+                    [(sid, T0 - DAY + k * 10 * MIN) for k in range(144)],
+                )
+
     db = Database(path)
     await db.open()
     try:

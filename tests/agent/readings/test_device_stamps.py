@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from agent.store import migrate as store_migrate
 from agent.store.db import Database
 from agent.store.devices import DeviceFilter, DeviceStore
 from agent.store.readings import ReadingStore
 from protocol.identity import Principal
 from tests.agent.readings.conftest import MIN, T0, Farm, readings, stamps
+from tests.support.migrations import database_before
 from tests.support.reading_seed import add_device, add_farm, add_user
 
 DEVICES = 200
@@ -53,32 +51,25 @@ async def test_a_minute_of_stamps_rewrites_a_few_pages_not_every_device_row(db: 
 
 
 async def test_an_upgrade_keeps_the_stamps_in_every_view_and_the_sync_record(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     path = tmp_path / "agent.db"
-    everything = store_migrate._migrations()
-    monkeypatch.setattr(
-        store_migrate, "_migrations", lambda: tuple(m for m in everything if m.version < 118)
-    )
-    before = Database(path)
-    await before.open()
-    admin = await add_user(before)
-    farm_id = await add_farm(before, admin)
-    read, heard, silent = [await add_device(before, farm_id) for _ in range(3)]
-    async with before.transaction() as conn:
-        await conn.execute(
-            "UPDATE devices SET last_reading = '2024-01-01T00:00:07.123Z',"
-            " last_seen = '2024-01-01T00:00:08.456Z' WHERE id = ?",
-            (read,),
-        )
-        await conn.execute(
-            "UPDATE devices SET last_seen = '2023-12-31T23:59:59.999Z' WHERE id = ?", (heard,)
-        )
-    await DeviceStore(before).rename(read, "Tank pH", None)
-    synced_before = await _synced(before, read)
-    await before.close()
+    async with database_before(path, 118) as before:
+        admin = await add_user(before)
+        farm_id = await add_farm(before, admin)
+        read, heard, silent = [await add_device(before, farm_id) for _ in range(3)]
+        async with before.transaction() as conn:
+            await conn.execute(
+                "UPDATE devices SET last_reading = '2024-01-01T00:00:07.123Z',"
+                " last_seen = '2024-01-01T00:00:08.456Z' WHERE id = ?",
+                (read,),
+            )
+            await conn.execute(
+                "UPDATE devices SET last_seen = '2023-12-31T23:59:59.999Z' WHERE id = ?", (heard,)
+            )
+        await DeviceStore(before).rename(read, "Tank pH", None)
+        synced_before = await _synced(before, read)
 
-    monkeypatch.setattr(store_migrate, "_migrations", lambda: everything)
     after = Database(path)
     await after.open()
     try:

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from agent.store import migrate as store_migrate
 from agent.store.db import Database
 from agent.store.readings import NewReading, ReadingStore
 from agent.sync.outbox import OutboxStore
 from protocol.sync import advance
 from tests.agent.readings.conftest import T0, count, stamps
+from tests.support.migrations import database_before
 from tests.support.reading_seed import add_device, add_farm, add_user
 
 
@@ -44,28 +42,19 @@ async def _stage_the_old_way(db: Database, device: str, stamps: list[int]) -> No
             )
 
 
-async def test_an_old_stage_is_folded_and_its_queued_copies_are_sent_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_an_old_stage_is_folded_and_its_queued_copies_are_sent_once(tmp_path: Path) -> None:
     path = tmp_path / "agent.db"
-    everything = store_migrate._migrations()
-    monkeypatch.setattr(
-        store_migrate, "_migrations", lambda: tuple(m for m in everything if m.version < 116)
-    )
-    before = Database(path)
-    await before.open()
-    farm = await add_farm(before, await add_user(before))
-    device = await add_device(before, farm)
-    await _stage_the_old_way(before, device, [T0 + k * 1000 for k in range(5)])
-    # The cloud holds these five: their copies are gone (not counted in the totals yet).
-    async with before.transaction() as conn:
-        await conn.execute("DELETE FROM outbox_readings")
-    await _stage_the_old_way(before, device, [T0 + k * 1000 for k in range(5, 8)])
-    waiting = [int(r[0]) for r in await before.fetch_all("SELECT seq FROM outbox_readings")]
-    assert len(waiting) == 3 and await count(before, "readings_stage") == 8
-    await before.close()
+    async with database_before(path, 116) as before:
+        farm = await add_farm(before, await add_user(before))
+        device = await add_device(before, farm)
+        await _stage_the_old_way(before, device, [T0 + k * 1000 for k in range(5)])
+        # The cloud holds these five: their copies are gone (not counted in the totals yet).
+        async with before.transaction() as conn:
+            await conn.execute("DELETE FROM outbox_readings")
+        await _stage_the_old_way(before, device, [T0 + k * 1000 for k in range(5, 8)])
+        waiting = [int(r[0]) for r in await before.fetch_all("SELECT seq FROM outbox_readings")]
+        assert len(waiting) == 3 and await count(before, "readings_stage") == 8
 
-    monkeypatch.setattr(store_migrate, "_migrations", lambda: everything)
     after = Database(path)
     await after.open()
     try:

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from agent.store import migrate as store_migrate
 from agent.store.db import Database
 from agent.store.readings import BUCKET_MS, NewReading, ReadingStore, Resolution
 from tests.agent.readings.conftest import MIN, T0, Farm, readings
+from tests.support.migrations import database_before
 from tests.support.reading_seed import add_device, add_farm, add_user
 
 # SQLite stores an integer in 3 bytes in this range (https://www.sqlite.org/fileformat.html).
@@ -50,32 +48,23 @@ async def test_staged_readings_keep_their_times_as_the_fold_moves_the_base(farm:
     assert [p.ts for p in points] == first + second
 
 
-async def test_an_upgrade_keeps_the_staged_readings_times_and_numbers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_an_upgrade_keeps_the_staged_readings_times_and_numbers(tmp_path: Path) -> None:
     path = tmp_path / "agent.db"
-    everything = store_migrate._migrations()
-    monkeypatch.setattr(
-        store_migrate, "_migrations", lambda: tuple(m for m in everything if m.version < 119)
-    )
-    before = Database(path)
-    await before.open()
-    device = await add_device(before, await add_farm(before, await add_user(before)))
-    old = [(900 + k, T0 + k * 1000, 6.5 + k) for k in range(4)]
-    async with before.transaction() as conn:
-        cursor = await conn.execute(
-            "INSERT INTO series (device_id, metric, unit, created_at)"
-            " VALUES (?, 'ph', 'pH', '2024-01-01T00:00:00.000Z') RETURNING id",
-            (device,),
-        )
-        (series_id,) = await cursor.fetchone()  # type: ignore[misc]
-        await conn.executemany(
-            "INSERT INTO readings_stage (seq, series_id, ts, value) VALUES (?, ?, ?, ?)",
-            [(seq, series_id, ts, value) for seq, ts, value in old],
-        )
-    await before.close()
+    async with database_before(path, 119) as before:
+        device = await add_device(before, await add_farm(before, await add_user(before)))
+        old = [(900 + k, T0 + k * 1000, 6.5 + k) for k in range(4)]
+        async with before.transaction() as conn:
+            cursor = await conn.execute(
+                "INSERT INTO series (device_id, metric, unit, created_at)"
+                " VALUES (?, 'ph', 'pH', '2024-01-01T00:00:00.000Z') RETURNING id",
+                (device,),
+            )
+            (series_id,) = await cursor.fetchone()  # type: ignore[misc]
+            await conn.executemany(
+                "INSERT INTO readings_stage (seq, series_id, ts, value) VALUES (?, ?, ?, ?)",
+                [(seq, series_id, ts, value) for seq, ts, value in old],
+            )
 
-    monkeypatch.setattr(store_migrate, "_migrations", lambda: everything)
     after = Database(path)
     await after.open()
     try:
