@@ -17,7 +17,14 @@ and per day at this pace, CPU per reading, RSS at the end and its peak (VmHWM, s
 state directory's growth per reading; publish -> /ws/sensor-data delivery p50/p99 (a reading
 that never arrives is counted missed), QoS 1 acknowledgement p50/p99, the fan command's confirmed
 round trip p50/p99 (a non-2xx answer or an error counts as a failure); load average at start and
-end. ``--agent-root`` runs the agent from another checkout (``git worktree add /tmp/old <rev>``),
+end.
+
+The agent folds its stage every half hour and checkpoints its WAL every half hour, and each
+writes a large share of the bytes at once. A window of whole half hours holds as many of each as
+a farm's day does per half hour, so its bytes per reading are the farm's; a shorter or uneven
+window holds too few or too many. The readings folded in the window (``/metrics``) and the
+checkpoints are printed beside the bytes: use ``--minutes 60`` (or 30, 90...) for the figure of
+record. ``--agent-root`` runs the agent from another checkout (``git worktree add /tmp/old <rev>``),
 so old and new code can be alternated on the same machine.
 """
 
@@ -58,6 +65,8 @@ from tests.support.postgres import PostgresCluster
 PASSWORD = "bench password 123"
 METRICS = 3
 DAY_S = 86_400
+CYCLE_MIN = 30
+"""Minutes between the agent's folds of its stage and between its WAL checkpoints (defaults)."""
 
 
 @dataclass
@@ -111,6 +120,17 @@ class Live:
 def state_bytes(state: Path) -> int:
     """Bytes of every file under the agent's state directory."""
     return sum(p.stat().st_size for p in state.rglob("*") if p.is_file())
+
+
+async def folded(url: str) -> int:
+    """Readings the agent has folded since it started (its ``/metrics``, open to 127.0.0.1)."""
+    async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as resp:
+        resp.raise_for_status()
+        text = await resp.text()
+    for line in text.splitlines():
+        if line.startswith("farm_agent_readings_folded_total "):
+            return int(float(line.split()[1]))
+    raise RuntimeError("the agent's /metrics has no farm_agent_readings_folded_total")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -325,6 +345,7 @@ async def _run(args: argparse.Namespace, cluster: PostgresCluster, tmp: Path) ->
         await asyncio.sleep(settle)  # the first rounds: every series exists, caches are warm
         load_measured = os.getloadavg()
         before = ProcessSample.of(agent.pid)
+        folded_before = await folded(url)
         state_before = state_bytes(state)
         live.measuring = True
         print(f"measuring the agent (pid {agent.pid}) for {window_s:.0f} s", flush=True)
@@ -336,6 +357,7 @@ async def _run(args: argparse.Namespace, cluster: PostgresCluster, tmp: Path) ->
             await asyncio.wait({publisher}, timeout=1.0)
         live.measuring = False
         after = ProcessSample.of(agent.pid)
+        folded_in_window = await folded(url) - folded_before
         state_after = state_bytes(state)
         elapsed = time.monotonic() - measured_began
         messages = publisher.result()
@@ -382,6 +404,14 @@ async def _run(args: argparse.Namespace, cluster: PostgresCluster, tmp: Path) ->
         f"written per reading: {written / per:,.0f} B write_bytes, {handed / per:,.0f} B wchar"
         " (target <= 200 B, stretch 100 B)"
     )
+    cycles = args.minutes / CYCLE_MIN
+    print(
+        f"folds in the window: {folded_in_window:,} readings folded ({folded_in_window / per:.2f}"
+        f" of those received; a farm's day folds 1.00), the window is {cycles:.2f} half hours"
+        + ("" if cycles == round(cycles) and cycles >= 1 else
+           f": not whole half hours, so the bytes above hold too few or too many folds and"
+           f" checkpoints; --minutes {CYCLE_MIN * max(2, round(cycles))} gives the farm's figure")
+    )  # fmt: skip
     print(
         f"written per day at this pace: {written / elapsed * DAY_S / 1e9:.2f} GB write_bytes,"
         f" {handed / elapsed * DAY_S / 1e9:.2f} GB wchar"

@@ -99,17 +99,23 @@ def report(
         f" {frames} frames ({frames / max(len(commits), 1):.1f} per commit),"
         f" {checkpoints} checkpoint{'' if checkpoints == 1 else 's'} restarting the WAL"
         + ("" if checkpoints else " (the bytes above leave the checkpoint's copy out)"),
-        "frames per table or index (frames, commits writing it):",
+        "frames per table or index (frames, commits writing it, distinct pages: what a"
+        " checkpoint copies of it):",
     ]
     per_frame: collections.Counter[str] = collections.Counter()
     per_commit: collections.Counter[str] = collections.Counter()
     kinds: collections.Counter[tuple[str, ...]] = collections.Counter()
+    distinct: dict[str, set[int]] = collections.defaultdict(set)
     for pages in commits:
         tables = [names.get(p, "(free)") for p in pages]
+        for page, table in zip(pages, tables, strict=True):
+            distinct[table].add(page)
         per_frame.update(tables)
         per_commit.update(set(tables))
         kinds[tuple(sorted(set(tables)))] += 1
-    lines += [f"  {n:40} {k:7} {per_commit[n]:7}" for n, k in per_frame.most_common()]
+    lines += [
+        f"  {n:40} {k:7} {per_commit[n]:7} {len(distinct[n]):7}" for n, k in per_frame.most_common()
+    ]
     lines.append("commits by the tables they write:")
     lines += [f"  {k:7}  {', '.join(t)}" for t, k in kinds.most_common(12)]
     return lines

@@ -170,6 +170,7 @@ BENCHES = {
         [
             r"written per reading: [\d,]+ B write_bytes, [\d,]+ B wchar",
             r"written per day at this pace: [\d.]+ GB write_bytes",
+            r"folds in the window: [\d,]+ readings folded .*: not whole half hours",
             r"CPU per reading: [\d.]+ ms",
             r"RSS: \d+ MB at the end, \d+ MB peak while measured, \d+ MB VmHWM",
             r"state directory growth: -?[\d.]+ B per reading",
