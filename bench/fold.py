@@ -19,8 +19,11 @@ each of them for the cloud.
 
 Baseline, measured in the same run: the rows folded, appended in key order to a table of the
 raw readings' shape (keyed by bucket, series and time) in a database of its own, and
-checkpointed: the least a B-tree store can write for them. The ratio is what the fold adds to
-it: the rollups, the stage emptied, and whatever rows land inside the tables' history.
+checkpointed: the least a B-tree store can write for them under WAL. The ratio is what the fold
+adds to it: the rollups, the stage emptied, and whatever rows land inside the tables' history.
+Beside it, the same rows appended to a file under a rollback journal (``PERSIST``), where the
+pages a transaction adds are written once instead of twice (WAL, then checkpoint): what a
+fold into such a file would write for the raw readings (docs/adr/0088).
 """
 
 from __future__ import annotations
@@ -66,12 +69,17 @@ def _per(before: ProcessIo, after: ProcessIo, count: int) -> tuple[float, float]
     )
 
 
-def _baseline(path: Path, rows: list[tuple[int, int, int, float]]) -> tuple[float, float]:
+def _baseline(
+    path: Path, rows: list[tuple[int, int, int, float]], journal: str = "WAL"
+) -> tuple[float, float]:
     """The rows appended in key order to a fresh table of the readings' shape, checkpointed
-    (the file is deleted after)."""
+    (the file is deleted after). ``journal`` is the file's journal mode: under WAL every page
+    is written twice (to the WAL, then by the checkpoint); under a rollback journal
+    (``PERSIST``) a page the transaction adds is written once, into the file, and only the
+    pages it changes go to the journal first."""
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
-        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA journal_mode={journal}")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute(
             "CREATE TABLE readings (bucket INTEGER NOT NULL, series_id INTEGER NOT NULL,"
@@ -171,13 +179,15 @@ async def _run(args: argparse.Namespace, tmp: Path, run: Run) -> None:
             await db.checkpoint()
             written, handed = _per(before, _io(), max(folded, 1))
             base_written, base_handed = _baseline(tmp / f"baseline-{fold}.db", sorted(rows))
+            once_written, _ = _baseline(tmp / f"once-{fold}.db", sorted(rows), "PERSIST")
             if folded != len(rows):
                 run.failures.add("reading not folded", abs(len(rows) - folded))
             print(f"fold {fold + 1}: {folded:,} readings; written per reading {written:.0f} B"
                   f" write_bytes, {handed:.0f} B wchar; baseline (the rows appended in key order)"
                   f" {base_written:.0f} B, {base_handed:.0f} B;"
                   f" ratio {written / max(base_written, 1):.2f}x write_bytes;"
-                  f" CPU {cpu * 1e6 / max(folded, 1):.1f} us per reading")  # fmt: skip
+                  f" CPU {cpu * 1e6 / max(folded, 1):.1f} us per reading;"
+                  f" the rows in a rollback-journal file {once_written:.0f} B")  # fmt: skip
             if args.census:
                 for line in report(census.commits, page_names(path), 1.0)[1:12]:
                     print("   ", line)
