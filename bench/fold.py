@@ -23,7 +23,7 @@ checkpointed: the least a B-tree store can write for them under WAL. The ratio i
 adds to it: the rollups, the stage emptied, and whatever rows land inside the tables' history.
 Beside it, the same rows appended to a file under a rollback journal (``PERSIST``), where the
 pages a transaction adds are written once instead of twice (WAL, then checkpoint): what a
-fold into such a file would write for the raw readings (docs/adr/0088).
+fold into such a file would write for the raw readings (docs/measurements/pace.md).
 """
 
 from __future__ import annotations
