@@ -92,6 +92,16 @@ def _sensor(screen: Screen, name: str) -> dict[str, Any]:
     return dict(next(s for s in sensors["sensors"] if s["name"] == name))
 
 
+def _shown_box(chart: Any) -> dict[str, float]:
+    """The chart's box on the screen. A live reading redraws the chart, replacing its element:
+    a measure taken as one goes and the next comes finds none, so it is taken again."""
+    for _ in range(20):
+        box = chart.bounding_box()
+        if box is not None:
+            return dict(box)
+    raise AssertionError("the chart never stayed on the screen long enough to be measured")
+
+
 def _device(screen: Screen, name: str) -> dict[str, Any]:
     status, devices = screen.site.api("GET", "/api/v1/devices?limit=500", token=screen.site.login())
     assert status == 200, devices
@@ -136,8 +146,7 @@ def test_a_chart_of_two_units_has_an_axis_each_bands_and_values_under_a_finger(
     expect(chart.locator("rect.band.ok")).to_have_count(2)
     expect(chart.locator("rect.band.alert").first).to_be_visible()  # one rule per screen size
     # Values under the pointer (a finger on a phone), with their units.
-    box = chart.bounding_box()
-    assert box is not None
+    box = _shown_box(chart)
     where = {"x": box["width"] * 0.6, "y": box["height"] / 2}  # the nearest readings show
     if screen.size == "phone":
         chart.dispatch_event(
