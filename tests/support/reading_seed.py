@@ -61,13 +61,13 @@ async def grant(db: Database, principal: Principal, farm_id: str, permission: st
         )
 
 
-async def add_series(db: Database, device_id: str, metric: str = "ph") -> int:
-    """A series of ``device_id``'s ``metric``; its id."""
+async def add_series(db: Database, device_id: str, metric: str = "ph", unit: str = "") -> int:
+    """A series of ``device_id``'s ``metric`` in ``unit``; its id."""
     async with db.transaction() as conn:
         cursor = await conn.execute(
             "INSERT INTO series (device_id, metric, unit, created_at)"
-            " VALUES (?, ?, '', '2024-01-01T00:00:00.000Z')",
-            (device_id, metric),
+            " VALUES (?, ?, ?, '2024-01-01T00:00:00.000Z')",
+            (device_id, metric, unit),
         )
         series_id = cursor.lastrowid
     assert series_id is not None

@@ -20,7 +20,7 @@ from agent.store.readings import BUCKET_MS, NewReading, ReadingStore, Resolution
 from agent.sync.outbox import OutboxStore
 from tests.agent.readings.conftest import DAY, HOUR, MIN, T0, Farm, count, readings
 from tests.support.migrations import database_before
-from tests.support.reading_seed import add_device, add_farm, add_user
+from tests.support.reading_seed import add_device, add_farm, add_series, add_user
 
 # The fold runs a minute after a bucket ends (agent/services/ingest/reading_runtime.py).
 GRACE = MIN
@@ -101,14 +101,9 @@ async def upgraded(tmp_path: Path) -> AsyncIterator[Farm]:
         admin = await add_user(before)
         farm_id = await add_farm(before, admin)
         sensor, other = await add_device(before, farm_id), await add_device(before, farm_id)
-        async with before.transaction() as conn:
-            for device in (sensor, other):
-                cursor = await conn.execute(
-                    "INSERT INTO series (device_id, metric, unit, created_at)"
-                    " VALUES (?, 'ph', 'pH', '2024-01-01T00:00:00Z') RETURNING id",
-                    (device,),
-                )
-                (sid,) = await cursor.fetchone()  # type: ignore[misc]
+        for device in (sensor, other):
+            sid = await add_series(before, device, unit="pH")
+            async with before.transaction() as conn:
                 await conn.executemany(
                     "INSERT INTO readings (series_id, ts, value) VALUES (?, ?, 6.0)",
                     [(sid, T0 - DAY + k * 10 * MIN) for k in range(144)],

@@ -10,7 +10,7 @@ from agent.store.db import Database
 from agent.store.readings import BUCKET_MS, NewReading, ReadingStore, Resolution
 from tests.agent.readings.conftest import MIN, T0, Farm, readings
 from tests.support.migrations import database_before
-from tests.support.reading_seed import add_device, add_farm, add_user
+from tests.support.reading_seed import add_device, add_farm, add_series, add_user
 
 # SQLite stores an integer in 3 bytes in this range (https://www.sqlite.org/fileformat.html).
 THREE_BYTES = 2**23
@@ -53,13 +53,8 @@ async def test_an_upgrade_keeps_the_staged_readings_times_and_numbers(tmp_path: 
     async with database_before(path, 119) as before:
         device = await add_device(before, await add_farm(before, await add_user(before)))
         old = [(900 + k, T0 + k * 1000, 6.5 + k) for k in range(4)]
+        series_id = await add_series(before, device, unit="pH")
         async with before.transaction() as conn:
-            cursor = await conn.execute(
-                "INSERT INTO series (device_id, metric, unit, created_at)"
-                " VALUES (?, 'ph', 'pH', '2024-01-01T00:00:00.000Z') RETURNING id",
-                (device,),
-            )
-            (series_id,) = await cursor.fetchone()  # type: ignore[misc]
             await conn.executemany(
                 "INSERT INTO readings_stage (seq, series_id, ts, value) VALUES (?, ?, ?, ?)",
                 [(seq, series_id, ts, value) for seq, ts, value in old],
